@@ -1,0 +1,3 @@
+from r9700ctl.cli import main
+
+main()

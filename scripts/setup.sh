@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Prepare this machine for r9700ctl's demo or tests: Debian packages the lab needs, and a
+# virtual environment in .venv with r9700ctl installed. Safe to run again.
+#   scripts/setup.sh          runtime only (demo)
+#   scripts/setup.sh --test   also the test tools and a CPU build of PyTorch (the agent's gloo tests)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_test=0
+[ "${1:-}" = "--test" ] && want_test=1
+
+# Debian packages: Python venv support, and what the lab uses (debootstrap, namespaces,
+# sshd client, package mirror tools, the caching proxy). Only missing ones are installed.
+packages=(python3 python3-venv python3-pip debootstrap apt-cacher-ng zstd openssh-client iproute2
+          dpkg-dev apt-utils gnupg util-linux procps psmisc ca-certificates git)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "setup: missing Debian packages: ${missing[*]} (run as root, or: sudo apt-get install ${missing[*]})" >&2
+        exit 3
+    fi
+    echo "setup: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+if [ $want_test = 1 ]; then
+    .venv/bin/python -m pip install -q -e ".[test]"
+    # CPU build of PyTorch for the agent's multi-process (gloo) tests.
+    .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install -q "torch==2.13.0"
+else
+    .venv/bin/python -m pip install -q .
+fi
+echo "setup: ready ($(.venv/bin/r9700ctl --version))"

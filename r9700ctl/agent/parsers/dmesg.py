@@ -1,0 +1,133 @@
+"""Kernel log (`dmesg`, `dmesg -T/-H`, `journalctl -k`): amdgpu's trouble, with line numbers.
+
+Kinds of finding, each with the 1-based line number as evidence and the GPU's PCI address
+when the line names one:
+- gpu_reset: "GPU reset begin!", "GPU reset(N) succeeded!", "GPU recovery" messages
+- ring_timeout: "ring gfx_0.0.0 timeout" (a job that never finished)
+- page_fault: "[gfxhub] page fault", "[mmhub] no-retry page fault" (a bad GPU address)
+- probe_failed: "amdgpu: probe of 0000:01:00.0 failed with error -22"
+- init_failed: "Fatal error during GPU init", "amdgpu_device_ip_init failed", "hw_init of IP block ... failed"
+- firmware: firmware that failed to load ("Direct firmware load for amdgpu/... failed",
+  "failed to load ucode")
+- mes: the MES scheduler not answering ("MES failed to respond", "MES might be in unrecoverable state")
+- error: any other "*ERROR*" line of amdgpu/drm/kfd
+- smu_mismatch: "SMU driver if version not matched" (informational: often harmless, sometimes not)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from r9700ctl.agent.parsers._common import cannot_read, from_file, is_source_line, never_raises, normalise_bdf
+
+# Order matters: the first pattern that matches names the finding.
+PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("probe_failed", re.compile(r"amdgpu:? probe of (\S+) failed with error (-?\d+)", re.IGNORECASE)),
+    (
+        "init_failed",
+        re.compile(r"Fatal error during GPU init|amdgpu_device_ip_init failed|hw_init of IP block.*failed"),
+    ),
+    (
+        "firmware",
+        re.compile(
+            r"Direct firmware load for amdgpu/\S+ failed|failed to load (?:ucode|firmware)|"
+            r"Failed to load gpu_info firmware|psp.*load.*failed|firmware loading failed",
+            re.IGNORECASE,
+        ),
+    ),
+    ("ring_timeout", re.compile(r"ring \S+ timeout", re.IGNORECASE)),
+    ("mes", re.compile(r"MES failed to respon|MES might be in unrecoverable state", re.IGNORECASE)),
+    ("gpu_reset", re.compile(r"GPU reset|GPU recovery|gpu_recover|Mode[12] reset|BACO reset", re.IGNORECASE)),
+    ("page_fault", re.compile(r"\[(?:gfxhub|mmhub)\w*\] (?:no-retry |retry )?page fault", re.IGNORECASE)),
+    ("smu_mismatch", re.compile(r"SMU driver if version not matched", re.IGNORECASE)),
+    ("error", re.compile(r"\*ERROR\*")),
+)
+# A line belongs to the GPU stack when it names one of these.
+_GPU_STACK = re.compile(r"amdgpu|\[drm|kfd|amdkfd", re.IGNORECASE)
+_TIMESTAMP = re.compile(r"^\s*\[[^\]]{1,40}\]|^\w{3}\s+\d+\s+[\d:]+\s+\S+\s+kernel:|^\d{4}-\d\d-\d\dT")
+_ADDRESS = re.compile(r"\b(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\b")
+
+SERIOUS = (
+    "probe_failed",
+    "init_failed",
+    "firmware",
+    "ring_timeout",
+    "gpu_reset",
+    "page_fault",
+    "mes",
+    "error",
+)
+
+
+@dataclass
+class DmesgFinding:
+    kind: str
+    line: int
+    text: str
+    bdf: str | None = None
+
+
+@dataclass
+class DmesgReport:
+    source: str
+    findings: list[DmesgFinding] = field(default_factory=list)
+    lines_read: int = 0
+    amdgpu_lines: int = 0
+    error: str | None = None
+
+    def of_kind(self, kind: str) -> list[DmesgFinding]:
+        return [f for f in self.findings if f.kind == kind]
+
+    @property
+    def kinds(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for finding in self.findings:
+            counts[finding.kind] = counts.get(finding.kind, 0) + 1
+        return counts
+
+    @property
+    def serious(self) -> list[DmesgFinding]:
+        return [f for f in self.findings if f.kind in SERIOUS]
+
+
+def _failed(source: str, reason: str) -> DmesgReport:
+    return DmesgReport(source=source, error=cannot_read(source, reason))
+
+
+@never_raises(_failed)
+def parse(text: str, source: str = "dmesg.txt") -> DmesgReport:
+    report = DmesgReport(source=source)
+    log_like = 0
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.rstrip()
+        if not line.strip() or (number == 1 and is_source_line(line)):
+            continue
+        report.lines_read += 1
+        if _TIMESTAMP.match(line):
+            log_like += 1
+        if not _GPU_STACK.search(line):
+            continue
+        report.amdgpu_lines += 1
+        for kind, pattern in PATTERNS:
+            match = pattern.search(line)
+            if match:
+                bdf = normalise_bdf(match.group(1)) if kind == "probe_failed" else None
+                address = _ADDRESS.search(line)
+                report.findings.append(
+                    DmesgFinding(
+                        kind,
+                        number,
+                        line.strip(),
+                        bdf or (normalise_bdf(address.group(0)) if address else None),
+                    )
+                )
+                break
+    if report.lines_read and not log_like:
+        report.error = cannot_read(source, "no kernel log lines ('[   12.345678] ...') in it")
+    return report
+
+
+def parse_file(path: str | Path) -> DmesgReport:
+    return from_file(parse, _failed, path)

@@ -1,0 +1,101 @@
+"""nvidia-smi -q -x parser on real reports (A100 with MIG, schema v12; Tesla T4, v11)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from r9700ctl.agent.parsers import nvidia_smi
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDED = ROOT / "r9700ctl" / "data" / "recorded"
+FIXTURES = ROOT / "tests" / "fixtures" / "nvidia_smi"
+
+
+def test_an_a100_report_gives_link_clocks_power_and_no_event_reason():
+    """Pins schema v12 (driver 535): gpu_power_readings and clocks_event_reasons."""
+    report = nvidia_smi.parse_file(RECORDED / "nvidia-a100-1x" / "nvidia-smi.xml")
+
+    assert report.error is None
+    assert (report.driver_version, report.cuda_version, report.attached_gpus) == ("535.54.03", "12.2", 4)
+    (gpu,) = report.gpus
+    assert (gpu.product_name, gpu.bdf, gpu.bus_id) == (
+        "NVIDIA A100-SXM4-80GB",
+        "0000:01:00.0",
+        "00000000:01:00.0",
+    )
+    assert gpu.uuid == "GPU-513536b6-7d19-9063-b049-1e69664bb298"
+    assert gpu.vbios_version == "92.00.36.00.02"
+    assert (gpu.pcie_gen_current, gpu.pcie_gen_max, gpu.pcie_width_current, gpu.pcie_width_max) == (
+        4,
+        4,
+        16,
+        16,
+    )
+    assert gpu.clocks_mhz == {"graphics": 1275.0, "sm": 1275.0, "mem": 1593.0, "video": 1275.0}
+    assert gpu.max_clocks_mhz["sm"] == 1410.0
+    assert (gpu.power_draw_w, gpu.power_limit_w, gpu.default_power_limit_w) == (67.03, 500.0, 500.0)
+    assert (gpu.temperature_gpu_c, gpu.temperature_memory_c) == (27.0, 44.0)
+    assert (gpu.memory_total_mib, gpu.bar1_total_mib) == (81920.0, 131072.0)
+    assert gpu.mig_mode == "Enabled"
+    assert len(gpu.clocks_event_reasons) == 9
+    assert gpu.clocks_event_mask == 0
+    assert gpu.hardware_slowdown == []
+
+
+def test_an_older_t4_report_uses_power_readings_and_throttle_reasons_and_runs_at_x8():
+    """Pins schema v11 (driver 515): the older element names, and a link at x8 of x16."""
+    report = nvidia_smi.parse_file(FIXTURES / "tesla-t4-v11.xml")
+
+    assert report.error is None
+    (gpu,) = report.gpus
+    assert gpu.bdf == "0000:00:1e.0"
+    assert (gpu.pcie_width_current, gpu.pcie_width_max) == (8, 16)
+    assert (gpu.power_draw_w, gpu.power_limit_w, gpu.default_power_limit_w) == (26.78, 70.0, 70.0)
+    assert gpu.temperature_memory_c is None  # "N/A"
+    assert set(gpu.clocks_event_reasons) >= {"sw_power_cap", "hw_slowdown"}
+    assert gpu.clocks_event_mask == 0
+
+
+def test_active_event_reasons_make_the_nvml_mask():
+    text = (
+        '<nvidia_smi_log><gpu id="00000000:17:00.0"><clocks_event_reasons>'
+        "<clocks_event_reason_sw_power_cap>Active</clocks_event_reason_sw_power_cap>"
+        "<clocks_event_reason_hw_thermal_slowdown>Active</clocks_event_reason_hw_thermal_slowdown>"
+        "</clocks_event_reasons></gpu></nvidia_smi_log>"
+    )
+    (gpu,) = nvidia_smi.parse(text).gpus
+
+    assert gpu.clocks_event_mask == 0x4 | 0x40
+    assert gpu.hardware_slowdown == ["hw_thermal_slowdown"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param(
+            '<?xml version="1.0"?><!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]><nvidia_smi_log/>',
+            id="external-entity",
+        ),
+        pytest.param(
+            '<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaa"><!ENTITY b "&a;&a;&a;">]><nvidia_smi_log/>',
+            id="entity-expansion",
+        ),
+    ],
+)
+def test_entity_declarations_are_refused_before_parsing(text):
+    """Pins the XXE / billion-laughs guard: xml.etree would expand internal entities."""
+    report = nvidia_smi.parse(text, "nvidia-smi.xml")
+
+    assert report.gpus == []
+    assert report.error == (
+        "could not read nvidia-smi.xml: refused: the XML declares entities or an inline DTD, "
+        "which nvidia-smi never does"
+    )
+
+
+def test_a_document_that_is_not_nvidia_smi_says_what_it_is():
+    assert nvidia_smi.parse("<html/>", "nvidia-smi.xml").error == (
+        "could not read nvidia-smi.xml: no <nvidia_smi_log> document in it"
+    )

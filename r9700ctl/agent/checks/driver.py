@@ -1,0 +1,394 @@
+"""Driver layer: module loaded and bound, /dev/kfd and render nodes usable, kernel log clean,
+and a PyTorch / ROCm / HSA_OVERRIDE_GFX_VERSION that matches the cards' gfx target.
+
+Device access distinguishes "missing" (no node: driver not loaded) from "restricted" (the node
+exists but this user cannot open it: add the user to the render and video groups).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from r9700ctl.agent import sysfs
+from r9700ctl.agent.checks import register
+from r9700ctl.agent.context import AgentContext
+from r9700ctl.agent.datafiles import DataFileError, load_data
+from r9700ctl.agent.parsers import dmesg
+from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult
+from r9700ctl.agent.tools import run_tool
+
+MODULE_FOR_VENDOR = {sysfs.AMD: "amdgpu", sysfs.NVIDIA: "nvidia"}
+
+ACCESS_FIX = (
+    "add the user to the render and video groups (`sudo usermod -aG render,video $USER`), "
+    "then log in again; in containers pass --device=/dev/kfd --device=/dev/dri --group-add render"
+)
+
+# dmesg finding kinds (r9700ctl.agent.parsers.dmesg) that mean the driver or a GPU failed;
+# other "*ERROR*" lines are a warning: some are harmless, so compare with a healthy node.
+DMESG_FAIL_KINDS = (
+    "probe_failed",
+    "init_failed",
+    "firmware",
+    "ring_timeout",
+    "gpu_reset",
+    "page_fault",
+    "mes",
+)
+
+
+def device_access(path: Path, access: Callable[[str, int], bool] = os.access) -> str:
+    """ "ok", "missing" or "restricted" (exists, but this user may not read and write it)."""
+    if not path.exists():
+        return "missing"
+    return "ok" if access(str(path), os.R_OK | os.W_OK) else "restricted"
+
+
+def _module_results(ctx: AgentContext) -> list[CheckResult]:
+    results = []
+    for vendor in sorted({g.vendor for g in ctx.discovery.gpus if g.vendor}):
+        module = MODULE_FOR_VENDOR.get(vendor)
+        if module is None:
+            continue
+        loaded = (ctx.root / "sys/module" / module).is_dir()
+        version = sysfs.read_text(ctx.root / "sys/module" / module / "version")
+        hint = (
+            ""
+            if loaded
+            else (
+                f"the {module} kernel module is not loaded: `sudo modprobe {module}`; if that fails, "
+                "check `dkms status` (built for this kernel?) and Secure Boot (`mokutil --sb-state`: "
+                "enrol the DKMS key)"
+            )
+        )
+        results.append(
+            CheckResult(
+                "driver.module",
+                "node",
+                PASS if loaded else FAIL,
+                "module",
+                module,
+                "",
+                f"{module} loaded",
+                hint,
+                {"version": version},
+            )
+        )
+    for gpu in ctx.discovery.gpus:
+        if not gpu.pci_address or not gpu.vendor:
+            continue
+        expected = MODULE_FOR_VENDOR.get(gpu.vendor, "")
+        bound = gpu.driver == expected
+        hint = (
+            ""
+            if bound
+            else (
+                f"{gpu.pci_address} is bound to {gpu.driver or 'no driver'}, not {expected}: the driver's "
+                "probe failed or another driver (vfio-pci, nouveau) claimed it; "
+                f"see `dmesg | grep -i {expected}`"
+            )
+        )
+        results.append(
+            CheckResult(
+                "driver.bound",
+                gpu.subject,
+                PASS if bound else FAIL,
+                "driver",
+                gpu.driver or "none",
+                "",
+                f"bound to {expected}",
+                hint,
+                {"pci": gpu.pci_address},
+            )
+        )
+    return results
+
+
+def _access_results(ctx: AgentContext, access: Callable[[str, int], bool] = os.access) -> list[CheckResult]:
+    results = []
+    amd = [g for g in ctx.discovery.gpus if g.vendor == sysfs.AMD]
+    if amd:
+        kfd = ctx.root / "dev/kfd"
+        state = device_access(kfd, access)
+        status = {"ok": PASS, "missing": FAIL, "restricted": WARN}[state]
+        hint = {
+            "ok": "",
+            "missing": "/dev/kfd is missing: amdgpu is not loaded or has no KFD (compute) support; "
+            "install amdgpu-dkms from repo.radeon.com and reboot",
+            "restricted": f"/dev/kfd exists but this user cannot open it: {ACCESS_FIX}",
+        }[state]
+        results.append(
+            CheckResult(
+                "driver.access",
+                "node",
+                status,
+                "/dev/kfd",
+                state,
+                "",
+                "present and openable",
+                hint,
+                {"path": "/dev/kfd", "uid": os.getuid()},
+            )
+        )
+    for gpu in ctx.discovery.gpus:
+        if gpu.vendor != sysfs.AMD:
+            continue
+        if not gpu.render_node:
+            results.append(
+                CheckResult(
+                    "driver.access",
+                    gpu.subject,
+                    FAIL,
+                    "render_node",
+                    "missing",
+                    "",
+                    "present and openable",
+                    "no /dev/dri/renderD* for this GPU: amdgpu did not initialise it; see dmesg",
+                    {"pci": gpu.pci_address},
+                )
+            )
+            continue
+        state = device_access(ctx.root / gpu.render_node.lstrip("/"), access)
+        status = {"ok": PASS, "missing": FAIL, "restricted": WARN}[state]
+        hint = {
+            "ok": "",
+            "missing": f"{gpu.render_node} is missing: see dmesg for amdgpu errors",
+            "restricted": f"{gpu.render_node} exists but this user cannot open it: {ACCESS_FIX}",
+        }[state]
+        results.append(
+            CheckResult(
+                "driver.access",
+                gpu.subject,
+                status,
+                "render_node",
+                state,
+                "",
+                "present and openable",
+                hint,
+                {"path": gpu.render_node, "pci": gpu.pci_address},
+            )
+        )
+    return results
+
+
+def _dmesg_result(ctx: AgentContext) -> CheckResult:
+    out = run_tool(["dmesg"], ctx.tool_timeout_s)
+    threshold = "no amdgpu errors since boot"
+    if not out.ok:
+        return CheckResult(
+            "driver.dmesg",
+            "node",
+            SKIP,
+            "kernel_log",
+            threshold=threshold,
+            hint=f"kernel log unreadable ({out.why_not()}): run as root, "
+            "or `sudo sysctl kernel.dmesg_restrict=0`",
+        )
+    log = dmesg.parse(out.stdout, "dmesg")
+    if log.error:
+        return CheckResult("driver.dmesg", "node", SKIP, "kernel_log", threshold=threshold, hint=log.error)
+    failures = [f for f in log.findings if f.kind in DMESG_FAIL_KINDS]
+    warnings = log.of_kind("error")
+    evidence: dict[str, Any] = {
+        "kinds": log.kinds,
+        "lines": [f"{f.line}: {f.text}" for f in (failures or warnings)[:20]],
+        "gpus": sorted({f.bdf for f in failures + warnings if f.bdf}),
+    }
+    if failures:
+        kinds = ", ".join(sorted({f.kind for f in failures}))
+        return CheckResult(
+            "driver.dmesg",
+            "node",
+            FAIL,
+            "error_lines",
+            len(failures),
+            "lines",
+            threshold,
+            f"the GPU driver logged {kinds} since boot (see evidence): reboot and rerun; if they come back, "
+            "swap the card's slot to see whether the fault follows the card",
+            evidence,
+        )
+    if warnings:
+        return CheckResult(
+            "driver.dmesg",
+            "node",
+            WARN,
+            "error_lines",
+            len(warnings),
+            "lines",
+            threshold,
+            "amdgpu logged *ERROR* lines since boot (see evidence); some are harmless: "
+            "compare with a healthy node",
+            evidence,
+        )
+    return CheckResult("driver.dmesg", "node", PASS, "error_lines", 0, "lines", threshold, "", evidence)
+
+
+def _gfx_targets(ctx: AgentContext) -> list[str]:
+    return sorted({g.gfx_target for g in ctx.discovery.gpus if g.vendor == sysfs.AMD and g.gfx_target})
+
+
+def _torch_arch_result(ctx: AgentContext) -> CheckResult | None:
+    probe = ctx.discovery.torch
+    arch_list = probe.get("arch_list") or []
+    if not probe.get("importable") or not probe.get("available") or not arch_list:
+        return None
+    threshold = "torch carries kernels for every GPU target"
+    if probe.get("hip"):
+        targets = _gfx_targets(ctx)
+        missing = [t for t in targets if not any(a.split(":")[0] == t for a in arch_list)]
+        if missing:
+            return CheckResult(
+                "driver.torch_arch",
+                "node",
+                FAIL,
+                "missing_targets",
+                ", ".join(missing),
+                "",
+                threshold,
+                f"this PyTorch build has no {', '.join(missing)} kernels (it has "
+                f"{', '.join(arch_list)}): install a ROCm build that lists {missing[0]} "
+                "(ROCm 6.4.1 or later for gfx1201), not an HSA_OVERRIDE_GFX_VERSION",
+                {"arch_list": arch_list, "targets": targets},
+            )
+        return CheckResult(
+            "driver.torch_arch",
+            "node",
+            PASS,
+            "targets",
+            ", ".join(targets),
+            "",
+            threshold,
+            "",
+            {"arch_list": arch_list},
+        )
+    caps = sorted({g.compute_capability for g in ctx.discovery.gpus if g.compute_capability})
+    missing = [c for c in caps if f"sm_{c.replace('.', '')}" not in arch_list]
+    status = WARN if missing else PASS
+    hint = (
+        f"no sm_ kernels for compute capability {', '.join(missing)}; PTX JIT will be slow" if missing else ""
+    )
+    return CheckResult(
+        "driver.torch_arch",
+        "node",
+        status,
+        "targets",
+        ", ".join(caps),
+        "",
+        threshold,
+        hint,
+        {"arch_list": arch_list},
+    )
+
+
+def _manifest() -> dict[str, Any]:
+    try:
+        return load_data("manifest.yaml") or {}
+    except DataFileError:
+        return {}
+
+
+def _override_result(ctx: AgentContext) -> CheckResult | None:
+    value = ctx.environment.get("variables", {}).get("HSA_OVERRIDE_GFX_VERSION")
+    targets = _gfx_targets(ctx)
+    if value is None or not targets:
+        return None
+    known = _manifest().get("gfx_targets") or {}
+    native = {t: (known.get(t) or {}).get("hsa_version") for t in targets}
+    threshold = "unset (the R9700 and other supported cards need no override)"
+    evidence = {"HSA_OVERRIDE_GFX_VERSION": value, "native": native}
+    if all(v == value for v in native.values()):
+        return CheckResult(
+            "driver.hsa_override",
+            "node",
+            WARN,
+            "HSA_OVERRIDE_GFX_VERSION",
+            value,
+            "",
+            threshold,
+            "the override equals the cards' own target: it does nothing here but will mislabel "
+            "any other AMD GPU in the box (ROCm/ROCm#5696); remove it",
+            evidence,
+        )
+    majors = {str(v).split(".")[0] for v in native.values() if v}
+    cross = str(value).split(".")[0] not in majors
+    return CheckResult(
+        "driver.hsa_override",
+        "node",
+        FAIL if cross else WARN,
+        "HSA_OVERRIDE_GFX_VERSION",
+        value,
+        "",
+        threshold,
+        f"HSA_OVERRIDE_GFX_VERSION={value} makes the runtime load code built for another "
+        f"target than {', '.join(targets)}; cross-family overrides have crashed the driver "
+        "(ROCm/rocm-systems#3531) and are now rejected (rocm-systems PR #5686): unset it and "
+        "use a PyTorch build with native kernels",
+        evidence,
+    )
+
+
+def _rocm_result(ctx: AgentContext) -> CheckResult | None:
+    version = ctx.environment.get("rocm")
+    targets = _gfx_targets(ctx)
+    if not version or not targets:
+        return None
+    releases = _manifest().get("rocm_releases") or {}
+    base = re.match(r"\d+\.\d+(\.\d+)?", version)
+    release = releases.get(base.group(0)) if base else None
+    threshold = "this ROCm release supports every GPU target (manifest)"
+    if release is None:
+        return CheckResult(
+            "driver.rocm",
+            "node",
+            PASS,
+            "rocm",
+            version,
+            "",
+            threshold,
+            f"ROCm {version} is not in the manifest: support for {', '.join(targets)} not judged",
+            {"targets": targets},
+        )
+    missing = [t for t in targets if t not in (release.get("gfx") or [])]
+    if missing:
+        supporting = [v for v, r in releases.items() if all(t in (r.get("gfx") or []) for t in targets)]
+        return CheckResult(
+            "driver.rocm",
+            "node",
+            FAIL,
+            "rocm",
+            version,
+            "",
+            threshold,
+            f"ROCm {version} does not support {', '.join(missing)}: upgrade to "
+            f"{' or '.join(supporting[:3]) or 'a supporting release'} (r9700ctl provision)",
+            {"targets": targets, "supported": release.get("gfx")},
+        )
+    return CheckResult("driver.rocm", "node", PASS, "rocm", version, "", threshold, "", {"targets": targets})
+
+
+@register(
+    id="driver", family="driver", levels={"config", "quick", "standard", "burnin"}, needs_gpu=False, order=11
+)
+def run(ctx: AgentContext) -> list[CheckResult]:
+    if not ctx.discovery.gpus:
+        return [
+            CheckResult(
+                "driver.module",
+                "node",
+                SKIP,
+                threshold="driver loaded for the GPUs found",
+                hint="no GPU found (see inventory.count)",
+            )
+        ]
+    results = _module_results(ctx)
+    results += _access_results(ctx)
+    results.append(_dmesg_result(ctx))
+    for extra in (_torch_arch_result(ctx), _override_result(ctx), _rocm_result(ctx)):
+        if extra is not None:
+            results.append(extra)
+    return results

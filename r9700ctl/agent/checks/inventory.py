@@ -1,0 +1,298 @@
+"""C1 inventory: are all the GPUs there, the same model and firmware, with their full memory?
+
+GPU count from sysfs (display-class PCI functions of AMD/NVIDIA, integrated GPUs excluded)
+against --expected-gpus, and against what torch sees. The PCI addresses of the last complete
+inventory are kept beside the journal, so a missing card is named by its address.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from r9700ctl.agent.checks import register
+from r9700ctl.agent.context import AgentContext
+from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult
+
+INVENTORY_FILE = "last-inventory.json"
+GIB = 2**30
+
+MISSING_HINT = (
+    "a card is not visible on the PCI bus: reseat it and its power cables (12V-2x6), check the "
+    "riser and the BIOS slot/bifurcation settings, then `lspci -nn | grep -i -e vga -e display`"
+)
+
+
+def _last_inventory(state_dir: Path | None) -> list[str]:
+    if state_dir is None:
+        return []
+    try:
+        data = json.loads((state_dir / INVENTORY_FILE).read_text(encoding="utf-8"))
+        return [str(a) for a in data.get("pci_addresses", [])]
+    except (OSError, ValueError, AttributeError):
+        return []
+
+
+def _save_inventory(state_dir: Path | None, addresses: list[str]) -> None:
+    if state_dir is None:
+        return
+    path = state_dir / INVENTORY_FILE
+    tmp = path.with_suffix(".tmp")
+    try:
+        tmp.write_text(json.dumps({"pci_addresses": addresses}) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass  # the inventory memory is a convenience; never fail a run over it
+
+
+def _count_result(ctx: AgentContext, addresses: list[str]) -> CheckResult:
+    count = len(addresses)
+    expected = ctx.expected_gpus
+    previous = _last_inventory(ctx.state_dir)
+    missing_now = sorted(set(previous) - set(addresses))
+    evidence: dict[str, Any] = {"pci_addresses": addresses, "last_inventory": previous}
+    if ctx.discovery.ignored:
+        evidence["integrated_not_counted"] = [g.pci_address for g in ctx.discovery.ignored]
+    if expected is None:
+        threshold = ">= 1 (no --expected-gpus)"
+        if count == 0:
+            return CheckResult(
+                "inventory.count",
+                "node",
+                FAIL,
+                "gpu_count",
+                0,
+                "GPUs",
+                threshold,
+                "no AMD or NVIDIA GPU on the PCI bus; " + MISSING_HINT,
+                evidence,
+            )
+        if missing_now:
+            return CheckResult(
+                "inventory.count",
+                "node",
+                FAIL,
+                "gpu_count",
+                count,
+                "GPUs",
+                threshold,
+                f"GPU(s) at {', '.join(missing_now)} were present in the last run and are gone; "
+                + MISSING_HINT,
+                evidence,
+            )
+        _save_inventory(ctx.state_dir, addresses)
+        return CheckResult(
+            "inventory.count", "node", PASS, "gpu_count", count, "GPUs", threshold, "", evidence
+        )
+    threshold = f"== {expected}"
+    if count < expected:
+        named = f" (missing since the last run: {', '.join(missing_now)})" if missing_now else ""
+        return CheckResult(
+            "inventory.count",
+            "node",
+            FAIL,
+            "gpu_count",
+            count,
+            "GPUs",
+            threshold,
+            f"{expected - count} of {expected} GPU(s) missing{named}; " + MISSING_HINT,
+            evidence,
+        )
+    _save_inventory(ctx.state_dir, addresses)
+    if count > expected:
+        return CheckResult(
+            "inventory.count",
+            "node",
+            WARN,
+            "gpu_count",
+            count,
+            "GPUs",
+            threshold,
+            f"{count} GPUs found, {expected} expected: update r9700_expected_gpus "
+            "(--expected-gpus) or check the node is the one you meant",
+            evidence,
+        )
+    return CheckResult("inventory.count", "node", PASS, "gpu_count", count, "GPUs", threshold, "", evidence)
+
+
+def _torch_result(ctx: AgentContext, sysfs_count: int) -> CheckResult:
+    probe = ctx.discovery.torch
+    visible = {k: v for k, v in ctx.environment.get("variables", {}).items() if k.endswith("VISIBLE_DEVICES")}
+    evidence: dict[str, Any] = {"torch": probe.get("torch"), "visible_devices_variables": visible}
+    threshold = f"== {sysfs_count} (GPUs on the PCI bus)"
+    if not probe:
+        return CheckResult(
+            "inventory.torch",
+            "node",
+            SKIP,
+            "torch_devices",
+            threshold=threshold,
+            hint="torch was not probed",
+            evidence=evidence,
+        )
+    if not probe.get("importable", True) or probe.get("status") in ("timeout", "error"):
+        reason = probe.get("error") or "torch is not importable"
+        status = FAIL if probe.get("status") == "timeout" else SKIP
+        hint = (
+            "importing torch / creating a GPU context hung: check dmesg for amdgpu errors"
+            if status == FAIL
+            else f"{reason}; install PyTorch for ROCm (or run in the rocm/pytorch image) "
+            "to count devices and to run the measurement levels"
+        )
+        return CheckResult(
+            "inventory.torch",
+            "node",
+            status,
+            "torch_devices",
+            threshold=threshold,
+            hint=hint,
+            evidence={**evidence, "error": reason},
+        )
+    seen = int(probe.get("device_count") or 0)
+    evidence["devices"] = probe.get("devices", [])
+    if seen == sysfs_count:
+        return CheckResult(
+            "inventory.torch", "node", PASS, "torch_devices", seen, "GPUs", threshold, "", evidence
+        )
+    if visible and seen < sysfs_count:
+        return CheckResult(
+            "inventory.torch",
+            "node",
+            WARN,
+            "torch_devices",
+            seen,
+            "GPUs",
+            threshold,
+            f"torch sees {seen} of {sysfs_count} GPUs because {', '.join(visible)} is set; "
+            "unset it to validate every card",
+            evidence,
+        )
+    hint = (
+        f"torch sees {seen} of {sysfs_count} GPUs: the driver did not initialise some cards or this user "
+        "lacks access (driver.access); check `dmesg | grep -i amdgpu` and `rocminfo`"
+    )
+    if probe.get("error"):
+        hint += f" (torch: {probe['error']})"
+    return CheckResult(
+        "inventory.torch",
+        "node",
+        FAIL if seen < sysfs_count else WARN,
+        "torch_devices",
+        seen,
+        "GPUs",
+        threshold,
+        hint,
+        evidence,
+    )
+
+
+def _uniform_result(ctx: AgentContext) -> CheckResult:
+    gpus = ctx.discovery.on_bus or ctx.discovery.gpus
+    models = sorted({g.model for g in gpus})
+    targets = sorted({g.gfx_target or g.compute_capability or "?" for g in gpus})
+    vbioses = sorted({g.vbios for g in gpus if g.vbios})
+    evidence = {
+        "models": models,
+        "targets": targets,
+        "vbios": {g.pci_address or g.subject: g.vbios for g in gpus},
+    }
+    threshold = "one model, one target, one VBIOS across the node"
+    if not gpus:
+        return CheckResult(
+            "inventory.uniform", "node", SKIP, threshold=threshold, hint="no GPU found", evidence=evidence
+        )
+    if len(models) > 1 or len(targets) > 1:
+        return CheckResult(
+            "inventory.uniform",
+            "node",
+            WARN,
+            "models",
+            ", ".join(models),
+            "",
+            threshold,
+            "mixed GPU models: multi-GPU runs go at the slowest card's pace and thresholds "
+            "fall back to the strictest defaults",
+            evidence,
+        )
+    if len(vbioses) > 1:
+        return CheckResult(
+            "inventory.uniform",
+            "node",
+            WARN,
+            "vbios",
+            ", ".join(vbioses),
+            "",
+            threshold,
+            "VBIOS differs between cards: a firmware mismatch explains odd one-card results; "
+            "flash all cards to the same VBIOS",
+            evidence,
+        )
+    return CheckResult("inventory.uniform", "node", PASS, "models", models[0], "", threshold, "", evidence)
+
+
+def _vram_results(ctx: AgentContext) -> list[CheckResult]:
+    results = []
+    minimum = float(ctx.threshold("inventory.vram_min_fraction", 0.95))
+    for gpu in ctx.discovery.gpus:
+        nominal_gib = ctx.model_spec.get("vram_gib") if gpu.model == ctx.model else None
+        value = round(gpu.vram_bytes / GIB, 2) if gpu.vram_bytes else None
+        if not nominal_gib or value is None:
+            results.append(
+                CheckResult(
+                    "inventory.vram",
+                    gpu.subject,
+                    PASS if value else SKIP,
+                    "vram",
+                    value,
+                    "GiB",
+                    "nominal size unknown for this model: reported only",
+                    "" if value else "no source reported the memory size",
+                    {"pci": gpu.pci_address},
+                )
+            )
+            continue
+        floor = minimum * float(nominal_gib)
+        status = PASS if value >= floor else WARN
+        hint = (
+            ""
+            if status == PASS
+            else (
+                f"reports {value} GiB of {nominal_gib} GiB: check amdgpu.vramlimit / kernel parameters, "
+                "then the card itself (swap slots to see if the deficit follows the card)"
+            )
+        )
+        results.append(
+            CheckResult(
+                "inventory.vram",
+                gpu.subject,
+                status,
+                "vram",
+                value,
+                "GiB",
+                f">= {minimum:.0%} of {nominal_gib} GiB",
+                hint,
+                {"pci": gpu.pci_address, "bytes": gpu.vram_bytes},
+            )
+        )
+    return results
+
+
+@register(
+    id="inventory",
+    family="inventory",
+    levels={"config", "quick", "standard", "burnin"},
+    needs_gpu=False,
+    order=10,
+)
+def run(ctx: AgentContext) -> list[CheckResult]:
+    # Cards on the bus, whether or not torch can see them; torch-only devices (no sysfs) too.
+    on_bus = ctx.discovery.on_bus or ctx.discovery.gpus
+    addresses = [g.pci_address or f"torch-device-{g.index}" for g in on_bus]
+    results = [_count_result(ctx, addresses)]
+    if addresses:
+        results.append(_torch_result(ctx, len(addresses)))
+        results.append(_uniform_result(ctx))
+        results.extend(_vram_results(ctx))
+    return results

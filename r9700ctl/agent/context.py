@@ -1,0 +1,162 @@
+"""AgentContext: everything a check may use, and the one way to run GPU work (in a child).
+
+Checks receive it as `run(ctx)`; they read parameters, thresholds, GPUs and the root path
+from it, and run every GPU step through `ctx.run_step` / `ctx.run_ranks`, which journal the
+step (fsync'd, with the boot id, before it starts) and enforce its timeout. A check never
+prints: `ctx.progress(text)` reports what is going on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from r9700ctl.agent import watchdog
+from r9700ctl.agent.gpus import Discovery, GpuInfo
+from r9700ctl.agent.journal import Journal
+from r9700ctl.agent.result import ERROR, CheckResult
+from r9700ctl.agent.thresholds import Thresholds
+from r9700ctl.agent.watchdog import StepOutcome
+
+TIMEOUT_HINT = (
+    "a GPU step hung and was killed; check dmesg for amdgpu ring timeouts or GPU resets, "
+    "then rerun the check alone (--only {check}); if it is a P2P or collective step, "
+    "retry with NCCL_P2P_DISABLE=1 and see ROCm/rocm-systems#11348"
+)
+ERROR_HINT = (
+    "the step crashed before giving a result; the evidence holds the error; rerun with --only {check}"
+)
+
+
+@dataclass
+class AgentContext:
+    level: str
+    gpus: list[GpuInfo]
+    thresholds: Thresholds
+    params: dict[str, Any]
+    root: Path = Path("/")
+    expected_gpus: int | None = None
+    expect_scaling: dict[int, float] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+    model_spec: dict[str, Any] = field(default_factory=dict)
+    journal: Journal | None = None
+    discovery: Discovery = field(default_factory=Discovery)
+    state_dir: Path | None = None
+    tool_timeout_s: float = 20.0
+    on_progress: Callable[[str], None] | None = None
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def model(self) -> str:
+        return self.thresholds.section
+
+    @property
+    def gpu_indices(self) -> list[int]:
+        return [g.index for g in self.gpus]
+
+    def gpu(self, index: int) -> GpuInfo:
+        for gpu in self.gpus:
+            if gpu.index == index:
+                return gpu
+        raise KeyError(f"no GPU with index {index} in this run")
+
+    def param(self, key: str, default: Any = None) -> Any:
+        return self.params.get(key, default)
+
+    def threshold(self, key: str, default: Any = None) -> Any:
+        return self.thresholds.get(key, default)
+
+    def threshold_text(self, key: str) -> str:
+        return f"{key} ({self.thresholds.section})"
+
+    def progress(self, text: str) -> None:
+        if self.on_progress is not None:
+            self.on_progress(text)
+
+    def _journaled(
+        self, step_id: str, gpus: Sequence[int], timeout_s: float, run: Callable[[], StepOutcome]
+    ) -> StepOutcome:
+        seq = self.journal.step_start(step_id, list(gpus), timeout_s) if self.journal else 0
+        self.progress(f"step {step_id} on GPU(s) {','.join(map(str, gpus)) or '-'} (timeout {timeout_s:g} s)")
+        outcome = run()
+        if self.journal:
+            self.journal.step_end(seq, step_id, outcome.status, outcome.duration_s)
+        record = {**outcome.to_dict(), "gpus": list(gpus), "timeout_s": timeout_s}
+        if not outcome.ok and outcome.output:
+            record["output_tail"] = outcome.output[-2000:]
+        self.steps.append(record)
+        return outcome
+
+    def run_step(
+        self,
+        step_id: str,
+        gpus: Sequence[int],
+        fn: Callable[..., dict[str, Any]],
+        *args: Any,
+        timeout_s: float,
+        env: dict[str, str] | None = None,
+    ) -> StepOutcome:
+        """Run `fn(*args)` in a spawned child with a deadline; journaled before it starts."""
+        return self._journaled(
+            step_id,
+            gpus,
+            timeout_s,
+            lambda: watchdog.run_in_child(step_id, fn, args, timeout_s=timeout_s, env=env),
+        )
+
+    def run_ranks(
+        self,
+        step_id: str,
+        world_size: int,
+        fn: Callable[..., dict[str, Any]],
+        *args: Any,
+        timeout_s: float,
+        backend: str = "nccl",
+        env: dict[str, str] | None = None,
+        gpus: Sequence[int] | None = None,
+    ) -> StepOutcome:
+        """Run `fn(rank, world_size, *args)` in one process per rank through torch.distributed."""
+        devices = list(gpus) if gpus is not None else self.gpu_indices[:world_size]
+        if backend != "nccl" and gpus is None:
+            devices = []
+        return self._journaled(
+            step_id,
+            devices,
+            timeout_s,
+            lambda: watchdog.run_ranks(
+                step_id,
+                world_size,
+                fn,
+                args,
+                timeout_s=timeout_s,
+                backend=backend,
+                env=env,
+                gpus=devices or None,
+            ),
+        )
+
+    def outcome_result(self, check_id: str, subject: str, outcome: StepOutcome) -> CheckResult:
+        """The ERROR result for a step that timed out or crashed (the agent then goes on)."""
+        if outcome.status == watchdog.TIMEOUT:
+            return CheckResult(
+                id=check_id,
+                subject=subject,
+                status=ERROR,
+                metric="timeout",
+                value=round(outcome.duration_s, 1),
+                unit="s",
+                threshold="step must finish within its timeout",
+                hint=TIMEOUT_HINT.format(check=check_id.split(".")[0]),
+                evidence={"step": outcome.step_id, "error": outcome.error},
+            )
+        return CheckResult(
+            id=check_id,
+            subject=subject,
+            status=ERROR,
+            metric="error",
+            threshold="step must return a result",
+            hint=ERROR_HINT.format(check=check_id.split(".")[0]),
+            evidence={"step": outcome.step_id, "error": outcome.error[-4000:]},
+        )

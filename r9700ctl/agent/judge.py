@@ -1,0 +1,167 @@
+"""Verdicts a node can reach on its own figures: pure functions, standard library only.
+
+Three rules, each returning a Verdict (status + the threshold text a report shows):
+- `judge_floor`: a value against WARN and FAIL limits (floors from thresholds.yaml);
+- `judge_against_peers`: each GPU or pair against the median of its siblings on this node;
+- `judge_samples`: a sampled condition (throttle bits) that must persist before it FAILs.
+Guards come first: too few samples give INCONCLUSIVE with the numbers in the reason, never a
+PASS ("a green verdict over a run that did not measure what it claims looks identical to a
+real pass", ROCm/cvs regression_lib).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from r9700ctl.agent import stats
+from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SEVERITY, WARN
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """status: a result status; threshold: the rule as text; applied: False when the rule could not
+    be applied (too few peers), so it neither passes nor fails anything on its own."""
+
+    status: str
+    threshold: str
+    reason: str = ""
+    applied: bool = True
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.3g}" if abs(x) < 100 else f"{x:.1f}"
+
+
+def judge_floor(
+    value: float | None,
+    warn: float | None,
+    fail: float | None,
+    *,
+    unit: str = "",
+    higher_is_better: bool = True,
+) -> Verdict:
+    """FAIL beyond `fail`, WARN beyond `warn`, else PASS; a missing limit is not applied.
+
+    higher_is_better=True: limits are floors (bandwidth); False: ceilings (latency, temperature).
+    """
+    suffix = f" {unit}" if unit else ""
+    op, bad = (">=", "below") if higher_is_better else ("<=", "above")
+    parts = []
+    if warn is not None:
+        parts.append(f"WARN {bad} {_fmt(warn)}{suffix}")
+    if fail is not None:
+        parts.append(f"FAIL {bad} {_fmt(fail)}{suffix}")
+    limit = warn if warn is not None else fail
+    text = f"{op} {_fmt(limit)}{suffix} ({', '.join(parts)})" if limit is not None else "no limit set"
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return Verdict(INCONCLUSIVE, text, "no value was measured")
+
+    def beyond(limit_value: float | None) -> bool:
+        if limit_value is None:
+            return False
+        return value < limit_value if higher_is_better else value > limit_value
+
+    if beyond(fail):
+        return Verdict(FAIL, text, f"{_fmt(value)}{suffix} is {bad} the FAIL limit {_fmt(fail)}{suffix}")
+    if beyond(warn):
+        return Verdict(WARN, text, f"{_fmt(value)}{suffix} is {bad} the WARN limit {_fmt(warn)}{suffix}")
+    return Verdict(PASS, text)
+
+
+def judge_against_peers(
+    values: Mapping[str, float],
+    warn_frac: float,
+    fail_frac: float,
+    *,
+    min_peers: int = 3,
+    higher_is_better: bool = True,
+) -> dict[str, Verdict]:
+    """Each subject against the median of all subjects: FAIL below fail_frac x median, WARN below warn_frac.
+
+    With fewer than `min_peers` subjects a median says nothing about who is the odd one out: every
+    subject gets a PASS verdict with applied=False (the count is in the reason), and the floors decide.
+    """
+    clean = {k: float(v) for k, v in values.items() if v is not None and not math.isnan(float(v))}
+    node_median = stats.median(clean.values())
+    verdicts: dict[str, Verdict] = {}
+    if len(clean) < min_peers or not node_median or math.isnan(node_median):
+        reason = f"{len(clean)} subject(s) measured, peer comparison needs >= {min_peers}"
+        for key in values:
+            verdicts[key] = Verdict(PASS, "vs node median: not applied", reason, applied=False)
+        return verdicts
+    if higher_is_better:
+        text = f">= {warn_frac:g} x node median {_fmt(node_median)} (FAIL below {fail_frac:g} x)"
+    else:
+        text = f"<= {warn_frac:g} x node median {_fmt(node_median)} (FAIL above {fail_frac:g} x)"
+    for key in values:
+        if key not in clean:
+            verdicts[key] = Verdict(INCONCLUSIVE, text, "no value was measured")
+            continue
+        ratio = clean[key] / node_median
+        worse = (lambda frac, r=ratio: r < frac) if higher_is_better else (lambda frac, r=ratio: r > frac)
+        reason = f"{ratio:.2f} x the node median {_fmt(node_median)}"
+        if worse(fail_frac):
+            verdicts[key] = Verdict(FAIL, text, reason)
+        elif worse(warn_frac):
+            verdicts[key] = Verdict(WARN, text, reason)
+        else:
+            verdicts[key] = Verdict(PASS, text, reason)
+    return verdicts
+
+
+def longest_run(flags: Sequence[bool]) -> int:
+    """Length of the longest run of consecutive True values."""
+    best = current = 0
+    for flag in flags:
+        current = current + 1 if flag else 0
+        best = max(best, current)
+    return best
+
+
+def judge_samples(
+    flags: Sequence[bool],
+    *,
+    max_fraction: float = 0.05,
+    max_consecutive: int = 3,
+    min_samples: int = 5,
+    bad_status: str = FAIL,
+    isolated_status: str = WARN,
+) -> Verdict:
+    """A sampled condition: `bad_status` when set in more than `max_fraction` of samples or in
+    `max_consecutive` samples in a row; set, but below both: `isolated_status`; never set: PASS.
+
+    One isolated sample never FAILs (DCGM#242: "0.0 seconds" thermal violations failing runs).
+    Fewer than `min_samples` samples: INCONCLUSIVE.
+    """
+    n = len(flags)
+    hits = sum(1 for f in flags if f)
+    run = longest_run(flags)
+    text = f"<= {max_fraction:.0%} of samples and < {max_consecutive} in a row"
+    if n < min_samples:
+        return Verdict(INCONCLUSIVE, text, f"{n} sample(s), need >= {min_samples}")
+    reason = f"set in {hits}/{n} samples ({hits / n:.0%}), longest run {run}"
+    if hits / n > max_fraction or run >= max_consecutive:
+        return Verdict(bad_status, text, reason)
+    if hits:
+        return Verdict(isolated_status, text, reason)
+    return Verdict(PASS, text, reason)
+
+
+def judge_repeats(values: Sequence[float], min_repeats: int) -> Verdict | None:
+    """INCONCLUSIVE when fewer than `min_repeats` usable repeats were measured, else None (go on)."""
+    usable = [v for v in values if v is not None and not math.isnan(float(v))]
+    if len(usable) < min_repeats:
+        return Verdict(
+            INCONCLUSIVE,
+            f">= {min_repeats} repeats",
+            f"{len(usable)} of {len(values)} repeat(s) usable, need >= {min_repeats}",
+        )
+    return None
+
+
+def worse_of(*verdicts: Verdict) -> Verdict:
+    """The most severe applied verdict on one subject (e.g. floor and peers)."""
+    applied = [v for v in verdicts if v.applied] or list(verdicts)
+    return max(applied, key=lambda v: SEVERITY[v.status])

@@ -1,0 +1,425 @@
+"""One agent run: journal, discovery, thresholds, the level's checks, the report. Never prints.
+
+`run(options, progress)` returns a RunOutcome (report dict, exit code, and the one line to show
+when the run could not happen). Bad options raise AgentExit(64); an unusable journal raises
+AgentExit(3). A check that raises becomes one ERROR result; the run goes on.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from r9700ctl.agent import burnin, causes, checks, environment, gpus, levels, report, watchdog
+from r9700ctl.agent.context import AgentContext
+from r9700ctl.agent.datafiles import DataFileError, gpu_models
+from r9700ctl.agent.journal import (
+    Interrupted,
+    Journal,
+    JournalError,
+    default_directory,
+    fallback_directory,
+    read_boot_id,
+    usable,
+)
+from r9700ctl.agent.result import ERROR, FAIL, WARN, CheckResult
+from r9700ctl.agent.thresholds import resolve
+
+EXIT_BAD_INPUT = 64
+EXIT_CANNOT_RUN = 3
+
+HANG_HINT = (
+    "host hang during {step}: known R9700/RCCL issue with PCIe P2P (ROCm/rocm-systems#11348); "
+    "try iommu=pt, ACS off, or run workloads with NCCL_P2P_DISABLE=1, then rerun this level "
+    "(P2P steps run last) or skip them with --skip p2p"
+)
+RESET_HINT = (
+    "the node died or was reset while {step} ran: read the BMC event log (ipmitool sel list) and the "
+    "previous boot's kernel log (journalctl -k -b -1); a P2P hang resets hosts without a panic "
+    "(ROCm/rocm-systems#11348): try iommu=pt, ACS off, or NCCL_P2P_DISABLE=1"
+)
+P2P_WORDS = ("p2p", "peer", "collective", "allreduce", "all_reduce", "scaling", "stability")
+
+
+class AgentExit(Exception):
+    """Stop before or instead of a run: one line for the user, and the exit code."""
+
+    def __init__(self, line: str, exit_code: int) -> None:
+        super().__init__(line)
+        self.line = line
+        self.exit_code = exit_code
+
+
+@dataclass
+class Options:
+    level: str = "config"
+    duration_s: float | None = None
+    json_path: Path | None = None
+    expected_gpus: int | None = None
+    expect_scaling: dict[int, float] = field(default_factory=dict)
+    only: list[str] = field(default_factory=list)
+    skip: list[str] = field(default_factory=list)
+    journal_dir: Path | None = None
+    gpus: list[int] | None = None
+    thresholds_path: Path | None = None
+    root: Path = Path("/")
+
+
+@dataclass
+class RunOutcome:
+    report: dict[str, Any]
+    exit_code: int
+    one_line: str = ""
+    journal_note: str = ""
+
+
+def previous_run_results(previous: Interrupted | None) -> list[CheckResult]:
+    """What the journal says about the previous run: FAIL after a host reset, WARN after a kill."""
+    if previous is None:
+        return []
+    step = previous.last_step
+    evidence: dict[str, Any] = {
+        "run_id": previous.run_id,
+        "level": previous.level,
+        "started": previous.started,
+        "previous_boot_id": previous.boot_id,
+        "open_steps": previous.open_steps,
+    }
+    if step is None:
+        what = "rebooted between steps" if previous.rebooted else "was stopped between steps"
+        return [
+            CheckResult(
+                "node.previous_run_interrupted",
+                "node",
+                WARN,
+                "unfinished_step",
+                None,
+                "",
+                "the previous run finished",
+                f"the previous {previous.level} run ({previous.started}) "
+                f"{what}; rerun the level to get complete figures",
+                evidence,
+            )
+        ]
+    name = str(step.get("step", "?"))
+    gpu_list = ",".join(str(g) for g in step.get("gpus", [])) or "-"
+    where = f"step {name} on GPU(s) {gpu_list}"
+    if previous.rebooted:
+        p2p_like = any(word in name.lower() for word in P2P_WORDS)
+        hint = (HANG_HINT if p2p_like else RESET_HINT).format(step=where)
+        return [
+            CheckResult(
+                "node.previous_run_interrupted",
+                "node",
+                FAIL,
+                "unfinished_step",
+                name,
+                "",
+                "the previous run finished (or the host survived it)",
+                hint,
+                evidence,
+            )
+        ]
+    return [
+        CheckResult(
+            "node.previous_run_interrupted",
+            "node",
+            WARN,
+            "unfinished_step",
+            name,
+            "",
+            "the previous run finished",
+            f"the previous agent was killed during {where} (same boot): "
+            "a watchdog or a person stopped it; rerun the level",
+            evidence,
+        )
+    ]
+
+
+def _journal_directory(requested: Path | None) -> Path:
+    if requested is not None:
+        return requested
+    default = default_directory()
+    return default if usable(default) else fallback_directory()
+
+
+def _probe(ctx_params: dict[str, Any], journal: Journal, progress: Callable[[str], None]) -> dict[str, Any]:
+    if not ctx_params.get("discovery.torch_probe", True):
+        return {}
+    timeout = float(ctx_params["discovery.torch_timeout_s"])
+    seq = journal.step_start("discovery.torch", [], timeout)
+    progress("probing torch for GPUs")
+    outcome = watchdog.run_in_child("discovery.torch", gpus.probe_torch, (), timeout_s=timeout)
+    journal.step_end(seq, "discovery.torch", outcome.status, outcome.duration_s)
+    if outcome.ok:
+        return outcome.value
+    return {
+        "status": outcome.status,
+        "error": outcome.error.strip().splitlines()[-1] if outcome.error else "",
+        "importable": outcome.status != watchdog.ERROR,
+    }
+
+
+def _select(found: list[gpus.GpuInfo], wanted: list[int] | None) -> list[gpus.GpuInfo]:
+    if wanted is None:
+        return list(found)
+    by_index = {g.index: g for g in found}
+    unknown = [i for i in wanted if i not in by_index]
+    if unknown:
+        have = ",".join(str(i) for i in sorted(by_index)) or "none"
+        raise AgentExit(
+            f"--gpus: no GPU {','.join(map(str, unknown))} on this node (GPUs: {have})", EXIT_BAD_INPUT
+        )
+    return [by_index[i] for i in wanted]
+
+
+def _unusable_reason(level: str, discovery: gpus.Discovery, selected: list[gpus.GpuInfo]) -> str:
+    """Why the GPU levels cannot run here ("" when they can)."""
+    if level not in levels.GPU_LEVELS:
+        return ""
+    probe = discovery.torch
+    if not discovery.gpus and not discovery.torch_devices:
+        return (
+            "no GPU found: no AMD or NVIDIA display device on the PCI bus and torch sees none "
+            "(run on a GPU node; `--level config` checks the node without one)"
+        )
+    if probe.get("status") == watchdog.TIMEOUT:
+        return (
+            f"torch did not answer within its timeout while opening the GPUs ({probe.get('error')}): "
+            "check dmesg for amdgpu errors"
+        )
+    if not probe.get("importable", False):
+        reason = probe.get("error") or "torch is not importable"
+        return (
+            f"PyTorch is not importable ({reason}): install PyTorch for ROCm or run the agent in the "
+            "rocm/pytorch container (`--level config` runs without it)"
+        )
+    if not discovery.torch_devices:
+        return (
+            f"torch {probe.get('torch')} sees no GPU although {len(discovery.gpus)} are on the PCI bus: "
+            "check /dev/kfd access (render group), HIP/CUDA_VISIBLE_DEVICES and that this torch build "
+            "matches the driver (ROCm vs CUDA)"
+        )
+    if not selected:
+        return "no GPU selected"
+    return ""
+
+
+def _run_check(spec: checks.CheckSpec, ctx: AgentContext) -> list[CheckResult]:
+    try:
+        produced = spec.fn(ctx)
+    except Exception as exc:
+        return [
+            CheckResult(
+                f"{spec.id}.crashed",
+                "node",
+                ERROR,
+                "exception",
+                f"{type(exc).__name__}: {exc}",
+                "",
+                "the check runs to the end",
+                "a bug in the check; the evidence holds the traceback (report it); the other checks ran",
+                {"traceback": traceback.format_exc(limit=12)},
+            )
+        ]
+    if not isinstance(produced, list) or not all(isinstance(r, CheckResult) for r in produced):
+        return [
+            CheckResult(
+                f"{spec.id}.crashed",
+                "node",
+                ERROR,
+                "exception",
+                "bad return value",
+                "",
+                "the check returns a list of CheckResult",
+                "a bug in the check",
+                {"returned": repr(produced)[:500]},
+            )
+        ]
+    return produced
+
+
+def _measure_round(
+    specs: list[checks.CheckSpec], ctx: AgentContext, params: dict[str, Any], say: Callable[[str], None]
+) -> list[CheckResult]:
+    """Every GPU check once, in plan order (P2P last), with a cooldown between heavy phases."""
+    results: list[CheckResult] = []
+    for position, spec in enumerate(specs):
+        if position and params.get("cooldown_s"):
+            time.sleep(float(params["cooldown_s"]))
+        say(f"check {spec.id}")
+        results.extend(_run_check(spec, ctx))
+    return results
+
+
+def _burn_in(
+    specs: list[checks.CheckSpec], ctx: AgentContext, params: dict[str, Any], say: Callable[[str], None]
+) -> list[CheckResult]:
+    """Rounds of the GPU checks until the duration has passed (the last round may end after it)."""
+    duration = float(params["burnin.duration_s"])
+    started = time.monotonic()
+    rounds: list[list[CheckResult]] = []
+    while not rounds or time.monotonic() - started < duration:
+        say(f"burn-in round {len(rounds) + 1} ({time.monotonic() - started:.0f} of {duration:.0f} s)")
+        rounds.append(_measure_round(specs, ctx, params, say))
+    return burnin.merge_rounds(
+        rounds,
+        warn_drop=float(ctx.threshold("burnin.drift_warn", 0.05)),
+        fail_drop=float(ctx.threshold("burnin.drift_fail", 0.10)),
+    )
+
+
+def validate_names(options: Options) -> None:
+    """Unknown --only/--skip words are bad input (exit 64), found before anything runs."""
+    known = checks.known_names()
+    for flag, words in (("--only", options.only), ("--skip", options.skip)):
+        unknown = [w for w in words if w not in known]
+        if unknown:
+            raise AgentExit(
+                f"{flag}: unknown check {', '.join(unknown)} (known: {', '.join(sorted(known))})",
+                EXIT_BAD_INPUT,
+            )
+    if options.duration_s is not None and options.level != "burnin":
+        raise AgentExit("--duration applies to --level burnin only", EXIT_BAD_INPUT)
+    if options.thresholds_path is not None and not options.thresholds_path.is_file():
+        raise AgentExit(f"--thresholds: {options.thresholds_path} is not a file", EXIT_BAD_INPUT)
+
+
+def run(options: Options, progress: Callable[[str], None] | None = None) -> RunOutcome:
+    say = progress or (lambda text: None)
+    import_failures = checks.load_all()
+    validate_names(options)
+    params = levels.params_for(options.level, options.duration_s)
+    if options.json_path is not None:
+        report.remove_stale(options.json_path)
+    started_wall = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    started = time.monotonic()
+    journal = Journal(_journal_directory(options.journal_dir), read_boot_id(options.root))
+    try:
+        previous = journal.open(options.level)
+    except JournalError as exc:
+        raise AgentExit(f"{exc} (pass --journal-dir DIR, or run as root)", EXIT_CANNOT_RUN) from exc
+    status = "aborted"
+    try:
+        outcome = _run_opened(options, params, journal, previous, import_failures, say, started_wall, started)
+        status = outcome.report["status"]
+        return outcome
+    finally:
+        journal.close(status)
+
+
+def _run_opened(
+    options: Options,
+    params: dict[str, Any],
+    journal: Journal,
+    previous: Interrupted | None,
+    import_failures: dict[str, str],
+    say: Callable[[str], None],
+    started_wall: str,
+    started: float,
+) -> RunOutcome:
+    results = previous_run_results(previous)
+    for module, text in import_failures.items():
+        results.append(
+            CheckResult(
+                f"{module.rsplit('.', 1)[-1]}.import",
+                "node",
+                ERROR,
+                "exception",
+                text.strip().splitlines()[-1],
+                "",
+                "check module imports",
+                "a check module failed to import (bug or missing file); its checks did not run",
+                {"traceback": text},
+            )
+        )
+    probe = _probe(params, journal, say)
+    say("discovering GPUs")
+    discovery = gpus.discover(options.root, probe, tool_timeout_s=float(params["tools.timeout_s"]))
+    selected = _select(discovery.gpus, options.gpus)
+    try:
+        thresholds = resolve(
+            [g.model for g in selected], [g.vendor for g in selected], overrides=options.thresholds_path
+        )
+    except DataFileError as exc:
+        code = EXIT_BAD_INPUT if options.thresholds_path else EXIT_CANNOT_RUN
+        raise AgentExit(f"thresholds: {exc}", code) from exc
+    pci_ids = {g.pci_id for g in selected}
+    model_spec = gpu_models().get(pci_ids.pop(), {}) if len(pci_ids) == 1 else {}
+    env = environment.capture(options.root, probe)
+    ctx = AgentContext(
+        level=options.level,
+        gpus=selected,
+        thresholds=thresholds,
+        params=params,
+        root=options.root,
+        expected_gpus=options.expected_gpus,
+        expect_scaling=dict(options.expect_scaling),
+        environment=env,
+        model_spec=model_spec,
+        journal=journal,
+        discovery=discovery,
+        state_dir=journal.directory,
+        tool_timeout_s=float(params["tools.timeout_s"]),
+        on_progress=say,
+    )
+    unusable = _unusable_reason(options.level, discovery, selected)
+    planned = checks.plan(options.level, options.only, options.skip)
+    for spec in (s for s in planned if not s.needs_gpu):
+        say(f"check {spec.id}")
+        results.extend(_run_check(spec, ctx))
+    measured = [] if unusable else [s for s in planned if s.needs_gpu]
+    if options.level == "burnin" and measured:
+        results.extend(_burn_in(measured, ctx, params, say))
+    elif measured:
+        results.extend(_measure_round(measured, ctx, params, say))
+    causes.apply(
+        results,
+        vbios={g.subject: g.vbios for g in selected},
+        numa={g.subject: g.numa_node for g in selected},
+    )
+    if unusable:
+        results.append(
+            CheckResult(
+                "node.gpu",
+                "node",
+                ERROR,
+                "usable_gpus",
+                0,
+                "GPUs",
+                f"level {options.level} needs a GPU torch can use",
+                unusable,
+                {"torch": {k: v for k, v in discovery.torch.items() if k != "devices"}},
+            )
+        )
+    doc = report.build(
+        node=socket.gethostname(),
+        level=options.level,
+        started=started_wall,
+        duration_s=time.monotonic() - started,
+        environment=env,
+        gpus=[g.to_dict() for g in selected],
+        results=results,
+        model=thresholds.section,
+        model_reason=thresholds.reason,
+        journal=str(journal.path),
+        steps=ctx.steps,
+        notes=discovery.notes
+        + [f"{tool}: {state}" for tool, state in discovery.tools.items() if state != "ok"],
+    )
+    if unusable:
+        # The measurement level could not run at all: that is the answer (exit 3), whatever
+        # the static checks found (their results are in the report).
+        doc["status"], doc["exit_code"] = ERROR, EXIT_CANNOT_RUN
+    doc["integrated_gpus"] = [g.to_dict() for g in discovery.ignored]
+    doc["previous_run"] = (
+        None if previous is None else {"run_id": previous.run_id, "rebooted": previous.rebooted}
+    )
+    if options.json_path is not None:
+        report.write_json(options.json_path, doc)
+    return RunOutcome(doc, int(doc["exit_code"]), unusable)

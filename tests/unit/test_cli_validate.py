@@ -1,0 +1,116 @@
+"""`r9700ctl validate`: the command line around the on-node agent.
+
+`--local` runs the real agent in a child process on this machine, so these tests hold only
+what is true on any machine (with or without GPUs): the exit code is the report's, the JSON is
+valid and complete, errors are one line with the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from r9700ctl.cli import cli
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def r9700ctl(*args: str) -> subprocess.CompletedProcess:
+    """The real console entry point (r9700ctl.cli.main), where errors become one line and a code."""
+    return subprocess.run(
+        [sys.executable, "-m", "r9700ctl", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=180,
+        check=False,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+
+
+def test_validate_local_config_writes_a_valid_report_and_exits_with_its_code(tmp_path):
+    out = tmp_path / "out.json"
+    result = CliRunner().invoke(
+        cli,
+        [
+            "validate",
+            "--local",
+            "--level",
+            "config",
+            "--json",
+            str(out),
+            "--journal-dir",
+            str(tmp_path / "j"),
+        ],
+        catch_exceptions=False,
+    )
+    report = json.loads(out.read_text())
+    assert result.exit_code == report["exit_code"], result.output
+    assert report["schema"] == "r9700ctl.validate/1"
+    assert report["level"] == "config"
+    assert report["status"] in ("PASS", "WARN", "FAIL", "ERROR", "INCONCLUSIVE")
+    assert any(r["id"] == "inventory.count" for r in report["results"])
+    lines = result.output.splitlines()
+    assert lines[0].startswith("r9700ctl validate: node ")
+    assert lines[-1].startswith(f"node {report['node']}: {report['status']} (exit {report['exit_code']}")
+    assert report["duration_s"] < 30
+
+
+def test_validate_without_inventory_or_local_is_bad_input():
+    result = r9700ctl("validate")
+    assert result.returncode == 64
+    assert result.stdout == ""
+    assert result.stderr == (
+        "error: nothing to validate (give an INVENTORY for the nodes, or --local for this machine; "
+        "see r9700ctl validate --help)\n"
+    )
+
+
+def test_validate_with_both_an_inventory_and_local_is_bad_input():
+    result = r9700ctl("validate", "nodes.ini", "--local")
+    assert result.returncode == 64
+    assert result.stderr.startswith("error: give an inventory or --local, not both")
+
+
+def test_validating_an_inventory_is_not_built_yet_and_changes_nothing():
+    result = r9700ctl("validate", "nodes.ini")
+    assert result.returncode == 3
+    assert result.stderr.count("\n") == 1
+    assert "'validate INVENTORY' is not built yet" in result.stderr and "nothing was changed" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(["--level", "fast"], "Invalid value for '--level'", id="level"),
+        pytest.param(["--expect-scaling", "4:x"], "expected N:SPEEDUP pairs like 4:3.4,8:6.1", id="scaling"),
+        pytest.param(["--gpus", "0,a"], "expected distinct GPU indices like 0,1,3", id="gpus"),
+        pytest.param(["--duration", "60"], "--duration applies to --level burnin only", id="duration"),
+        pytest.param(["--only", "nosuch"], "--only: unknown check nosuch", id="only"),
+    ],
+)
+def test_bad_options_are_one_line_with_exit_64(tmp_path, args, message):
+    result = r9700ctl("validate", "--local", "--journal-dir", str(tmp_path / "j"), *args)
+    assert result.returncode == 64, result.stderr
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1
+    assert message in result.stderr
+
+
+def test_help_teaches_levels_examples_and_exit_codes():
+    result = CliRunner().invoke(cli, ["validate", "--help"], catch_exceptions=False)
+    assert result.exit_code == 0
+    for text in (
+        "--local",
+        "Levels:",
+        "quick",
+        "r9700ctl validate --local --level quick",
+        "Exit codes: 0 all good",
+    ):
+        assert text in result.output

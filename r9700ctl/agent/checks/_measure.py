@@ -1,0 +1,97 @@
+"""Shared glue of the measurement checks (hostbw, p2p, memory, compute, collective, scaling,
+stability): per-level defaults, timeouts, link theory and the common results.
+
+The kernels (r9700ctl.agent.kernels) measure; the checks only choose parameters, run the
+kernels through ctx.run_step / ctx.run_ranks, and judge. Module name starts with "_": the
+registry does not load it as a check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from r9700ctl.agent import levels
+from r9700ctl.agent.context import AgentContext
+from r9700ctl.agent.gpus import GpuInfo
+from r9700ctl.agent.judge import Verdict, worse_of
+from r9700ctl.agent.result import PASS, SKIP, CheckResult
+
+MULTI_GPU_SKIP = "needs >= 2 GPUs"
+MiB = 1 << 20
+KERNELS = "r9700ctl.agent.kernels"
+
+
+def call_kernel(module: str, function: str, *args: Any) -> dict[str, Any]:
+    """Run kernels.<module>.<function>(*args); the target of ctx.run_step.
+
+    The kernels import torch; importing them here, in the child, keeps torch out of the agent's
+    own process (the agent imports torch only in children, and runs without it at config level).
+    """
+    import importlib
+
+    return getattr(importlib.import_module(f"{KERNELS}.{module}"), function)(*args)
+
+
+def call_rank_kernel(rank: int, world_size: int, module: str, function: str, *args: Any) -> dict[str, Any]:
+    """Run kernels.<module>.<function>(rank, world_size, *args); the target of ctx.run_ranks."""
+    import importlib
+
+    return getattr(importlib.import_module(f"{KERNELS}.{module}"), function)(rank, world_size, *args)
+
+
+def param(ctx: AgentContext, key: str, defaults: dict[str, dict[str, Any]]) -> Any:
+    """ctx.param(key), falling back to this check's default for the level (then for `standard`)."""
+    table = defaults.get(ctx.level) or defaults["standard"]
+    return ctx.param(key, table.get(key, defaults["standard"].get(key)))
+
+
+def timeout(ctx: AgentContext, expected_s: float) -> float:
+    """Watchdog timeout for a step expected to take `expected_s` (3x, >= 30 s; levels.py)."""
+    return levels.step_timeout(ctx.params, expected_s) if ctx.params else max(30.0, 3 * expected_s)
+
+
+def raw_link_gbs(speed_gts: float | None, width: int | None) -> float | None:
+    """Raw PCIe bandwidth per direction in GB/s: GT/s x lanes x encoding / 8 (Gen5 x16: 63.0).
+
+    128b/130b encoding from Gen3 on, 8b/10b for Gen1-2 (2.5 and 5 GT/s).
+    """
+    if not speed_gts or not width:
+        return None
+    encoding = 128 / 130 if speed_gts >= 8 else 8 / 10
+    return speed_gts * width * encoding / 8
+
+
+def expected_link_gbs(ctx: AgentContext, gpu: GpuInfo) -> tuple[float | None, str]:
+    """The per-direction raw rate a GPU's floors derive from, and the link it assumes.
+
+    The model's expected link (thresholds pcie.expect_*) when set, else the card's own maximum:
+    a card in a slower slot is then judged against what its model should reach, and the pcie
+    check names the slot as the cause.
+    """
+    speed = ctx.threshold("pcie.expect_speed_gts") or gpu.link.max_speed_gts
+    width = ctx.threshold("pcie.expect_width") or gpu.link.max_width
+    rate = raw_link_gbs(speed, width)
+    return rate, (f"{speed:g} GT/s x{width}" if rate else "unknown link")
+
+
+def skip_single_gpu(ctx: AgentContext, check_id: str) -> list[CheckResult] | None:
+    """The SKIP result a multi-GPU check gives on a node with fewer than two GPUs."""
+    if len(ctx.gpus) >= 2:
+        return None
+    return [CheckResult(check_id, "node", SKIP, hint=MULTI_GPU_SKIP, evidence={"gpus": len(ctx.gpus)})]
+
+
+def combine(*verdicts: Verdict) -> tuple[str, str, str]:
+    """Status, threshold text and hint of the worst applied verdict among several rules."""
+    worst = worse_of(*verdicts)
+    threshold = "; ".join(v.threshold for v in verdicts if v.applied)
+    hints = [v.reason for v in verdicts if v.status != PASS and v.reason]
+    return worst.status, threshold, "; ".join(hints)
+
+
+def verdict(status: str, threshold: str, reason: str = "") -> Verdict:
+    return Verdict(status, threshold, reason)
+
+
+def rounded(value: float | None, digits: int = 2) -> float | None:
+    return None if value is None else round(float(value), digits)

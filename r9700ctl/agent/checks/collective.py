@@ -1,0 +1,154 @@
+"""C6 all-reduce bus bandwidth, one process per GPU through torch.distributed (RCCL on ROCm).
+
+busbw = algbw x 2(n-1)/n (nccl-tests doc/PERFORMANCE.md). quick: 256 MiB with P2P on;
+standard: a sweep 1 MiB..1 GiB, with P2P on and again with NCCL_P2P_DISABLE=1 (RCCL reads
+NCCL_* too; FACTS.md). On AMD the P2P-on run sets HSA_FORCE_FINE_GRAIN_PCIE=1, AMD's switch for
+PCIe peer-to-peer (rccl#92, #362).
+- any wrong element (checked against the analytic sum): FAIL;
+- busbw at the largest size against the floor for n GPUs (thresholds collective.busbw_warn_gbs_n*:
+  4 GPUs 20, 8 GPUs 15 GB/s, from 8x RTX 5090 Gen5 at 28/35, NVIDIA/nccl#1639); below
+  0.5 GB/s nothing was measured: INCONCLUSIVE;
+- gain = busbw(P2P on) / busbw(P2P off): below 1.1 a PASS with the note that P2P brings nothing
+  here and NCCL_P2P_DISABLE=1 is the safer setting (ROCm/rocm-systems#11348).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from r9700ctl.agent.checks import _measure, register
+from r9700ctl.agent.context import AgentContext
+from r9700ctl.agent.judge import judge_floor
+from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, CheckResult
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "quick": {"collective.sizes_mib": "256", "collective.windows": 3, "collective.p2p_off": False},
+    "standard": {
+        "collective.sizes_mib": "1,4,16,64,256,1024",
+        "collective.windows": 5,
+        "collective.p2p_off": True,
+    },
+}
+WRONG_HINT = (
+    "all-reduce returned wrong values ({wrong} elements): data corruption in the collective path; rerun "
+    "with NCCL_P2P_DISABLE=1 and isolate the GPUs one pair at a time (p2p check)"
+)
+LOW_HINT = (
+    "bus bandwidth below the floor for {n} GPUs: check the P2P matrix (p2p), ACS/IOMMU (platform), that "
+    "RCCL uses P2P (HSA_FORCE_FINE_GRAIN_PCIE, NCCL_P2P_LEVEL), and whether the ring crosses sockets"
+)
+NO_GAIN_NOTE = (
+    "P2P brings no benefit on this platform (gain {gain:.2f}x): consider NCCL_P2P_DISABLE=1 for stability "
+    "(ROCm/rocm-systems#11348)"
+)
+
+
+def _floor_for(ctx: AgentContext, n: int) -> float | None:
+    """The busbw WARN floor of the largest configured n <= the GPU count."""
+    best = None
+    for k in (2, 4, 8):
+        value = ctx.threshold(f"collective.busbw_warn_gbs_n{k}")
+        if k <= n and value is not None:
+            best = float(value)
+    return best
+
+
+def p2p_on_env(ctx: AgentContext) -> dict[str, str]:
+    return {"HSA_FORCE_FINE_GRAIN_PCIE": "1"} if any(g.vendor == "1002" for g in ctx.gpus) else {}
+
+
+@register(id="collective", family="collective", levels={"quick", "standard", "burnin"}, order=70)
+def run(ctx: AgentContext) -> list[CheckResult]:
+    skip = _measure.skip_single_gpu(ctx, "collective.allreduce")
+    if skip:
+        return skip
+    n = len(ctx.gpus)
+    sizes = [
+        int(s) * _measure.MiB for s in str(_measure.param(ctx, "collective.sizes_mib", DEFAULTS)).split(",")
+    ]
+    windows = int(_measure.param(ctx, "collective.windows", DEFAULTS))
+    modes = {"p2p_on": p2p_on_env(ctx)}
+    if _measure.param(ctx, "collective.p2p_off", DEFAULTS):
+        modes["p2p_off"] = {"NCCL_P2P_DISABLE": "1"}
+    # Per size: check + warm-up + windows x up to 20 calls at >= 2 GB/s algbw, plus start-up.
+    expected = sum((6 + windows * 20) * s / 2e9 for s in sizes) + 30
+    results: list[CheckResult] = []
+    busbw: dict[str, float] = {}
+    for mode, env in modes.items():
+        outcome = ctx.run_ranks(
+            f"collective.allreduce.{mode}",
+            n,
+            _measure.call_rank_kernel,
+            "collective",
+            "allreduce_sweep",
+            sizes,
+            "bf16",
+            windows,
+            5,
+            timeout_s=_measure.timeout(ctx, expected),
+            env=env,
+        )
+        if not outcome.ok:
+            results.append(ctx.outcome_result("collective.allreduce", mode, outcome))
+            continue
+        result = _mode_result(ctx, n, mode, env, outcome.value)
+        busbw[mode] = float(result.value or 0.0)
+        results.append(result)
+    if "p2p_on" in busbw and "p2p_off" in busbw and busbw["p2p_off"] > 0:
+        results.append(_gain_result(busbw["p2p_on"], busbw["p2p_off"]))
+    return results
+
+
+def _mode_result(ctx: AgentContext, n: int, mode: str, env: dict, value: dict) -> CheckResult:
+    largest = max(value["sizes"], key=lambda r: r["size_bytes"])
+    floor = _floor_for(ctx, n)
+    verdict = judge_floor(largest["busbw_gbs"], floor, None, unit="GB/s")
+    status, hint = verdict.status, LOW_HINT.format(n=n) if verdict.status != PASS else ""
+    minimum = float(ctx.threshold("collective.inconclusive_below_gbs", 0.5))
+    if largest["busbw_gbs"] < minimum:
+        status, hint = (
+            INCONCLUSIVE,
+            f"busbw {largest['busbw_gbs']:.2f} GB/s < {minimum} GB/s: nothing measured",
+        )
+    if value["wrong_total"]:
+        status, hint = FAIL, WRONG_HINT.format(wrong=value["wrong_total"])
+    return CheckResult(
+        id="collective.allreduce",
+        subject=mode,
+        status=status,
+        metric=f"busbw_{largest['size_bytes'] >> 20}MiB",
+        value=round(largest["busbw_gbs"], 2),
+        unit="GB/s",
+        threshold=f"{verdict.threshold}; #wrong == 0",
+        hint=hint,
+        evidence={
+            "gpus": n,
+            "env": env,
+            "sizes": [
+                {k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}
+                for row in value["sizes"]
+            ],
+            "wrong_total": value["wrong_total"],
+            "dtype": value["dtype"],
+            "bus_factor": value["bus_factor"],
+            "formula": value["formula"],
+            "windows": value["windows"],
+            "warmup": value["warmup"],
+            "versions": value["versions"],
+        },
+    )
+
+
+def _gain_result(on: float, off: float) -> CheckResult:
+    gain = on / off
+    return CheckResult(
+        id="collective.p2p_gain",
+        subject="node",
+        status=PASS,
+        metric="busbw_p2p_on_over_off",
+        value=round(gain, 3),
+        unit="x",
+        threshold="report only (note below 1.1)",
+        hint=NO_GAIN_NOTE.format(gain=gain) if gain < 1.1 else "",
+        evidence={"busbw_p2p_on_gbs": round(on, 2), "busbw_p2p_off_gbs": round(off, 2)},
+    )

@@ -1,0 +1,192 @@
+"""C4 host <-> device bandwidth per GPU: one GPU at a time, then all at once.
+
+Floors derive from link theory (thresholds.yaml hostbw.*_fraction_of_link x the raw rate of
+the model's expected link; Gen5 x16 = 63.0 GB/s -> FAIL < 40, WARN < 45 as in validation.md
+C4), then each GPU against the node median, then the all-at-once figure against the GPU alone.
+A destination whose checksum differs from its source FAILs whatever the speed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from r9700ctl.agent.checks import _measure, register
+from r9700ctl.agent.context import AgentContext
+from r9700ctl.agent.judge import judge_against_peers, judge_floor
+from r9700ctl.agent.result import FAIL, PASS, WARN, CheckResult
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "quick": {"hostbw.size_mib": 256, "hostbw.windows": 3, "hostbw.copies_per_window": 20},
+    "standard": {"hostbw.size_mib": 256, "hostbw.windows": 5, "hostbw.copies_per_window": 20},
+}
+SLOW_LINK_HINT = {
+    28.0: "looks like a Gen4 or x8 link: check `pcie.link`, the slot, riser and BIOS PCIe speed",
+    14.0: "looks like a Gen3 or x4 link: check `pcie.link`, the slot, riser and BIOS PCIe speed",
+}
+CORRUPTION_HINT = (
+    "a copy delivered wrong data (HOSTBW_CORRUPTION): isolate the GPU, check dmesg for PCIe AER errors "
+    "and reseat the card"
+)
+FLOOR_HINT = (
+    "below the floor for a {link} link: check the link under load (`compute.link_under_load`), that the "
+    "host memory is on the GPU's NUMA node (evidence host_memory), and IOMMU mode (iommu=pt)"
+)
+CONCURRENT_HINT = (
+    "with all GPUs copying at once this GPU gets {ratio:.0%} of its bandwidth alone: host memory / "
+    "IO-die bandwidth or a root port shared by several GPUs limits the node"
+)
+
+
+def _slow_hint(value: float) -> str:
+    for limit, text in sorted(SLOW_LINK_HINT.items()):
+        if value < limit:
+            return text
+    return ""
+
+
+def _direction_result(
+    ctx: AgentContext, index: int, direction: str, figure: dict[str, Any], peers: dict, link: tuple
+) -> CheckResult:
+    rate, link_text = link
+    value = figure[f"{direction}_gbs"]
+    warn = ctx.threshold("hostbw.warn_fraction_of_link", 0.714) * rate if rate else None
+    fail = ctx.threshold("hostbw.fail_fraction_of_link", 0.635) * rate if rate else None
+    floor = judge_floor(value, warn, fail, unit="GB/s")
+    peer = peers[f"gpu{index}"]
+    status, threshold, _ = _measure.combine(floor, peer)
+    hints = []
+    if not figure["verified"]:
+        status = FAIL
+        hints.append(CORRUPTION_HINT)
+    if floor.status != PASS:
+        hints.append(_slow_hint(value) or FLOOR_HINT.format(link=link_text))
+    if peer.status != PASS:
+        hints.append(f"{peer.reason}: this GPU is slower than its siblings; compare its link and NUMA node")
+    return CheckResult(
+        id=f"hostbw.{direction}",
+        subject=f"gpu{index}",
+        status=status,
+        metric=f"{direction}_pinned_bandwidth",
+        value=_measure.rounded(value),
+        unit="GB/s",
+        threshold=threshold,
+        hint="; ".join(hints),
+        evidence={
+            "windows_gbs": [round(v, 3) for v in figure[f"{direction}_windows_gbs"]],
+            "raw_link_gbs": _measure.rounded(rate),
+            "link_assumed": link_text,
+            "pageable_gbs": _measure.rounded(figure.get(f"pageable_{direction}_gbs")),
+            "verify": figure["verify"][direction],
+            "host_memory": figure["host_memory"],
+        },
+    )
+
+
+@register(id="hostbw", family="hostbw", levels={"quick", "standard", "burnin"}, needs_gpu=True, order=40)
+def run(ctx: AgentContext) -> list[CheckResult]:
+    size = int(_measure.param(ctx, "hostbw.size_mib", DEFAULTS)) * _measure.MiB
+    windows = int(_measure.param(ctx, "hostbw.windows", DEFAULTS))
+    copies = int(_measure.param(ctx, "hostbw.copies_per_window", DEFAULTS))
+    numa = {g.index: g.numa_node for g in ctx.gpus}
+    # 2 directions x (warm-up + windows x copies) at >= 10 GB/s, plus pageable and start-up.
+    expected = 2 * (3 + windows * copies) * size / 10e9 + 15
+    results: list[CheckResult] = []
+    alone: dict[int, dict[str, Any]] = {}
+    common: dict[str, Any] = {}
+    for gpu in ctx.gpus:
+        outcome = ctx.run_step(
+            f"hostbw.gpu{gpu.index}",
+            [gpu.index],
+            _measure.call_kernel,
+            "hostbw",
+            "host_device_bandwidth",
+            [gpu.index],
+            size,
+            windows,
+            copies,
+            3,
+            numa,
+            True,
+            str(ctx.root),
+            timeout_s=_measure.timeout(ctx, expected),
+        )
+        if not outcome.ok:
+            results.append(ctx.outcome_result("hostbw.h2d", gpu.subject, outcome))
+            continue
+        alone[gpu.index] = outcome.value["gpus"][str(gpu.index)]
+        common = {
+            k: outcome.value[k] for k in ("size_bytes", "windows", "copies_per_window", "method", "versions")
+        }
+    for direction in ("h2d", "d2h"):
+        peers = judge_against_peers(
+            {f"gpu{i}": fig[f"{direction}_gbs"] for i, fig in alone.items()},
+            ctx.threshold("hostbw.peer_warn_fraction", 0.9),
+            ctx.threshold("hostbw.peer_fail_fraction", 0.8),
+        )
+        for i, fig in alone.items():
+            result = _direction_result(
+                ctx, i, direction, fig, peers, _measure.expected_link_gbs(ctx, ctx.gpu(i))
+            )
+            result.evidence.update(common)
+            results.append(result)
+    if len(ctx.gpus) > 1 and alone:
+        results.extend(_concurrent(ctx, size, windows, copies, numa, alone, expected * len(ctx.gpus)))
+    return results
+
+
+def _concurrent(
+    ctx: AgentContext, size: int, windows: int, copies: int, numa: dict, alone: dict, expected: float
+) -> list[CheckResult]:
+    indices = ctx.gpu_indices
+    outcome = ctx.run_step(
+        "hostbw.all",
+        indices,
+        _measure.call_kernel,
+        "hostbw",
+        "host_device_bandwidth",
+        indices,
+        size,
+        windows,
+        copies,
+        3,
+        numa,
+        False,
+        str(ctx.root),
+        timeout_s=_measure.timeout(ctx, expected),
+    )
+    if not outcome.ok:
+        return [ctx.outcome_result("hostbw.concurrent", "node", outcome)]
+    limit = ctx.threshold("hostbw.concurrent_warn_fraction", 0.8)
+    results = []
+    for i, fig in outcome.value["gpus"].items():
+        index = int(i)
+        if index not in alone:
+            continue
+        ratios = {d: fig[f"{d}_gbs"] / alone[index][f"{d}_gbs"] for d in ("h2d", "d2h")}
+        worst = min(ratios.values())
+        status = PASS if worst >= limit else WARN
+        hint = CONCURRENT_HINT.format(ratio=worst) if status == WARN else ""
+        if not fig["verified"]:
+            status, hint = FAIL, CORRUPTION_HINT
+        results.append(
+            CheckResult(
+                id="hostbw.concurrent",
+                subject=f"gpu{index}",
+                status=status,
+                metric="all_at_once_over_alone",
+                value=round(worst, 3),
+                unit="ratio",
+                threshold=f">= {limit:g} x the GPU's bandwidth alone (WARN below)",
+                hint=hint,
+                evidence={
+                    "h2d_gbs": round(fig["h2d_gbs"], 2),
+                    "d2h_gbs": round(fig["d2h_gbs"], 2),
+                    "h2d_alone_gbs": round(alone[index]["h2d_gbs"], 2),
+                    "d2h_alone_gbs": round(alone[index]["d2h_gbs"], 2),
+                    "node_h2d_gbs": round(sum(g["h2d_gbs"] for g in outcome.value["gpus"].values()), 2),
+                    "node_d2h_gbs": round(sum(g["d2h_gbs"] for g in outcome.value["gpus"].values()), 2),
+                    "verify": fig["verify"],
+                },
+            )
+        )
+    return results

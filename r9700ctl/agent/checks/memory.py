@@ -1,0 +1,109 @@
+"""C8 device memory bandwidth per GPU: BabelStream copy and triad, result verified.
+
+Judged against the model's memory bandwidth (the manifest's memory_bandwidth_gbs, or
+thresholds memory.spec_gbs for a card the manifest does not list): WARN below 0.75 x spec,
+FAIL below 0.65 x spec (validation.md C8); and each GPU against the node median.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from r9700ctl.agent.checks import _measure, register
+from r9700ctl.agent.context import AgentContext
+from r9700ctl.agent.judge import judge_against_peers, judge_floor
+from r9700ctl.agent.result import FAIL, PASS, CheckResult
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    # 1 GiB arrays: far above any cache (64 MiB Infinity Cache on the R9700, 60 MB L2 on an H200).
+    "quick": {"memory.array_mib": 1024, "memory.windows": 3, "memory.calls_per_window": 20},
+    "standard": {"memory.array_mib": 1024, "memory.windows": 5, "memory.calls_per_window": 20},
+}
+SPEC_HINT = (
+    "memory bandwidth {value:.0f} GB/s is {ratio:.0%} of the {spec:.0f} GB/s spec: check memory clocks under "
+    "load (`compute.throttle` evidence, mclk), memory temperature, and another process using the GPU"
+)
+CORRUPTION_HINT = "memory kernel produced wrong results: isolate the GPU and run a memory pattern test"
+
+
+@register(id="memory", family="memory", levels={"quick", "standard", "burnin"}, needs_gpu=True, order=50)
+def run(ctx: AgentContext) -> list[CheckResult]:
+    array = int(_measure.param(ctx, "memory.array_mib", DEFAULTS)) * _measure.MiB
+    windows = int(_measure.param(ctx, "memory.windows", DEFAULTS))
+    calls = int(_measure.param(ctx, "memory.calls_per_window", DEFAULTS))
+    spec = ctx.model_spec.get("memory_bandwidth_gbs") or ctx.threshold("memory.spec_gbs")
+    spec_source = (
+        "manifest memory_bandwidth_gbs" if ctx.model_spec.get("memory_bandwidth_gbs") else "thresholds"
+    )
+    # 2 kernels x (warm-up + windows x calls) x 3 arrays at >= 100 GB/s, plus start-up.
+    expected = 2 * (3 + windows * calls) * 3 * array / 100e9 + 15
+    figures: dict[int, dict[str, Any]] = {}
+    results: list[CheckResult] = []
+    for gpu in ctx.gpus:
+        outcome = ctx.run_step(
+            f"memory.gpu{gpu.index}",
+            [gpu.index],
+            _measure.call_kernel,
+            "memory",
+            "memory_bandwidth",
+            gpu.index,
+            array,
+            windows,
+            calls,
+            3,
+            timeout_s=_measure.timeout(ctx, expected),
+        )
+        if outcome.ok:
+            figures[gpu.index] = outcome.value
+        else:
+            results.append(ctx.outcome_result("memory.copy", gpu.subject, outcome))
+    for kernel in ("copy", "triad"):
+        peers = judge_against_peers(
+            {f"gpu{i}": f[f"{kernel}_gbs"] for i, f in figures.items()},
+            ctx.threshold("memory.peer_warn_fraction", 0.95),
+            ctx.threshold("memory.peer_fail_fraction", 0.9),
+        )
+        for i, fig in figures.items():
+            value = fig[f"{kernel}_gbs"]
+            warn = ctx.threshold("memory.spec_warn_fraction", 0.75) * spec if spec else None
+            fail = ctx.threshold("memory.spec_fail_fraction", 0.65) * spec if spec else None
+            floor = judge_floor(value, warn, fail, unit="GB/s")
+            status, threshold, _ = _measure.combine(floor, peers[f"gpu{i}"])
+            hints = []
+            if floor.status != PASS and spec:
+                hints.append(SPEC_HINT.format(value=value, ratio=value / spec, spec=spec))
+            if peers[f"gpu{i}"].status != PASS:
+                hints.append(f"{peers[f'gpu{i}'].reason}: slower than its siblings")
+            if not fig["verify"][kernel]["ok"]:
+                status = FAIL
+                hints.append(CORRUPTION_HINT)
+            if not spec:
+                threshold += (
+                    "; no spec for this model (manifest memory_bandwidth_gbs / thresholds memory.spec_gbs)"
+                )
+            results.append(
+                CheckResult(
+                    id=f"memory.{kernel}",
+                    subject=f"gpu{i}",
+                    status=status,
+                    metric=f"{kernel}_bandwidth",
+                    value=_measure.rounded(value, 1),
+                    unit="GB/s",
+                    threshold=threshold,
+                    hint="; ".join(hints),
+                    evidence={
+                        "windows_gbs": [round(v, 1) for v in fig[f"{kernel}_windows_gbs"]],
+                        "spec_gbs": spec,
+                        "spec_source": spec_source if spec else None,
+                        "fraction_of_spec": round(value / spec, 3) if spec else None,
+                        "verify": fig["verify"][kernel],
+                        "array_bytes": fig["array_bytes"],
+                        "bytes_counted": fig["bytes_counted"],
+                        "windows": fig["windows"],
+                        "calls_per_window": fig["calls_per_window"],
+                        "method": fig["method"],
+                        "versions": fig["versions"],
+                    },
+                )
+            )
+    return results

@@ -1,0 +1,169 @@
+"""C5 peer-to-peer: every ordered pair's copy bandwidth, against a copy bounced through the host.
+
+Runs last (runs_last=True): P2P on several R9700s can hang the whole host
+(ROCm/rocm-systems#11348), so everything else is measured first, and each pair runs in its own
+journaled step with a timeout: a hang becomes an ERROR naming the pair, and a host reset is
+reported by the next run from the journal.
+
+Per ordered pair (the worst rule decides):
+- data verified on every path (FAIL P2P_CORRUPTION otherwise);
+- unidirectional GB/s against the link floor (p2p.warn_fraction_of_link x the raw rate of the
+  model's link: 20 GB/s on Gen5 x16, validation.md C5) and the median of all pairs
+  (WARN < 0.85, FAIL < 0.7);
+- P2P_NOT_EFFECTIVE (WARN) when P2P <= 1.1 x the host-bounce copy of the same size;
+- asymmetry i->j / j->i < 0.8 (WARN);
+- can_access_peer False: WARN (the runtime stages copies through host memory).
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+from typing import Any
+
+from r9700ctl.agent.checks import _measure, register
+from r9700ctl.agent.context import AgentContext
+from r9700ctl.agent.judge import Verdict, judge_against_peers, judge_floor
+from r9700ctl.agent.result import FAIL, PASS, WARN, CheckResult
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "quick": {"p2p.size_mib": 256, "p2p.windows": 3, "p2p.copies_per_window": 5},
+    "standard": {"p2p.size_mib": 256, "p2p.windows": 5, "p2p.copies_per_window": 10},
+}
+NOT_EFFECTIVE_HINT = (
+    "P2P_NOT_EFFECTIVE: direct copies ({p2p:.1f} GB/s) are no faster than bouncing through host memory "
+    "({bounce:.1f} GB/s): ACS redirects peer traffic through the root complex (disable ACS in BIOS or "
+    "setpci), "
+    "the IOMMU is in translated mode (add iommu=pt), the BAR is small (enable Resizable BAR), or on ROCm "
+    "HSA_FORCE_FINE_GRAIN_PCIE=1 is missing"
+)
+NO_PEER_HINT = (
+    "the runtime reports no peer access {pair}: copies are staged through host memory; check large BAR "
+    "(BAR0 >= VRAM), IOMMU/ACS, and that both GPUs sit under the same root complex"
+)
+ASYMMETRY_HINT = (
+    "{pair} reaches {ratio:.0%} of the opposite direction: a link or switch port trained differently"
+)
+CORRUPTION_HINT = (
+    "P2P_CORRUPTION: a peer copy delivered wrong data; isolate the pair, run workloads with "
+    "NCCL_P2P_DISABLE=1 and check dmesg for AER/IOMMU faults"
+)
+PEER_HINT = "{reason}: this pair is slower than the node's other pairs; compare their root ports and links"
+
+
+@register(
+    id="p2p", family="p2p", levels={"quick", "standard", "burnin"}, needs_gpu=True, order=100, runs_last=True
+)
+def run(ctx: AgentContext) -> list[CheckResult]:
+    skip = _measure.skip_single_gpu(ctx, "p2p.bandwidth")
+    if skip:
+        return skip
+    size = int(_measure.param(ctx, "p2p.size_mib", DEFAULTS)) * _measure.MiB
+    windows = int(_measure.param(ctx, "p2p.windows", DEFAULTS))
+    copies = int(_measure.param(ctx, "p2p.copies_per_window", DEFAULTS))
+    # 2 directions x (uni + bidir + bounce) x windows x copies at >= 5 GB/s, plus start-up.
+    expected = 6 * (2 + windows * copies) * size / 5e9 + 20
+    pairs: dict[tuple[int, int], dict[str, Any]] = {}
+    results: list[CheckResult] = []
+    for a, b in combinations(ctx.gpu_indices, 2):
+        outcome = ctx.run_step(
+            f"p2p.pair{a}-{b}",
+            [a, b],
+            _measure.call_kernel,
+            "p2p",
+            "pair_bandwidth",
+            a,
+            b,
+            size,
+            windows,
+            copies,
+            2,
+            True,
+            True,
+            timeout_s=_measure.timeout(ctx, expected),
+        )
+        if not outcome.ok:
+            results.append(ctx.outcome_result("p2p.bandwidth", f"gpu{a}<->gpu{b}", outcome))
+            continue
+        value = outcome.value
+        for key, direction in value["directions"].items():
+            src, dst = (int(x) for x in key.split("->"))
+            pairs[(src, dst)] = {
+                **direction,
+                "can_access_peer": value["can_access_peer"][key],
+                "common": value,
+            }
+    peers = judge_against_peers(
+        {f"gpu{s}->gpu{d}": fig["unidirectional_gbs"] for (s, d), fig in pairs.items()},
+        ctx.threshold("p2p.peer_warn_fraction", 0.85),
+        ctx.threshold("p2p.peer_fail_fraction", 0.7),
+    )
+    for (src, dst), fig in sorted(pairs.items()):
+        results.append(_pair_result(ctx, src, dst, fig, pairs.get((dst, src)), peers[f"gpu{src}->gpu{dst}"]))
+    return results
+
+
+def _pair_result(
+    ctx: AgentContext, src: int, dst: int, fig: dict, reverse: dict | None, peer: Verdict
+) -> CheckResult:
+    subject = f"gpu{src}->gpu{dst}"
+    value = fig["unidirectional_gbs"]
+    rates = [_measure.expected_link_gbs(ctx, ctx.gpu(i)) for i in (src, dst)]
+    known = [r for r in rates if r[0]]
+    rate, link_text = min(known) if known else (None, "unknown link")
+    warn = ctx.threshold("p2p.warn_fraction_of_link", 0.32) * rate if rate else None
+    floor = judge_floor(value, warn, None, unit="GB/s")
+    verdicts = [floor, peer]
+    hints = []
+    if floor.status != PASS:
+        hints.append(f"{floor.reason} ({link_text} link)")
+    if peer.status != PASS:
+        hints.append(PEER_HINT.format(reason=peer.reason))
+    ratio_limit = float(ctx.threshold("p2p.not_effective_ratio", 1.1))
+    bounce = fig.get("host_bounce_gbs")
+    if bounce:
+        effective = value > ratio_limit * bounce
+        verdicts.append(Verdict(PASS if effective else WARN, f"> {ratio_limit:g} x host bounce"))
+        if not effective:
+            hints.append(NOT_EFFECTIVE_HINT.format(p2p=value, bounce=bounce))
+    asymmetry = None
+    if reverse:
+        asymmetry = value / reverse["unidirectional_gbs"]
+        limit = float(ctx.threshold("p2p.asymmetry_warn", 0.8))
+        ok = asymmetry >= limit
+        verdicts.append(Verdict(PASS if ok else WARN, f"i->j / j->i >= {limit:g}"))
+        if not ok:
+            hints.append(ASYMMETRY_HINT.format(pair=subject, ratio=asymmetry))
+    if not fig["can_access_peer"]:
+        verdicts.append(Verdict(WARN, "can_access_peer"))
+        hints.append(NO_PEER_HINT.format(pair=subject))
+    status, threshold, _ = _measure.combine(*verdicts)
+    if not fig["verified"]:
+        status = FAIL
+        hints.insert(0, CORRUPTION_HINT)
+    common = fig["common"]
+    return CheckResult(
+        id="p2p.bandwidth",
+        subject=subject,
+        status=status,
+        metric="p2p_unidirectional_bandwidth",
+        value=_measure.rounded(value),
+        unit="GB/s",
+        threshold=threshold,
+        hint="; ".join(hints),
+        evidence={
+            "unidirectional_windows_gbs": [round(v, 2) for v in fig["unidirectional_windows_gbs"]],
+            "bidirectional_gbs_per_direction": _measure.rounded(fig.get("bidirectional_gbs")),
+            "bidirectional_aggregate_gbs": _measure.rounded(common.get("bidirectional_aggregate_gbs")),
+            "host_bounce_gbs": _measure.rounded(bounce),
+            "p2p_over_bounce": round(value / bounce, 3) if bounce else None,
+            "asymmetry": _measure.rounded(asymmetry, 3),
+            "can_access_peer": fig["can_access_peer"],
+            "raw_link_gbs": _measure.rounded(rate),
+            "verify": {k: v for k, v in fig.items() if k.startswith("verify_")},
+            "size_bytes": common["size_bytes"],
+            "windows": common["windows"],
+            "copies_per_window": common["copies_per_window"],
+            "method": common["method"],
+            "versions": common["versions"],
+        },
+    )

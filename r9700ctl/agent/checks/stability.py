@@ -1,0 +1,97 @@
+"""C11 latency stability: p50/p95/p99 of the tensor-parallel step on all GPUs, 1000 x 3.
+
+The medians of three repeats of 1000 iterations are judged (the magazine's and validation.md's
+protocol): tail ratio p99/p50 WARN > 1.5, FAIL > 3; drift (median of the last 10% over the first
+10%) WARN > 1.05, FAIL > 1.10 (a thermal soak). Runs on one GPU too (world size 1).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from r9700ctl.agent.checks import _measure, register
+from r9700ctl.agent.context import AgentContext
+from r9700ctl.agent.judge import judge_floor
+from r9700ctl.agent.result import CheckResult
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    # Fewer tokens than scaling: a latency-bound step, where jitter shows (decode-like).
+    "standard": {"stability.iterations": 1000, "stability.repeats": 3, "stability.tokens": 512},
+}
+TAIL_HINT = (
+    "p99/p50 = {ratio:.2f}: some steps take much longer than the typical one: another process on the GPU, "
+    "CPU contention or power/thermal throttling (compute.throttle); on several GPUs also PCIe/P2P stalls"
+)
+DRIFT_HINT = (
+    "steps got {drift:.0%} slower from the first to the last 10%: thermal soak or clocks falling under load"
+)
+
+
+@register(id="stability", family="stability", levels={"standard", "burnin"}, order=90)
+def run(ctx: AgentContext) -> list[CheckResult]:
+    iterations = int(_measure.param(ctx, "stability.iterations", DEFAULTS))
+    repeats = int(_measure.param(ctx, "stability.repeats", DEFAULTS))
+    shape = {"tokens": int(_measure.param(ctx, "stability.tokens", DEFAULTS))}
+    n = len(ctx.gpus)
+    # A 512-token step: ~10 ms on one R9700, less per GPU on more.
+    expected = repeats * (iterations + 10) * 0.012 * shape["tokens"] / 512 + 30
+    outcome = ctx.run_ranks(
+        "stability.tp",
+        n,
+        _measure.call_rank_kernel,
+        "stability",
+        "latency_rank",
+        "tp",
+        iterations,
+        repeats,
+        10,
+        shape,
+        timeout_s=_measure.timeout(ctx, expected),
+    )
+    if not outcome.ok:
+        return [ctx.outcome_result("stability.latency", "node", outcome)]
+    value = outcome.value
+    med = value["median"]
+    tail = judge_floor(
+        med["tail_ratio"],
+        ctx.threshold("stability.tail_warn", 1.5),
+        ctx.threshold("stability.tail_fail", 3.0),
+        higher_is_better=False,
+    )
+    drift = judge_floor(
+        med["drift"],
+        ctx.threshold("stability.drift_warn", 1.05),
+        ctx.threshold("stability.drift_fail", 1.10),
+        higher_is_better=False,
+    )
+    status, _, _ = _measure.combine(tail, drift)
+    hints = []
+    if tail.status != "PASS":
+        hints.append(TAIL_HINT.format(ratio=med["tail_ratio"]))
+    if drift.status != "PASS":
+        hints.append(DRIFT_HINT.format(drift=med["drift"] - 1))
+    return [
+        CheckResult(
+            id="stability.latency",
+            subject="node",
+            status=status,
+            metric="p99_over_p50",
+            value=round(med["tail_ratio"], 3),
+            unit="ratio",
+            threshold=f"p99/p50 {tail.threshold}; drift {drift.threshold}",
+            hint="; ".join(hints),
+            evidence={
+                "gpus": n,
+                "p50_ms": round(med["p50_ms"], 4),
+                "p95_ms": round(med["p95_ms"], 4),
+                "p99_ms": round(med["p99_ms"], 4),
+                "cv": round(med["cv"], 4),
+                "drift": round(med["drift"], 4),
+                "repeats": value["repeats"],
+                "all_ranks_p99_ms": [round(v["median"]["p99_ms"], 4) for v in outcome.values],
+                "shape": value.get("shape"),
+                "warmup": value["warmup"],
+                "versions": value["versions"],
+            },
+        )
+    ]

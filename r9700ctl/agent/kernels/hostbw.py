@@ -1,0 +1,243 @@
+"""Host <-> device copy bandwidth through the copy engines (validation.md C4).
+
+What is measured: `non_blocking` copies between pinned host memory and device memory, H2D and
+D2H, 20 copies of 256 MiB queued back to back in each timed window, median of the windows.
+Queued copies are what a health check should read: timing each copy alone adds the launch and
+completion gaps and reads 47-53 GB/s on a Gen5 x16 link where queued copies give 55 (FACTS.md).
+
+Pinned host memory is allocated while this process runs on the CPUs of the GPU's NUMA node,
+so first touch puts the pages there (TransferBench picks the closest NUMA node the same way).
+With several GPUs the copies of all of them run at once (one stream per GPU): that shows a
+shared root port or a host memory bottleneck that one-at-a-time figures hide.
+
+Pageable host memory is measured too, as evidence only (5-6 GB/s is normal, FACTS.md).
+Every destination is poisoned before the timed loop and its checksum compared afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from r9700ctl.agent.kernels import buffers, timing
+
+DEFAULT_SIZE_BYTES = 256 * timing.MiB  # TransferBench healthcheck's size
+DEFAULT_WINDOWS = 5
+DEFAULT_COPIES_PER_WINDOW = 20  # back to back, as the 55 GB/s figure in FACTS.md was measured
+DEFAULT_WARMUP = 3
+
+
+def parse_cpulist(text: str) -> set[int]:
+    """CPUs of a sysfs cpulist such as "0-7,16-23" (empty text: no CPUs)."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            low, high = part.split("-", 1)
+            cpus.update(range(int(low), int(high) + 1))
+        else:
+            cpus.add(int(part))
+    return cpus
+
+
+def numa_cpus(root: str | Path, node: int) -> set[int]:
+    path = Path(root) / f"sys/devices/system/node/node{node}/cpulist"
+    return parse_cpulist(path.read_text())
+
+
+@contextlib.contextmanager
+def running_on_numa_node(root: str | Path, node: int | None) -> Iterator[str]:
+    """Run the body on the CPUs of `node`, so memory it first touches lands there.
+
+    Yields a sentence saying where host memory was placed, for the evidence.
+    """
+    if node is None or node < 0:
+        yield "not placed: the GPU reports no NUMA node"
+        return
+    if not hasattr(os, "sched_setaffinity"):
+        yield "not placed: this platform cannot set CPU affinity"
+        return
+    try:
+        wanted = numa_cpus(root, node) & os.sched_getaffinity(0)
+    except (OSError, ValueError) as err:
+        yield f"not placed: cannot read the CPUs of NUMA node {node} ({err})"
+        return
+    if not wanted:
+        yield f"not placed: this process may not run on NUMA node {node}'s CPUs"
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, wanted)
+    try:
+        yield f"NUMA node {node} ({len(wanted)} CPUs)"
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+class _Lane:
+    """One GPU's buffers and stream for one direction of copies."""
+
+    def __init__(
+        self, index: int, nbytes: int, pinned: bool, root: str | Path, numa_node: int | None
+    ) -> None:
+        self.index = index
+        self.device = timing.gpu_device(index)
+        self.stream = torch.cuda.Stream(self.device)
+        count = buffers.words(nbytes)
+        self.nbytes = count * 4
+        with running_on_numa_node(root, numa_node if pinned else None) as placed:
+            self.host = torch.empty(count, dtype=torch.int32, pin_memory=pinned)
+            self.host.fill_(0)  # first touch, still on the node's CPUs
+        self.placement = placed if pinned else "pageable (not placed)"
+        self.dev = buffers.random_int32(count, self.device, seed=1000 + index)
+
+    def fill_host_random(self) -> int:
+        """Random host contents (copied from a random device buffer); returns their checksum."""
+        source = buffers.random_int32(self.host.numel(), self.device, seed=2000 + self.index)
+        self.host.copy_(source)
+        return buffers.checksum(self.host)
+
+    def h2d(self) -> None:
+        with torch.cuda.stream(self.stream):
+            self.dev.copy_(self.host, non_blocking=True)
+
+    def d2h(self) -> None:
+        with torch.cuda.stream(self.stream):
+            self.host.copy_(self.dev, non_blocking=True)
+
+
+def _timed_concurrent(lanes: list[_Lane], direction: str, windows: int, copies: int, warmup: int) -> dict:
+    """Seconds per copy for every lane, all lanes' copies queued at once in each window."""
+    for lane in lanes:
+        for _ in range(warmup):
+            getattr(lane, direction)()
+    for lane in lanes:
+        torch.cuda.synchronize(lane.device)
+    per_copy: dict[int, list[float]] = {lane.index: [] for lane in lanes}
+    for _ in range(windows):
+        timers = []
+        for lane in lanes:
+            torch.cuda.synchronize(lane.device)
+        for lane in lanes:
+            # Longer gate with more GPUs: every GPU's copies must be queued before any starts.
+            for _ in range(len(lanes)):
+                timing.hold(lane.device, lane.stream)
+            timer = timing.WindowTimer(lane.device, lane.stream)
+            timer.start()
+            timers.append(timer)
+        for _ in range(copies):
+            for lane in lanes:
+                getattr(lane, direction)()
+        for timer in timers:
+            timer.stop()
+        for lane, timer in zip(lanes, timers, strict=True):
+            per_copy[lane.index].append(timer.seconds() / copies)
+    return per_copy
+
+
+def _verify_h2d(lanes: list[_Lane]) -> dict[int, dict[str, Any]]:
+    out = {}
+    for lane in lanes:
+        expected = lane.fill_host_random()
+        buffers.poison(lane.dev)
+        lane.h2d()
+        torch.cuda.synchronize(lane.device)
+        got = buffers.checksum(lane.dev)
+        out[lane.index] = {"ok": got == expected, "expected_checksum": expected, "got_checksum": got}
+    return out
+
+
+def _verify_d2h(lanes: list[_Lane]) -> dict[int, dict[str, Any]]:
+    out = {}
+    for lane in lanes:
+        lane.dev.copy_(buffers.random_int32(lane.dev.numel(), lane.device, seed=3000 + lane.index))
+        expected = buffers.checksum(lane.dev)
+        buffers.poison(lane.host)
+        lane.d2h()
+        torch.cuda.synchronize(lane.device)
+        got = buffers.checksum(lane.host)
+        out[lane.index] = {"ok": got == expected, "expected_checksum": expected, "got_checksum": got}
+    return out
+
+
+def _measure(
+    device_indices: list[int],
+    nbytes: int,
+    pinned: bool,
+    windows: int,
+    copies: int,
+    warmup: int,
+    numa_nodes: dict[int, int | None],
+    root: str | Path,
+) -> dict[int, dict[str, Any]]:
+    lanes = [_Lane(i, nbytes, pinned, root, numa_nodes.get(i)) for i in device_indices]
+    for lane in lanes:
+        lane.fill_host_random()
+    h2d = _timed_concurrent(lanes, "h2d", windows, copies, warmup)
+    h2d_check = _verify_h2d(lanes)
+    d2h = _timed_concurrent(lanes, "d2h", windows, copies, warmup)
+    d2h_check = _verify_d2h(lanes)
+    result = {}
+    for lane in lanes:
+        h2d_gbs = [timing.gbps(lane.nbytes, s) for s in h2d[lane.index]]
+        d2h_gbs = [timing.gbps(lane.nbytes, s) for s in d2h[lane.index]]
+        result[lane.index] = {
+            "h2d_gbs": timing.median(h2d_gbs),
+            "d2h_gbs": timing.median(d2h_gbs),
+            "h2d_windows_gbs": h2d_gbs,
+            "d2h_windows_gbs": d2h_gbs,
+            "verified": h2d_check[lane.index]["ok"] and d2h_check[lane.index]["ok"],
+            "verify": {"h2d": h2d_check[lane.index], "d2h": d2h_check[lane.index]},
+            "host_memory": lane.placement,
+        }
+    del lanes
+    torch.cuda.empty_cache()
+    return result
+
+
+def host_device_bandwidth(
+    device_indices: list[int],
+    size_bytes: int = DEFAULT_SIZE_BYTES,
+    windows: int = DEFAULT_WINDOWS,
+    copies_per_window: int = DEFAULT_COPIES_PER_WINDOW,
+    warmup: int = DEFAULT_WARMUP,
+    numa_nodes: dict[int, int | None] | None = None,
+    pageable: bool = True,
+    root: str = "/",
+) -> dict[str, Any]:
+    """H2D and D2H GB/s per GPU; with several indices the GPUs copy at the same time.
+
+    Returns a JSON-serialisable dict: {"gpus": {"<index>": {...}}, "concurrent", sizes,
+    iterations, versions}; the per-GPU dict holds medians, every window's figure, the
+    verification and where the host memory was placed.
+    """
+    if not device_indices:
+        raise ValueError("no GPU to measure")
+    nodes = {int(k): v for k, v in (numa_nodes or {}).items()}
+    pinned = _measure(device_indices, size_bytes, True, windows, copies_per_window, warmup, nodes, root)
+    gpus: dict[str, Any] = {str(i): pinned[i] for i in device_indices}
+    if pageable:
+        # Evidence only: fewer, shorter windows (pageable copies are ten times slower).
+        slow = _measure(device_indices, size_bytes, False, 2, 3, 1, nodes, root)
+        for i in device_indices:
+            gpus[str(i)]["pageable_h2d_gbs"] = slow[i]["h2d_gbs"]
+            gpus[str(i)]["pageable_d2h_gbs"] = slow[i]["d2h_gbs"]
+            gpus[str(i)]["pageable_verified"] = slow[i]["verified"]
+    return {
+        "gpus": gpus,
+        "concurrent": len(device_indices) > 1,
+        "size_bytes": buffers.words(size_bytes) * 4,
+        "windows": windows,
+        "copies_per_window": copies_per_window,
+        "warmup": warmup,
+        "method": "torch copy_(non_blocking=True) pinned<->device, one stream per GPU, "
+        "copies queued back to back behind a gate kernel, CUDA/HIP events, median of windows",
+        "versions": timing.versions(),
+        "devices": {str(i): timing.device_facts(timing.gpu_device(i)) for i in device_indices},
+    }

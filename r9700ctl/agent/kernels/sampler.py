@@ -1,0 +1,499 @@
+"""Clocks, temperatures, power, throttle reasons and PCIe link, sampled while a load runs.
+
+Throttle state is instantaneous, so it must be sampled during the load, every 0.5-1 s
+(validation.md C7). Sources, best first:
+- AMD: sysfs of the GPU's PCI function: `gpu_metrics` (binary; format 1, content >= 3 carries
+  `indep_throttle_status`, the ASIC-independent throttle bits), hwmon (temperatures, power,
+  power cap and its default, clocks) and `current_link_speed/width`;
+- NVIDIA: NVML through pynvml (nvidia-ml-py) when importable, else `nvidia-smi --query-gpu`.
+
+Throttle bits are decoded into groups, which is what the verdict uses:
+  power      expected under load (a healthy H200 sits at its power cap, FACTS.md)
+  current    TDC/EDC current limits (informational)
+  thermal    temperature limits: FAIL when persistent
+  hw_slowdown  NVIDIA hardware slowdown / power brake: FAIL when persistent
+  prochot    PROCHOT asserted: FAIL when persistent
+  idle, other  informational
+Radeon RDNA3/RDNA4 firmware reports TEMP_HOTSPOT at idle and at 37 C (ROCm/rocm-systems#11781,
+R9700): that bit alone counts as `thermal_unconfirmed` unless the same sample's hotspot
+temperature is at least `hotspot_credible_c`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+GEN_TO_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
+
+# NVML clocks event reasons (nvmlClocksEventReasons; FACTS.md).
+NVIDIA_REASONS = {
+    0x1: ("gpu_idle", "idle"),
+    0x2: ("applications_clocks", "other"),
+    0x4: ("sw_power_cap", "power"),
+    0x8: ("hw_slowdown", "hw_slowdown"),
+    0x10: ("sync_boost", "other"),
+    0x20: ("sw_thermal_slowdown", "thermal"),
+    0x40: ("hw_thermal_slowdown", "thermal"),
+    0x80: ("hw_power_brake_slowdown", "hw_slowdown"),
+    0x100: ("display_clock_setting", "other"),
+}
+
+# amdgpu SMU_THROTTLER_* bits of indep_throttle_status (drivers/gpu/drm/amd/pm/swsmu/inc/amdgpu_smu.h).
+AMD_THROTTLERS = {
+    0: "PPT0", 1: "PPT1", 2: "PPT2", 3: "PPT3", 4: "SPL", 5: "FPPT", 6: "SPPT", 7: "SPPT_APU",
+    16: "TDC_GFX", 17: "TDC_SOC", 18: "TDC_MEM", 19: "TDC_VDD", 20: "TDC_CVIP", 21: "EDC_CPU",
+    22: "EDC_GFX", 23: "APCC",
+    32: "TEMP_GPU", 33: "TEMP_CORE", 34: "TEMP_MEM", 35: "TEMP_EDGE", 36: "TEMP_HOTSPOT",
+    37: "TEMP_SOC", 38: "TEMP_VR_GFX", 39: "TEMP_VR_SOC", 40: "TEMP_VR_MEM0", 41: "TEMP_VR_MEM1",
+    42: "TEMP_LIQUID0", 43: "TEMP_LIQUID1", 44: "VRHOT0", 45: "VRHOT1",
+    46: "PROCHOT_CPU", 47: "PROCHOT_GFX",
+    56: "PPM", 57: "FIT",
+}  # fmt: skip
+AMD_TEMP_HOTSPOT_BIT = 36
+DEFAULT_HOTSPOT_CREDIBLE_C = 95.0  # validation.md C7: WARN at hotspot >= 95 C
+
+FAILING_GROUPS = ("thermal", "hw_slowdown", "prochot")
+
+
+def amd_group(bit: int) -> str:
+    if bit < 16:
+        return "power"
+    if bit < 32:
+        return "current"
+    if bit < 46:
+        return "thermal"
+    if bit < 48:
+        return "prochot"
+    return "other"
+
+
+@dataclass
+class Sample:
+    """One reading of one GPU; None where the source had no value."""
+
+    t: float
+    gpu: int
+    sclk_mhz: float | None = None
+    mclk_mhz: float | None = None
+    temp_c: float | None = None
+    hotspot_c: float | None = None
+    mem_temp_c: float | None = None
+    power_w: float | None = None
+    power_cap_w: float | None = None
+    power_cap_default_w: float | None = None
+    throttle_raw: int | None = None
+    reasons: list[str] = field(default_factory=list)
+    groups: list[str] = field(default_factory=list)
+    link_speed_gts: float | None = None
+    link_width: int | None = None
+
+
+def decode_nvidia(mask: int) -> tuple[list[str], list[str]]:
+    """Names and groups of the set bits of an NVML clocks-event-reasons mask."""
+    names, groups = [], []
+    for bit, (name, group) in NVIDIA_REASONS.items():
+        if mask & bit:
+            names.append(name)
+            if group not in groups:
+                groups.append(group)
+    unknown = mask & ~sum(NVIDIA_REASONS)
+    if unknown:
+        names.append(f"unknown_0x{unknown:x}")
+        if "other" not in groups:
+            groups.append("other")
+    return names, groups
+
+
+def decode_amd(mask: int, hotspot_c: float | None, hotspot_credible_c: float) -> tuple[list[str], list[str]]:
+    """Names and groups of indep_throttle_status bits (TEMP_HOTSPOT needs a hot reading)."""
+    names, groups = [], []
+    for bit in range(64):
+        if not mask >> bit & 1:
+            continue
+        names.append(AMD_THROTTLERS.get(bit, f"BIT{bit}"))
+        group = amd_group(bit)
+        if bit == AMD_TEMP_HOTSPOT_BIT and (hotspot_c is None or hotspot_c < hotspot_credible_c):
+            group = "thermal_unconfirmed"
+        if group not in groups:
+            groups.append(group)
+    return names, groups
+
+
+# gpu_metrics_v1_3 (drivers/gpu/drm/amd/include/kgd_pp_interface.h), naturally aligned, 120 bytes.
+_V1_3 = struct.Struct("<HBB6H3HHQQ7H7HIHHHHII4HQ3HHQ")
+_V1_3_FIELDS = (
+    "structure_size", "format_revision", "content_revision", "temperature_edge", "temperature_hotspot",
+    "temperature_mem", "temperature_vrgfx", "temperature_vrsoc", "temperature_vrmem",
+    "average_gfx_activity", "average_umc_activity", "average_mm_activity", "average_socket_power",
+    "energy_accumulator", "system_clock_counter", "average_gfxclk_frequency",
+    "average_socclk_frequency", "average_uclk_frequency", "average_vclk0_frequency",
+    "average_dclk0_frequency", "average_vclk1_frequency", "average_dclk1_frequency", "current_gfxclk",
+    "current_socclk", "current_uclk", "current_vclk0", "current_dclk0", "current_vclk1",
+    "current_dclk1", "throttle_status", "current_fan_speed", "pcie_link_width", "pcie_link_speed",
+    "padding", "gfx_activity_acc", "mem_activity_acc", "hbm0", "hbm1", "hbm2", "hbm3",
+    "firmware_timestamp", "voltage_soc", "voltage_gfx", "voltage_mem", "padding1",
+    "indep_throttle_status",
+)  # fmt: skip
+_NOT_AVAILABLE_U16 = 0xFFFF
+
+
+def parse_gpu_metrics(blob: bytes) -> dict[str, int] | None:
+    """Fields of a gpu_metrics v1.3+ table (v1.4+ and v2 APU tables are other layouts: None)."""
+    if len(blob) < _V1_3.size:
+        return None
+    fields = dict(zip(_V1_3_FIELDS, _V1_3.unpack_from(blob), strict=True))
+    if fields["format_revision"] != 1 or fields["content_revision"] != 3:
+        return None
+    return fields
+
+
+def _u16(value: int) -> float | None:
+    return None if value == _NOT_AVAILABLE_U16 else float(value)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _number(text: str | None, scale: float = 1.0) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text.split()[0]) * scale
+    except (ValueError, IndexError):
+        return None
+
+
+def read_sysfs_link(device_dir: Path) -> tuple[float | None, int | None]:
+    """Current PCIe link of a PCI function: ("32.0 GT/s PCIe", "16") -> (32.0, 16)."""
+    speed = _number(_read(device_dir / "current_link_speed"))
+    width = _number(_read(device_dir / "current_link_width"))
+    return speed, (int(width) if width is not None else None)
+
+
+class Source(Protocol):
+    name: str
+
+    def read(self, t: float) -> list[Sample]: ...
+
+
+class AmdSysfsSource:
+    """gpu_metrics + hwmon + link of each GPU's PCI function under `root`."""
+
+    name = "sysfs gpu_metrics + hwmon"
+
+    def __init__(
+        self,
+        root: str | Path,
+        gpus: Sequence[tuple[int, str]],
+        hotspot_credible_c: float,
+        link_addresses: dict[int, str | None] | None = None,
+    ) -> None:
+        base = Path(root) / "sys/bus/pci/devices"
+        links = link_addresses or {}
+        self.dirs = [(index, base / pci, base / (links.get(index) or pci)) for index, pci in gpus]
+        self.hotspot_credible_c = hotspot_credible_c
+
+    @staticmethod
+    def _hwmon(device_dir: Path) -> Path | None:
+        found = sorted((device_dir / "hwmon").glob("hwmon*"))
+        return found[0] if found else None
+
+    def read(self, t: float) -> list[Sample]:
+        out = []
+        for index, d, link_dir in self.dirs:
+            s = Sample(t=t, gpu=index)
+            hw = self._hwmon(d)
+            if hw is not None:
+                s.temp_c = _number(_read(hw / "temp1_input"), 1e-3)
+                s.hotspot_c = _number(_read(hw / "temp2_input"), 1e-3)
+                s.mem_temp_c = _number(_read(hw / "temp3_input"), 1e-3)
+                s.power_w = _number(_read(hw / "power1_average") or _read(hw / "power1_input"), 1e-6)
+                s.power_cap_w = _number(_read(hw / "power1_cap"), 1e-6)
+                s.power_cap_default_w = _number(_read(hw / "power1_cap_default"), 1e-6)
+                s.sclk_mhz = _number(_read(hw / "freq1_input"), 1e-6)
+                s.mclk_mhz = _number(_read(hw / "freq2_input"), 1e-6)
+            try:
+                metrics = parse_gpu_metrics((d / "gpu_metrics").read_bytes())
+            except OSError:
+                metrics = None
+            if metrics is not None:
+                s.sclk_mhz = _u16(metrics["current_gfxclk"]) or s.sclk_mhz
+                s.mclk_mhz = _u16(metrics["current_uclk"]) or s.mclk_mhz
+                s.hotspot_c = _u16(metrics["temperature_hotspot"]) or s.hotspot_c
+                s.throttle_raw = int(metrics["indep_throttle_status"])
+                s.reasons, s.groups = decode_amd(s.throttle_raw, s.hotspot_c, self.hotspot_credible_c)
+            # The card's upstream port: a Radeon card's own function sits behind an on-card switch.
+            s.link_speed_gts, s.link_width = read_sysfs_link(link_dir)
+            out.append(s)
+        return out
+
+
+def normalize_pci(address: str) -> str:
+    """'00000000:17:00.0' or '0000:17:00.0' -> '0000:17:00.0' (lower case)."""
+    address = address.strip().lower()
+    domain, sep, rest = address.partition(":")
+    if not sep or rest.count(":") != 1:
+        return address
+    return f"{int(domain, 16):04x}:{rest}"
+
+
+class NvmlSource:
+    """NVML through pynvml; `gpus` maps torch indices to PCI addresses."""
+
+    name = "nvml"
+
+    def __init__(self, gpus: Sequence[tuple[int, str | None]]) -> None:
+        import pynvml  # nvidia-ml-py; ImportError tells the caller to use nvidia-smi
+
+        self.nvml = pynvml
+        pynvml.nvmlInit()
+        handles = {}
+        for k in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(k)
+            bus = pynvml.nvmlDeviceGetPciInfo(h).busId
+            handles[normalize_pci(bus.decode() if isinstance(bus, bytes) else bus)] = h
+        ordered = list(handles.values())
+        self.handles = []
+        for pos, (index, pci) in enumerate(gpus):
+            h = handles.get(normalize_pci(pci)) if pci else None
+            self.handles.append((index, h if h is not None else ordered[min(pos, len(ordered) - 1)]))
+
+    def _get(self, fn: str, *args: Any) -> Any:
+        f = getattr(self.nvml, fn, None)
+        if f is None:
+            return None
+        try:
+            return f(*args)
+        except self.nvml.NVMLError:
+            return None
+
+    def read(self, t: float) -> list[Sample]:
+        n = self.nvml
+        out = []
+        for index, h in self.handles:
+            s = Sample(t=t, gpu=index)
+            s.sclk_mhz = _float(self._get("nvmlDeviceGetClockInfo", h, n.NVML_CLOCK_SM))
+            s.mclk_mhz = _float(self._get("nvmlDeviceGetClockInfo", h, n.NVML_CLOCK_MEM))
+            s.temp_c = _float(self._get("nvmlDeviceGetTemperature", h, n.NVML_TEMPERATURE_GPU))
+            s.power_w = _float(self._get("nvmlDeviceGetPowerUsage", h), 1e-3)
+            s.power_cap_w = _float(self._get("nvmlDeviceGetEnforcedPowerLimit", h), 1e-3)
+            s.power_cap_default_w = _float(self._get("nvmlDeviceGetPowerManagementDefaultLimit", h), 1e-3)
+            mask = self._get("nvmlDeviceGetCurrentClocksEventReasons", h)
+            if mask is None:
+                mask = self._get("nvmlDeviceGetCurrentClocksThrottleReasons", h)
+            if mask is not None:
+                s.throttle_raw = int(mask)
+                s.reasons, s.groups = decode_nvidia(s.throttle_raw)
+            gen = self._get("nvmlDeviceGetCurrPcieLinkGeneration", h)
+            s.link_speed_gts = GEN_TO_GTS.get(int(gen)) if gen is not None else None
+            width = self._get("nvmlDeviceGetCurrPcieLinkWidth", h)
+            s.link_width = int(width) if width is not None else None
+            out.append(s)
+        return out
+
+
+def _float(value: Any, scale: float = 1.0) -> float | None:
+    try:
+        return float(value) * scale if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+NVIDIA_SMI_FIELDS = (
+    "pci.bus_id",
+    "clocks.sm",
+    "clocks.mem",
+    "temperature.gpu",
+    "power.draw",
+    "power.limit",
+    "power.default_limit",
+    "clocks_event_reasons.active",
+    "pcie.link.gen.current",
+    "pcie.link.width.current",
+)
+
+
+def parse_nvidia_smi_csv(text: str, t: float, gpus: Sequence[tuple[int, str | None]]) -> list[Sample]:
+    """Rows of `nvidia-smi --query-gpu=<NVIDIA_SMI_FIELDS> --format=csv,noheader,nounits`."""
+    rows = {}
+    order = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) != len(NVIDIA_SMI_FIELDS):
+            continue
+        rows[normalize_pci(cells[0])] = cells
+        order.append(cells)
+    out = []
+    for pos, (index, pci) in enumerate(gpus):
+        cells = rows.get(normalize_pci(pci)) if pci else None
+        if cells is None and pos < len(order):
+            cells = order[pos]
+        if cells is None:
+            continue
+        s = Sample(t=t, gpu=index)
+        s.sclk_mhz, s.mclk_mhz, s.temp_c = _cell(cells[1]), _cell(cells[2]), _cell(cells[3])
+        s.power_w, s.power_cap_w, s.power_cap_default_w = _cell(cells[4]), _cell(cells[5]), _cell(cells[6])
+        try:
+            s.throttle_raw = int(cells[7], 16)
+            s.reasons, s.groups = decode_nvidia(s.throttle_raw)
+        except ValueError:
+            pass
+        gen = _cell(cells[8])
+        s.link_speed_gts = GEN_TO_GTS.get(int(gen)) if gen is not None else None
+        width = _cell(cells[9])
+        s.link_width = int(width) if width is not None else None
+        out.append(s)
+    return out
+
+
+def _cell(text: str) -> float | None:
+    """A csv cell as a number; '[N/A]', 'N/A', '[Not Supported]' give None."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+class NvidiaSmiSource:
+    name = "nvidia-smi"
+
+    def __init__(self, gpus: Sequence[tuple[int, str | None]], binary: str = "nvidia-smi") -> None:
+        self.gpus = list(gpus)
+        self.binary = binary
+
+    def read(self, t: float) -> list[Sample]:
+        cmd = [self.binary, f"--query-gpu={','.join(NVIDIA_SMI_FIELDS)}", "--format=csv,noheader,nounits"]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False)
+        return parse_nvidia_smi_csv(done.stdout, t, self.gpus)
+
+
+def pick_source(
+    vendor: str,
+    gpus: Sequence[tuple[int, str | None]],
+    root: str | Path = "/",
+    hotspot_credible_c: float = DEFAULT_HOTSPOT_CREDIBLE_C,
+    link_addresses: dict[int, str | None] | None = None,
+) -> Source | None:
+    """The best source on this node, or None when nothing can be read."""
+    if vendor == "amd":
+        known = [(i, p) for i, p in gpus if p]
+        return AmdSysfsSource(root, known, hotspot_credible_c, link_addresses) if known else None
+    try:
+        return NvmlSource(gpus)
+    except Exception:  # no pynvml, or NVML failed to start: nvidia-smi reads the same counters
+        pass
+    if shutil.which("nvidia-smi"):
+        return NvidiaSmiSource(gpus)
+    return None
+
+
+class Sampler:
+    """Reads `source` every `interval_s` seconds on a background thread until stop()."""
+
+    def __init__(self, source: Source | None, interval_s: float = 0.5) -> None:
+        self.source = source
+        self.interval_s = interval_s
+        self.samples: list[Sample] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="r9700ctl-sampler", daemon=True)
+        self._t0 = 0.0
+
+    def _loop(self) -> None:
+        while True:
+            t = time.monotonic() - self._t0
+            try:
+                self.samples.extend(self.source.read(t))  # type: ignore[union-attr]
+            except Exception as err:  # a failed read is evidence, never a crash of the load
+                if len(self.errors) < 10:
+                    self.errors.append(f"{type(err).__name__}: {err}")
+            if self._stop.wait(self.interval_s):
+                return
+
+    def start(self) -> Sampler:
+        self._t0 = time.monotonic()
+        if self.source is not None:
+            self._thread.start()
+        return self
+
+    def stop(self) -> list[Sample]:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=15)
+        return self.samples
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    lo = int(k)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def longest_run(flags: Sequence[bool]) -> int:
+    best = run = 0
+    for flag in flags:
+        run = run + 1 if flag else 0
+        best = max(best, run)
+    return best
+
+
+def summarize(samples: Sequence[Sample], gpu: int) -> dict[str, Any]:
+    """Per-GPU summary: clock median and p5, temperatures, power, throttle-group counts."""
+    mine = [s for s in samples if s.gpu == gpu]
+    out: dict[str, Any] = {"samples": len(mine)}
+    for name in ("sclk_mhz", "mclk_mhz", "power_w", "temp_c", "hotspot_c", "mem_temp_c"):
+        values = [getattr(s, name) for s in mine if getattr(s, name) is not None]
+        if values:
+            out[name] = {
+                "median": _percentile(values, 0.5),
+                "p5": _percentile(values, 0.05),
+                "max": max(values),
+            }
+    caps = [s.power_cap_w for s in mine if s.power_cap_w is not None]
+    defaults = [s.power_cap_default_w for s in mine if s.power_cap_default_w is not None]
+    out["power_cap_w"] = caps[-1] if caps else None
+    out["power_cap_default_w"] = defaults[-1] if defaults else None
+    with_bits = [s for s in mine if s.throttle_raw is not None]
+    out["throttle_samples"] = len(with_bits)
+    groups: dict[str, dict[str, Any]] = {}
+    for group in sorted({g for s in with_bits for g in s.groups}):
+        flags = [group in s.groups for s in with_bits]
+        groups[group] = {
+            "count": sum(flags),
+            "fraction": sum(flags) / len(with_bits),
+            "longest_run": longest_run(flags),
+            "reasons": sorted({r for s in with_bits if group in s.groups for r in s.reasons}),
+        }
+    out["throttle_groups"] = groups
+    links = [(s.link_speed_gts, s.link_width) for s in mine if s.link_speed_gts is not None]
+    if links:
+        out["link_under_load"] = {
+            "max_speed_gts": max(sp for sp, _ in links),
+            "max_width": max((w for _, w in links if w is not None), default=None),
+            "min_speed_gts": min(sp for sp, _ in links),
+        }
+    return out
+
+
+def samples_json(samples: Sequence[Sample]) -> list[dict[str, Any]]:
+    """Samples as plain dicts (rounded), for the evidence."""
+    out = []
+    for s in samples:
+        d = asdict(s)
+        d["t"] = round(s.t, 3)
+        out.append({k: v for k, v in d.items() if v not in (None, [])})
+    return out

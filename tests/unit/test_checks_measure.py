@@ -1,0 +1,292 @@
+"""The measurement checks' verdicts from kernel figures: floors, peers, P2P vs bounce, throttling.
+
+The checks are exercised through the real registry functions with a context whose run_step /
+run_ranks hand back the figures a kernel would have returned (the kernels themselves are
+tested on the CPU in test_kernels_*.py and on a GPU in tests/gpu).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from r9700ctl.agent import sysfs, thresholds
+from r9700ctl.agent.checks import collective, compute, hostbw, p2p, scaling
+from r9700ctl.agent.context import AgentContext
+from r9700ctl.agent.gpus import GpuInfo
+from r9700ctl.agent.watchdog import OK, TIMEOUT, StepOutcome
+
+GEN5 = sysfs.Link(32.0, 16, 32.0, 16, at="0000:01:00.0")
+
+
+def _gpu(index: int, vendor: str = "1002") -> GpuInfo:
+    return GpuInfo(index=index, pci_address=f"0000:0{index + 3}:00.0", vendor=vendor, link=GEN5, numa_node=0)
+
+
+@dataclass
+class CannedContext(AgentContext):
+    """An AgentContext whose GPU steps return prepared kernel results, keyed by step id prefix."""
+
+    canned: dict[str, Any] = field(default_factory=dict)
+    calls: list[tuple[str, tuple]] = field(default_factory=list)
+
+    def _answer(self, step_id: str, args: tuple) -> StepOutcome:
+        self.calls.append((step_id, args))
+        for prefix, value in self.canned.items():
+            if step_id.startswith(prefix):
+                return value if isinstance(value, StepOutcome) else StepOutcome(step_id, OK, value)
+        raise AssertionError(f"no canned result for {step_id}")
+
+    def run_step(self, step_id, gpus, fn, *args, timeout_s, env=None):  # type: ignore[override]
+        return self._answer(step_id, args)
+
+    def run_ranks(self, step_id, world_size, fn, *args, timeout_s, backend="nccl", env=None, gpus=None):  # type: ignore[override]
+        return self._answer(step_id, (world_size, env, *args))
+
+
+def _ctx(gpus: list[GpuInfo], canned: dict, level: str = "quick", **kw: Any) -> CannedContext:
+    th = thresholds.resolve(["AMD Radeon AI PRO R9700"], ["1002"])
+    return CannedContext(level=level, gpus=gpus, thresholds=th, params={}, canned=canned, **kw)
+
+
+def _hostbw(index: int, h2d: float, d2h: float, ok: bool = True) -> dict:
+    check = {"ok": ok, "expected_checksum": 1, "got_checksum": 1 if ok else 2}
+    fig = {
+        "h2d_gbs": h2d,
+        "d2h_gbs": d2h,
+        "h2d_windows_gbs": [h2d],
+        "d2h_windows_gbs": [d2h],
+        "verified": ok,
+        "verify": {"h2d": check, "d2h": check},
+        "host_memory": "NUMA node 0 (8 CPUs)",
+        "pageable_h2d_gbs": 6.0,
+        "pageable_d2h_gbs": 6.0,
+    }
+    return {
+        "gpus": {str(index): fig},
+        "size_bytes": 1,
+        "windows": 1,
+        "copies_per_window": 1,
+        "method": "m",
+        "versions": {},
+    }
+
+
+def test_hostbw_at_gen4_speed_fails_the_gen5_floor_with_the_gen4_hint():
+    """26 GB/s on an R9700 (Gen5 x16 expected, floors 40/45) is a FAIL that names a Gen4/x8 link."""
+    ctx = _ctx([_gpu(0)], {"hostbw.gpu0": _hostbw(0, 26.0, 55.0)})
+    results = {r.id: r for r in hostbw.run(ctx)}
+    assert results["hostbw.h2d"].status == "FAIL"
+    assert "Gen4 or x8" in results["hostbw.h2d"].hint
+    assert results["hostbw.h2d"].threshold.startswith(">= 45 GB/s")
+    assert results["hostbw.d2h"].status == "PASS"
+
+
+def test_hostbw_wrong_data_fails_even_at_full_speed():
+    """A copy that delivered wrong bytes is a FAIL (HOSTBW_CORRUPTION), however fast."""
+    ctx = _ctx([_gpu(0)], {"hostbw.gpu0": _hostbw(0, 55.0, 55.0, ok=False)})
+    results = {r.id: r for r in hostbw.run(ctx)}
+    assert results["hostbw.h2d"].status == "FAIL"
+    assert "HOSTBW_CORRUPTION" in results["hostbw.h2d"].hint
+
+
+def _pair(uni_ab: float, uni_ba: float, bounce: float, verified_ba: bool = True, can: bool = True) -> dict:
+    def direction(uni: float, ok: bool) -> dict:
+        check = {"ok": ok, "expected_checksum": 1, "got_checksum": 1 if ok else 0}
+        return {
+            "unidirectional_gbs": uni,
+            "unidirectional_windows_gbs": [uni],
+            "bidirectional_gbs": uni * 0.9,
+            "host_bounce_gbs": bounce,
+            "verify_unidirectional": check,
+            "verified": ok,
+        }
+
+    return {
+        "pair": [0, 1],
+        "can_access_peer": {"0->1": can, "1->0": can},
+        "directions": {"0->1": direction(uni_ab, True), "1->0": direction(uni_ba, verified_ba)},
+        "size_bytes": 1,
+        "windows": 1,
+        "copies_per_window": 1,
+        "method": "m",
+        "versions": {},
+        "bidirectional_aggregate_gbs": (uni_ab + uni_ba) * 0.9,
+    }
+
+
+def test_p2p_no_faster_than_a_host_bounce_is_flagged_not_effective():
+    """26 GB/s P2P against a 25 GB/s bounce (<= 1.1x): WARN P2P_NOT_EFFECTIVE naming ACS/IOMMU."""
+    ctx = _ctx([_gpu(0), _gpu(1)], {"p2p.pair0-1": _pair(26.0, 26.0, 25.0)})
+    results = {r.subject: r for r in p2p.run(ctx)}
+    assert results["gpu0->gpu1"].status == "WARN"
+    assert "P2P_NOT_EFFECTIVE" in results["gpu0->gpu1"].hint
+    assert "iommu=pt" in results["gpu0->gpu1"].hint
+    assert results["gpu0->gpu1"].evidence["p2p_over_bounce"] == pytest.approx(1.04)
+
+
+def test_p2p_asymmetry_and_corruption_are_judged_per_direction():
+    """1->0 at half of 0->1 is asymmetric (WARN); wrong data on 1->0 FAILs with P2P_CORRUPTION."""
+    ctx = _ctx([_gpu(0), _gpu(1)], {"p2p.pair0-1": _pair(50.0, 25.0, 20.0, verified_ba=False)})
+    results = {r.subject: r for r in p2p.run(ctx)}
+    assert results["gpu0->gpu1"].status == "PASS"
+    assert results["gpu1->gpu0"].status == "FAIL"
+    assert results["gpu1->gpu0"].hint.startswith("P2P_CORRUPTION")
+    assert "50%" in results["gpu1->gpu0"].hint
+
+
+def test_a_hung_p2p_pair_becomes_an_error_naming_the_pair():
+    """A P2P step killed at its deadline (the R9700 hang) is an ERROR result; the check goes on."""
+    hung = StepOutcome("p2p.pair0-1", TIMEOUT, error="killed after 60 s", duration_s=60.0)
+    ctx = _ctx([_gpu(0), _gpu(1)], {"p2p.pair0-1": hung})
+    (result,) = p2p.run(ctx)
+    assert (result.id, result.subject, result.status, result.metric) == (
+        "p2p.bandwidth",
+        "gpu0<->gpu1",
+        "ERROR",
+        "timeout",
+    )
+    assert "NCCL_P2P_DISABLE=1" in result.hint
+
+
+@pytest.mark.parametrize("check", [p2p, collective, scaling], ids=["p2p", "collective", "scaling"])
+def test_multi_gpu_checks_skip_on_one_gpu_with_the_reason(check):
+    """On one GPU: SKIP "needs >= 2 GPUs", and no step is started."""
+    ctx = _ctx([_gpu(0)], {})
+    (result,) = check.run(ctx)
+    assert (result.status, result.hint) == ("SKIP", "needs >= 2 GPUs")
+    assert ctx.calls == []
+
+
+def _gemm(masks: list[int], tflops: float = 90.0) -> dict:
+    samples = []
+    for k, mask in enumerate(masks):
+        from r9700ctl.agent.kernels import sampler
+
+        names, groups = sampler.decode_nvidia(mask)
+        samples.append(
+            {
+                "t": k * 0.5,
+                "gpu": 0,
+                "throttle_raw": mask,
+                "reasons": names,
+                "groups": groups,
+                "power_cap_w": 700.0,
+                "power_cap_default_w": 700.0,
+            }
+        )
+    s = [sampler.Sample(**{**x}) for x in samples]
+    telemetry = sampler.summarize(s, 0)
+    fig = {"tflops": tflops, "windows_tflops": [tflops], "verify": {"ok": True}, "verified": True}
+    return {
+        "gpus": {"0": {"bf16": fig, "telemetry": telemetry}},
+        "samples": samples,
+        "n": 8192,
+        "seconds_per_dtype": 10,
+        "method": "m",
+        "versions": {},
+        "devices": {"0": {}},
+        "sampler": {"source": "nvml", "interval_s": 0.5, "errors": []},
+    }
+
+
+def test_power_cap_limiting_under_load_passes_with_a_note():
+    """An H200 at its 700 W cap (reason 0x4 in most samples) is healthy: PASS, the note says why."""
+    ctx = _ctx([_gpu(0, "10de")], {"compute.gemm": _gemm([0x4] * 18 + [0x0] * 2)})
+    results = {r.id: r for r in compute.run(ctx)}
+    assert results["compute.throttle"].status == "PASS"
+    assert "power cap limited clocks in 90% of samples" in results["compute.throttle"].hint
+    assert results["compute.power_cap"].status == "PASS"
+
+
+def test_three_thermal_samples_in_a_row_fail_and_one_alone_does_not():
+    """>= 3 consecutive thermal samples: FAIL THERMAL_THROTTLE; a single one of 40: WARN, never FAIL."""
+    ctx = _ctx([_gpu(0, "10de")], {"compute.gemm": _gemm([0x4] * 10 + [0x20] * 3 + [0x4] * 27)})
+    throttle = {r.id: r for r in compute.run(ctx)}["compute.throttle"]
+    assert throttle.status == "FAIL"
+    assert throttle.hint.startswith("THERMAL_THROTTLE")
+    ctx = _ctx([_gpu(0, "10de")], {"compute.gemm": _gemm([0x4] * 20 + [0x40] + [0x4] * 19)})
+    throttle = {r.id: r for r in compute.run(ctx)}["compute.throttle"]
+    assert throttle.status == "WARN"
+    assert throttle.hint.startswith("isolated sample(s) only")
+
+
+def _sweep(busbw: float, wrong: int = 0) -> dict:
+    row = {
+        "size_bytes": 256 << 20,
+        "time_us": 1.0,
+        "algbw_gbs": busbw / 1.5,
+        "busbw_gbs": busbw,
+        "windows_busbw_gbs": [busbw],
+        "calls_per_window": 10,
+        "wrong": wrong,
+        "checked_elements": 1,
+    }
+    return {
+        "sizes": [row],
+        "wrong_total": wrong,
+        "dtype": "bf16",
+        "bus_factor": 1.5,
+        "formula": "f",
+        "windows": 3,
+        "warmup": 5,
+        "versions": {},
+    }
+
+
+def test_allreduce_with_a_wrong_element_fails_and_low_busbw_warns():
+    """#wrong > 0 is a FAIL whatever the speed; 12 GB/s on 4 GPUs is under the 20 GB/s floor."""
+    gpus = [_gpu(i) for i in range(4)]
+    results = collective.run(_ctx(gpus, {"collective.allreduce.p2p_on": _sweep(30.0, wrong=3)}))
+    assert results[0].status == "FAIL"
+    results = collective.run(_ctx(gpus, {"collective.allreduce.p2p_on": _sweep(12.0)}))
+    assert results[0].status == "WARN"
+    assert results[0].evidence["env"] == {"HSA_FORCE_FINE_GRAIN_PCIE": "1"}
+
+
+def test_p2p_gain_below_one_point_one_is_a_pass_with_the_stability_note():
+    """standard: P2P on 21 GB/s vs off 20 GB/s = 1.05x: PASS, note recommends NCCL_P2P_DISABLE=1."""
+    gpus = [_gpu(i) for i in range(4)]
+    ctx = _ctx(
+        gpus,
+        {"collective.allreduce.p2p_on": _sweep(21.0), "collective.allreduce.p2p_off": _sweep(20.0)},
+        level="standard",
+    )
+    results = {r.id: r for r in collective.run(ctx)}
+    gain = results["collective.p2p_gain"]
+    assert (gain.status, gain.value) == ("PASS", 1.05)
+    assert "NCCL_P2P_DISABLE=1" in gain.hint
+
+
+def _tp(step_ms: float, share: float) -> dict:
+    return {
+        "step_ms": step_ms,
+        "comm_share": share,
+        "tokens_per_s": 1.0,
+        "rank_tflops": 1.0,
+        "shape": {},
+        "iterations": 30,
+        "repeats": [],
+        "versions": {},
+    }
+
+
+def test_expect_scaling_fails_a_node_below_ninety_percent_of_the_claim():
+    """--expect-scaling 4:3.4: measured 2.5x on 4 GPUs FAILs; comm share 40% at n=4 is named."""
+    gpus = [_gpu(i) for i in range(4)]
+    canned = {
+        "scaling.p2p_on.n1": _tp(40.0, 0.0),
+        "scaling.p2p_on.n2": _tp(22.0, 0.2),
+        "scaling.p2p_on.n4": _tp(16.0, 0.4),
+        "scaling.p2p_off": _tp(30.0, 0.5),
+    }
+    ctx = _ctx(gpus, canned, level="standard", expect_scaling={4: 3.4})
+    results = {r.subject: r for r in scaling.run(ctx)}
+    four = results["n=4 p2p_on"]
+    assert four.status == "FAIL"
+    assert four.value == 2.5
+    assert "below 0.9 x the expected 3.4x" in four.hint
+    assert "40% of the step is communication" in four.hint
+    assert results["n=2 p2p_on"].status == "PASS"

@@ -1,23 +1,201 @@
-"""`r9700ctl provision` (not built yet)."""
+"""`r9700ctl provision`: parse the options, call the provision service, render progress and summary."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from r9700ctl.errors import not_built
+from r9700ctl.cli.app import Application
+from r9700ctl.errors import BadInput
+
+DEFAULT_GROUP = "r9700_nodes"
 
 
 @click.command()
-@click.argument("inventory", required=False)
-def provision(inventory: str | None) -> None:
-    """Provision the nodes of INVENTORY into working ROCm nodes.
-
-    Runs playbooks/provision.yml through ansible-runner: preflight (refuses before it
-    changes anything), AMD repositories, amdgpu DKMS, ROCm, render/video groups,
-    environment and kernel parameters. A second run changes nothing.
+@click.argument("inventory", metavar="INVENTORY", type=click.Path(path_type=Path))
+@click.option(
+    "--group",
+    "-g",
+    default=DEFAULT_GROUP,
+    show_default=True,
+    envvar="R9700CTL_GROUP",
+    show_envvar=True,
+    help="Inventory group holding the nodes.",
+)
+@click.option(
+    "--limit",
+    "-l",
+    metavar="PATTERN",
+    help="Only these hosts of the group (Ansible host pattern: node1,node2 or 'rack1:!node3').",
+)
+@click.option("--check", "-C", is_flag=True, help="Dry run: report what would change, change nothing.")
+@click.option("--diff", "-D", is_flag=True, help="Show the changes made to files (with --check: would make).")
+@click.option(
+    "--tags",
+    "-t",
+    multiple=True,
+    metavar="TAGS",
+    help="Only the roles/tasks with these tags (comma-separated, repeatable), e.g. r9700_node_record.",
+)
+@click.option("--skip-tags", multiple=True, metavar="TAGS", help="Skip the roles/tasks with these tags.")
+@click.option(
+    "--extra-vars",
+    "-e",
+    "extra_vars",
+    multiple=True,
+    metavar="VARS",
+    help="Set variables for this run, as ansible-playbook does: key=value, @file.yml or JSON "
+    "(repeatable; later wins). r9700_* names are checked like the inventory's.",
+)
+@click.option(
+    "--forks",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Hosts worked on in parallel. [default: number of hosts, at most 50]",
+)
+@click.option(
+    "--ask-become-pass",
+    "-K",
+    is_flag=True,
+    help="Prompt for the sudo password of the remote user. It goes to ansible-playbook's prompt "
+    "only: never on a command line, in the environment or in any file.",
+)
+@click.option(
+    "--json",
+    "json_path",
+    metavar="PATH",
+    help="Also write the run report as JSON (schema r9700ctl.provision/1) to PATH; '-' prints it "
+    "to stdout instead of the table (progress then goes to stderr).",
+)
+@click.option(
+    "--verbose",
+    "-v",
+    count=True,
+    help="-v: every task result in the progress and -v to ansible-playbook; -vv: also Ansible's own output.",
+)
+@click.pass_obj
+def provision(
+    app: Application,
+    inventory: Path,
+    group: str,
+    limit: str | None,
+    check: bool,
+    diff: bool,
+    tags: tuple[str, ...],
+    skip_tags: tuple[str, ...],
+    extra_vars: tuple[str, ...],
+    forks: int | None,
+    ask_become_pass: bool,
+    json_path: str | None,
+    verbose: int,
+) -> None:
+    """Provision the nodes of INVENTORY (an Ansible INI or YAML inventory) into ROCm nodes.
 
     \b
-    Example:
-      r9700ctl provision inventory.ini --limit node01 --json run.json
+    First the inventory is checked with Ansible's own parser, before any host is contacted:
+    the group exists and has hosts, no two hosts share an address, r9700_expected_gpus is an
+    integer >= 1, r9700_rocm_version is 'auto' or a release r9700ctl knows, and no r9700_*
+    variable is misspelt. Then playbooks/provision.yml runs through ansible-runner on every
+    host of the group at once: preflight (refuses before it changes anything), AMD
+    repositories, amdgpu DKMS, ROCm, render/video groups, environment, kernel parameters,
+    and a record of the node in /etc/r9700ctl/node.json. A second run changes nothing.
+    An unreachable host does not stop the others.
+
+    \b
+    While it runs, one line per host shows its current task and counts (plain lines
+    "node1: TASK name (ok=3 changed=1)" when output is not a terminal or NO_COLOR is set).
+    At the end, a table per host: status (OK, CHANGED, FAILED, UNREACHABLE), Ansible's
+    counts (ok includes changed, as in its PLAY RECAP), duration and the first error.
+    Every run keeps Ansible's artifacts (events, stdout) in
+    ~/.local/state/r9700ctl/runs/<UTC time>/; the path is printed when anything failed.
+
+    \b
+    Examples:
+      r9700ctl provision inventory.ini
+      r9700ctl provision inventory.ini --limit node01 --check --diff
+      r9700ctl provision inventory.ini -e r9700_rocm_version=7.1.1 --json run.json
+      r9700ctl provision inventory.ini -K          # sudo asks the remote user for a password
+
+    \b
+    Exit codes: 0 every host OK or CHANGED; 1 as 0, but a host needs a reboot
+    (named in the summary); 2 some host FAILED; 3 none failed, but some host was
+    UNREACHABLE or never ran; 64 bad input (nothing was contacted); 130 interrupted
+    with Ctrl-C (the hosts left mid-way are named; running provision again is safe).
     """
-    raise not_built("provision")
+    from r9700ctl.provision import ProvisionOptions
+    from r9700ctl.provision import provision as run_provision
+    from r9700ctl.report import print_plain, write_json
+    from r9700ctl.report import provision as provision_report
+    from r9700ctl.report.progress import LiveProgress, PlainProgress
+
+    json_to_stdout = json_path == "-"
+    if json_path and not json_to_stdout:
+        _check_writable(Path(json_path))
+    options = ProvisionOptions(
+        inventory=inventory,
+        group=group,
+        limit=limit,
+        check=check,
+        diff=diff,
+        tags=tags,
+        skip_tags=skip_tags,
+        extra_vars=extra_vars,
+        forks=forks,
+        verbosity=verbose,
+    )
+    console = app.console(stderr=json_to_stdout)
+    renderer: LiveProgress | PlainProgress
+    if app.plain or json_to_stdout:
+        renderer = PlainProgress(console, verbosity=verbose)
+    else:
+        renderer = LiveProgress(console, verbosity=verbose)
+
+    def ask_password() -> str:
+        return click.prompt("BECOME password", hide_input=True, err=True)
+
+    with renderer:
+        outcome = run_provision(
+            options,
+            on_progress=renderer,
+            ask_become_password=ask_password if ask_become_pass else None,
+        )
+
+    document = provision_report.document(outcome)
+    if json_to_stdout:
+        click.echo(_dumps(document))
+    else:
+        table = provision_report.summary_table(outcome, plain=app.plain, width=console.width)
+        print_plain(console, table) if app.plain else console.print(table)
+        if json_path:
+            write_json(json_path, document)
+    err = app.console(stderr=True)
+    for line in provision_report.closing_lines(outcome):
+        (err if json_to_stdout else console).print(line, markup=False, highlight=False, soft_wrap=True)
+    if outcome.run.error:
+        err.print(
+            f"error: ansible-playbook stopped outside any host: {outcome.run.error}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    click.get_current_context().exit(outcome.exit_code)
+
+
+def _check_writable(path: Path) -> None:
+    """--json PATH is checked before anything runs: a long provision must not end in 'cannot write'."""
+    parent = path.expanduser().resolve().parent
+    if path.is_dir():
+        raise BadInput(what="--json: is a directory", where=str(path), hint="give a file name, e.g. run.json")
+    if not parent.is_dir():
+        raise BadInput(
+            what="--json: the directory does not exist",
+            where=str(parent),
+            hint="create it or pick another path",
+        )
+
+
+def _dumps(document: object) -> str:
+    import json
+
+    return json.dumps(document, indent=2)

@@ -1,0 +1,148 @@
+"""`r9700ctl provision` as a service: check the inventory, run provision.yml, judge the run.
+
+Nothing is contacted before the inventory, the options and the extra vars have passed their
+checks (BadInput, exit 64). The exit code follows the contract of DESIGN.md:
+
+  0    every host OK or CHANGED
+  1    every host OK or CHANGED, and some host needs a reboot it could not do itself
+  2    some host FAILED (a task failed; other hosts still ran to the end)
+  3    no host failed, but some host was UNREACHABLE or never ran, or ansible-playbook
+       stopped outside any host (its first error line is in the result)
+  130  interrupted (Ctrl-C); the hosts left mid-way are named
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from r9700ctl import inventory as inventory_module
+from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, EXIT_WARN, BadInput
+from r9700ctl.inventory import Inventory
+from r9700ctl.runner import (
+    FAILED,
+    INTERRUPTED,
+    NOT_RUN,
+    UNREACHABLE,
+    HostResult,
+    ProgressCallback,
+    RunRequest,
+    RunResult,
+    run_playbook,
+)
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's and Click's convention for Ctrl-C
+MAX_DEFAULT_FORKS = 50
+PLAYBOOK = "provision.yml"
+
+
+@dataclass
+class ProvisionOptions:
+    inventory: Path
+    group: str = inventory_module.DEFAULT_GROUP
+    limit: str | None = None
+    check: bool = False
+    diff: bool = False
+    tags: tuple[str, ...] = ()
+    skip_tags: tuple[str, ...] = ()
+    extra_vars: tuple[str, ...] = ()  # as given to -e: key=value, @file.yml or JSON
+    forks: int | None = None  # None: one per host, at most MAX_DEFAULT_FORKS
+    verbosity: int = 0
+    playbook: Path | None = None  # None: the installed playbooks/provision.yml
+    runs_dir: Path | None = None  # None: state_dir()/runs
+    envvars: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ProvisionOutcome:
+    options: ProvisionOptions
+    inventory: Inventory
+    run: RunResult
+    hosts: list[HostResult]  # inventory order; hosts ansible never reported are NOT_RUN
+    forks: int
+    exit_code: int
+
+    @property
+    def reboot_pending(self) -> list[str]:
+        return [h.host for h in self.hosts if h.reboot_pending]
+
+
+def provision(
+    options: ProvisionOptions,
+    on_progress: ProgressCallback | None = None,
+    ask_become_password: Callable[[], str] | None = None,
+) -> ProvisionOutcome:
+    """Check everything, then run the playbook. The password is asked only once the checks passed."""
+    from r9700ctl import __version__
+    from r9700ctl.paths import playbook as installed_playbook
+
+    if options.forks is not None and options.forks < 1:
+        raise BadInput(what=f"--forks {options.forks}: must be 1 or more", hint="for example --forks 10")
+    user_vars = inventory_module.parse_extra_vars(options.extra_vars)
+    checked = inventory_module.load_inventory(
+        options.inventory, group=options.group, limit=options.limit, extra_vars=user_vars
+    )
+    forks = options.forks or min(len(checked.hosts), MAX_DEFAULT_FORKS)
+    password = ask_become_password() if ask_become_password else None
+
+    request = RunRequest(
+        playbook=options.playbook or installed_playbook(PLAYBOOK),
+        inventory=checked.path,
+        limit=options.limit,
+        check=options.check,
+        diff=options.diff,
+        tags=split_tags(options.tags),
+        skip_tags=split_tags(options.skip_tags),
+        extra_vars={**user_vars, "r9700_group": options.group, "r9700_toolkit_version": __version__},
+        forks=forks,
+        become_password=password or None,
+        verbosity=options.verbosity,
+        envvars=dict(options.envvars),
+        runs_dir=options.runs_dir,
+    )
+    run = run_playbook(request, on_progress=on_progress)
+    hosts = _in_inventory_order(checked, run)
+    outcome = ProvisionOutcome(
+        options=options,
+        inventory=checked,
+        run=run,
+        hosts=hosts,
+        forks=forks,
+        exit_code=exit_code_for(run, hosts),
+    )
+    _keep_report(outcome)
+    return outcome
+
+
+def exit_code_for(run: RunResult, hosts: list[HostResult]) -> int:
+    """The contract's exit code for a finished run (see the module docstring)."""
+    if run.canceled:
+        return EXIT_INTERRUPTED
+    statuses = {host.status for host in hosts}
+    if FAILED in statuses:
+        return EXIT_FAIL
+    if statuses & {UNREACHABLE, NOT_RUN, INTERRUPTED} or run.status != "successful" or not hosts:
+        return EXIT_CANNOT_RUN
+    if any(host.reboot_pending for host in hosts):
+        return EXIT_WARN
+    return EXIT_OK
+
+
+def _in_inventory_order(checked: Inventory, run: RunResult) -> list[HostResult]:
+    ordered = [run.hosts.get(name) or HostResult(host=name) for name in checked.host_names]
+    ordered += [result for name, result in run.hosts.items() if name not in checked.host_names]
+    return ordered
+
+
+def split_tags(values: tuple[str, ...]) -> tuple[str, ...]:
+    """--tags a,b --tags c -> (a, b, c)."""
+    return tuple(part.strip() for value in values for part in value.split(",") if part.strip())
+
+
+def _keep_report(outcome: ProvisionOutcome) -> None:
+    """The run directory keeps the report next to Ansible's own artifacts."""
+    from r9700ctl.report import provision as provision_report
+    from r9700ctl.report import write_json
+
+    write_json(outcome.run.run_dir / "report.json", provision_report.document(outcome))

@@ -1,0 +1,167 @@
+"""The provision report: JSON document (schema r9700ctl.provision/1) and the summary table.
+
+Per host: status, Ansible's counts (as in its PLAY RECAP: `ok` includes the changed tasks),
+duration, failed tasks with their first error line, and whether a reboot is pending.
+
+Host statuses: OK (nothing changed), CHANGED, FAILED (a task failed), UNREACHABLE (no
+connection), INTERRUPTED (Ctrl-C came while it was mid-way), NOT_RUN (ansible never started
+on it, e.g. the playbook stopped first).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from r9700ctl.report import schema, seconds, timestamp
+from r9700ctl.runner import CHANGED, FAILED, INTERRUPTED, NOT_RUN, OK, UNREACHABLE, HostResult
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from r9700ctl.provision import ProvisionOutcome
+
+SCHEMA = schema("provision", 1)
+STATUS_STYLES = {
+    OK: "green",
+    CHANGED: "yellow",
+    FAILED: "bold red",
+    UNREACHABLE: "bold magenta",
+    INTERRUPTED: "bold magenta",
+    NOT_RUN: "dim",
+}
+
+
+def document(outcome: ProvisionOutcome) -> dict[str, Any]:
+    from r9700ctl import __version__
+    from r9700ctl.provision import split_tags
+
+    run = outcome.run
+    addresses = {host.name: host.address for host in outcome.inventory.hosts}
+    return {
+        "schema": SCHEMA,
+        "toolkit_version": __version__,
+        "status": run.status,
+        "exit_code": outcome.exit_code,
+        "rc": run.rc,
+        "started_at": timestamp(run.started_at),
+        "finished_at": timestamp(run.finished_at),
+        "duration_s": round(run.duration_s, 3),
+        "artifact_dir": str(run.run_dir),
+        "inventory": str(outcome.inventory.path.resolve()),
+        "group": outcome.inventory.group,
+        "limit": outcome.options.limit,
+        "check": outcome.options.check,
+        "tags": list(split_tags(outcome.options.tags)),
+        "skip_tags": list(split_tags(outcome.options.skip_tags)),
+        "forks": outcome.forks,
+        "error": run.error or None,
+        "totals": totals(outcome.hosts),
+        "reboot_pending": outcome.reboot_pending,
+        "hosts": [_host_entry(host, addresses.get(host.host)) for host in outcome.hosts],
+    }
+
+
+def totals(hosts: list[HostResult]) -> dict[str, int]:
+    counts = {status: 0 for status in (OK, CHANGED, FAILED, UNREACHABLE, INTERRUPTED, NOT_RUN)}
+    for host in hosts:
+        counts[host.status] += 1
+    return {"hosts": len(hosts), **counts}
+
+
+def summary_table(outcome: ProvisionOutcome, plain: bool, width: int = 100) -> Table:
+    """One row per host (plain output: no colour).
+
+    The error is cut to what `width` leaves: a table too wide for the terminal would make rich
+    squeeze the numbers instead (the full error is printed below the table).
+    """
+    from rich.markup import escape
+    from rich.table import Table
+
+    rows = [
+        [
+            host.host,
+            host.status,
+            str(host.ok),
+            str(host.changed),
+            str(host.failed),
+            str(host.unreachable),
+            str(host.skipped),
+            seconds(host.duration_s),
+            host.first_error or "-",
+        ]
+        for host in outcome.hosts
+    ]
+    headers = ["HOST", "STATUS", "OK", "CHANGED", "FAILED", "UNREACH", "SKIPPED", "TIME", "ERROR"]
+    widths = [max(len(header), *(len(row[i]) for row in rows)) for i, header in enumerate(headers)]
+    # Columns are two spaces apart; no box, so a row is one greppable line in a log too.
+    room = max(len(headers[-1]), width - sum(widths[:-1]) - 2 * (len(headers) - 1) - 1)
+    table = Table(box=None, pad_edge=False, header_style="" if plain else "bold")
+    for index, header in enumerate(headers):
+        table.add_column(header, no_wrap=True, justify="left" if index in (0, 1, 8) else "right")
+    for row in rows:
+        if len(row[-1]) > room:
+            row[-1] = row[-1][: room - 1] + "…"
+        cells = [escape(cell) for cell in row]  # "[Errno 2]" in an error is text, not markup
+        if not plain:
+            cells[1] = f"[{STATUS_STYLES[row[1]]}]{row[1]}[/]"
+        table.add_row(*cells)
+    return table
+
+
+def closing_lines(outcome: ProvisionOutcome) -> list[str]:
+    """What to read after the table: failures in full, reboots, interruptions, where the artifacts are."""
+    run = outcome.run
+    count = totals(outcome.hosts)
+    lines = [
+        f"{count['hosts']} host(s) in {seconds(run.duration_s)}: {count[OK]} ok, {count[CHANGED]} changed, "
+        f"{count[FAILED]} failed, {count[UNREACHABLE]} unreachable"
+        + (f", {count[INTERRUPTED]} interrupted" if count[INTERRUPTED] else "")
+        + (f", {count[NOT_RUN]} not run" if count[NOT_RUN] else "")
+        + (" (check mode: nothing was changed)" if outcome.options.check else "")
+    ]
+    for host in outcome.hosts:
+        for task in host.errors[:1]:
+            kind = UNREACHABLE if task.unreachable else FAILED
+            lines.append(f"{host.host}: {kind} at '{task.task}': {task.message}")
+    for host in outcome.hosts:
+        if host.reboot_pending:
+            why = f" ({'; '.join(host.reboot_reasons)})" if host.reboot_reasons else ""
+            lines.append(f"{host.host}: reboot pending{why}")
+    if outcome.reboot_pending:
+        lines.append(
+            f"reboot {', '.join(outcome.reboot_pending)}, then run provision again: it should change nothing"
+        )
+    if run.canceled:
+        left = [
+            f"{h.host} (in '{h.current_task}')" if h.current_task else h.host for h in run.interrupted_hosts
+        ]
+        lines.append(
+            f"interrupted: left mid-way: {', '.join(left) or 'none'}"
+            " (run provision again to finish them; every step is safe to repeat)"
+        )
+    if outcome.exit_code != 0:
+        lines.append(f"run artifacts: {run.run_dir}")
+    return lines
+
+
+def _host_entry(host: HostResult, address: str | None) -> dict[str, Any]:
+    return {
+        "host": host.host,
+        "address": address,
+        "status": host.status,
+        "ok": host.ok,
+        "changed": host.changed,
+        "failed": host.failed,
+        "unreachable": host.unreachable,
+        "skipped": host.skipped,
+        "rescued": host.rescued,
+        "ignored": host.ignored,
+        "duration_s": round(host.duration_s, 3),
+        "failed_tasks": [
+            {"task": t.task, "message": t.message, "unreachable": t.unreachable, "rescued": t.rescued}
+            for t in host.failed_tasks
+        ],
+        "reboot_pending": host.reboot_pending,
+        "reboot_reasons": host.reboot_reasons,
+        "interrupted_in": host.current_task if host.interrupted else None,
+    }

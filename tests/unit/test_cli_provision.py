@@ -1,0 +1,613 @@
+"""`r9700ctl provision` as a user meets it: bad input, the run on localhost, the report.
+
+Bad input goes through the real entry point (r9700ctl.cli.main), which is where an error
+becomes one line and an exit code; each case asserts exit 64, that exact line, and that the
+runner was never called (the hosts sit on TEST-NET-1, 192.0.2.0/24, where nothing answers).
+Runs use a real ansible-playbook against `localhost ansible_connection=local`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from r9700ctl import manifest, paths
+from r9700ctl.cli import cli, main
+
+NODE_RECORD_PLAY = """\
+- name: Record the node (test copy of provision.yml without the provisioning roles)
+  hosts: "{{ r9700_group }}"
+  gather_facts: true
+  roles:
+    - role: r9700_node_record
+      tags: [r9700_node_record]
+"""
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _state_in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+
+@pytest.fixture
+def runner_calls(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Records any call of the runner: bad input must stop before it."""
+    calls: list[object] = []
+
+    def refuse(request: object, on_progress: object = None) -> None:
+        calls.append(request)
+        raise AssertionError("the runner was called: a host would have been contacted")
+
+    monkeypatch.setattr("r9700ctl.provision.run_playbook", refuse)
+    return calls
+
+
+def run_main(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, str]:
+    """The console script, in process: (exit code, stdout, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["r9700ctl", *args])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    out = capsys.readouterr()
+    return int(exited.value.code or 0), out.out, out.err
+
+
+def ini(tmp_path: Path, body: str, name: str = "inventory.ini") -> Path:
+    return write(tmp_path / name, body)
+
+
+GOOD_NODES = """
+[r9700_nodes]
+node1 ansible_host=192.0.2.11
+node2 ansible_host=192.0.2.12
+"""
+
+
+def bad_input_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
+    """(id, arguments, the exact error line) for every kind of bad input."""
+    releases = ", ".join(manifest.load().release_names())
+    cases: list[tuple[str, list[str], str]] = []
+
+    def case(case_id: str, args: list[str], line: str) -> None:
+        cases.append((case_id, args, line))
+
+    missing = tmp / "missing.ini"
+    case(
+        "missing path",
+        [str(missing)],
+        f"{missing}: inventory file not found "
+        "(give the path of an INI or YAML inventory; inventory/example.ini shows the format)",
+    )
+    (tmp / "invdir").mkdir()
+    case(
+        "a directory",
+        [str(tmp / "invdir")],
+        f"{tmp / 'invdir'}: is a directory, not an inventory file "
+        "(give the inventory file inside it, for example inventory.ini)",
+    )
+    p = ini(tmp, "[r9700_nodes]\nnode1 ansible_host=192.0.2.11\n[r9700_nodes:vars]\nexpected_gpus\n", "b.ini")
+    case(
+        "unparsable INI names file and line",
+        [str(p)],
+        f"{p}:4: cannot parse as INI inventory: Expected key=value, got: expected_gpus "
+        f"(fix the syntax; `ansible-inventory -i {p} --graph` shows how Ansible reads it)",
+    )
+    p = write(tmp / "bad2.yml", "r9700_nodes:\n  hosts:\n    node1: {ansible_host: [}\n")
+    case(
+        "unparsable YAML names file and line",
+        [str(p)],
+        f"{p}:3: cannot parse as YAML inventory: YAML parsing failed: Colons in unquoted values must be "
+        f"followed by a non-space character. "
+        f"(fix the syntax; `ansible-inventory -i {p} --graph` shows how Ansible reads it)",
+    )
+    p = ini(tmp, "[gpus]\nnode1 ansible_host=192.0.2.11\n[other]\nnode2 ansible_host=192.0.2.12\n", "ng.ini")
+    case(
+        "missing group names the groups that exist",
+        [str(p)],
+        f"{p}: no group 'r9700_nodes' in this inventory (groups: gpus, other) "
+        "(put the nodes under [r9700_nodes], or name their group with --group)",
+    )
+    p = ini(tmp, "[r9700_nodes]\n\n[other]\nnode2 ansible_host=192.0.2.12\n", "empty.ini")
+    case(
+        "empty group",
+        [str(p)],
+        f"{p}: group 'r9700_nodes' has no hosts (list the nodes under [r9700_nodes], one per line)",
+    )
+    p = ini(tmp, "[r9700_nodes]\nnode1 ansible_host=192.0.2.11 r9700_expected_gpus=four\n", "gpus1.ini")
+    case(
+        "expected GPUs not an integer",
+        [str(p)],
+        f"{p}:2: node1: r9700_expected_gpus must be an integer >= 1, not 'four' "
+        "(set it to the number of R9700 cards in the host, for example r9700_expected_gpus=4)",
+    )
+    p = ini(tmp, GOOD_NODES + "[r9700_nodes:vars]\nr9700_expected_gpus=0\n", "gpus0.ini")
+    case(
+        "expected GPUs below one",
+        [str(p)],
+        f"{p}:5: node1: r9700_expected_gpus must be an integer >= 1, not 0 "
+        "(set it to the number of R9700 cards in the host, for example r9700_expected_gpus=4)",
+    )
+    p = ini(tmp, GOOD_NODES + "[r9700_nodes:vars]\nr9700_rocm_version=6.3.9\n", "rocm.ini")
+    case(
+        "ROCm release not in the manifest lists the known ones",
+        [str(p)],
+        f"{p}:5: node1: r9700_rocm_version '6.3.9' is not a ROCm release r9700ctl knows "
+        f"(use auto or one of: {releases})",
+    )
+    p = ini(
+        tmp,
+        "[r9700_nodes]\nnode1 ansible_host=192.0.2.11\nnode2 ansible_host=192.0.2.12\n"
+        "gpu-a ansible_host=192.0.2.11 ansible_port=22\n",
+        "dup.ini",
+    )
+    case(
+        "two hosts on one address and port",
+        [str(p)],
+        f"{p}: hosts node1 and gpu-a both connect to 192.0.2.11 port 22 "
+        "(give each host its own ansible_host (or ansible_port), or remove the duplicate entry)",
+    )
+    p = ini(
+        tmp,
+        "[r9700_nodes]\nnode1 ansible_host=192.0.2.11\nnode2 ansible_host=192.0.2.12 r9700_expectd_gpus=4\n",
+        "typo.ini",
+    )
+    case(
+        "unknown r9700_ variable with a did-you-mean",
+        [str(p)],
+        f"{p}:3: node2: unknown variable r9700_expectd_gpus (did you mean r9700_expected_gpus?)",
+    )
+    gv_dir = tmp / "with_group_vars"
+    p = write(gv_dir / "inventory.ini", GOOD_NODES)
+    write(gv_dir / "group_vars" / "all.yml", "---\nr9700_expected_gpus: 4\nr9700_rocm_verison: auto\n")
+    case(
+        "unknown variable in group_vars beside the inventory",
+        [str(p)],
+        f"{gv_dir / 'group_vars' / 'all.yml'}:3: node1: unknown variable r9700_rocm_verison "
+        "(did you mean r9700_rocm_version?)",
+    )
+    hv_dir = tmp / "with_host_vars"
+    p = write(hv_dir / "inventory.ini", GOOD_NODES)
+    write(hv_dir / "host_vars" / "node2.yml", "---\nr9700_expected_gpus: -1\n")
+    case(
+        "bad value in host_vars",
+        [str(p)],
+        f"{hv_dir / 'host_vars' / 'node2.yml'}:2: node2: r9700_expected_gpus must be an integer >= 1, not -1 "
+        "(set it to the number of R9700 cards in the host, for example r9700_expected_gpus=4)",
+    )
+    good = ini(tmp, GOOD_NODES, "good.ini")
+    case(
+        "unknown variable in extra vars",
+        [str(good), "-e", "r9700_expectd_gpus=4"],
+        "--extra-vars: unknown variable r9700_expectd_gpus (did you mean r9700_expected_gpus?)",
+    )
+    case(
+        "bad value in extra vars",
+        [str(good), "-e", '{"r9700_expected_gpus": 2.5}'],
+        "--extra-vars: r9700_expected_gpus must be an integer >= 1, not 2.5 "
+        "(set it to the number of R9700 cards in the host, for example r9700_expected_gpus=4)",
+    )
+    case(
+        "extra vars file missing",
+        [str(good), "-e", f"@{tmp / 'nothere.yml'}"],
+        f"{tmp / 'nothere.yml'}: -e @{tmp / 'nothere.yml'}: file not found "
+        "(give the path of a YAML or JSON file after @)",
+    )
+    case(
+        "extra vars that are not variables",
+        [str(good), "-e", "[1, 2]"],
+        "-e [1, 2]: not a set of variables "
+        "(use key=value, @file.yml or a JSON object such as '{\"r9700_expected_gpus\": 4}')",
+    )
+    case(
+        "a password in extra vars",
+        [str(good), "-e", "ansible_become_password=hunter2"],
+        "-e ansible_become_password: a secret on the command line ends up in shell history and run artifacts "
+        "(use --ask-become-pass, or SSH keys for the connection)",
+    )
+    case(
+        "a variable r9700ctl sets itself",
+        [str(good), "-e", "r9700_group=other"],
+        "--extra-vars: r9700_group is set by r9700ctl itself (remove it; r9700ctl sets it from --group)",
+    )
+    case(
+        "limit matching no host of the group",
+        [str(good), "--limit", "node9"],
+        "--limit node9 matches no host of group 'r9700_nodes' (hosts: node1, node2) "
+        "(name hosts or groups of the inventory, for example --limit node1,node2)",
+    )
+    p = ini(tmp, "[r9700_nodes]\nnode1 ansible_host=192.0.2.11 r9700_lab_pci_devices='[1, 2]'\n", "lab.ini")
+    case(
+        "malformed lab stand-in devices",
+        [str(p)],
+        f"{p}:2: node1: r9700_lab_pci_devices must be a JSON list of {{address, vendor, device, class}} "
+        "(it is a test aid that `r9700ctl lab` writes; remove it on real nodes)",
+    )
+    case(
+        "forks below one",
+        [str(good), "--forks", "0"],
+        "Invalid value for '--forks': 0 is not in the range x>=1. (try 'r9700ctl provision --help')",
+    )
+    case(
+        "JSON report into a missing directory",
+        [str(good), "--json", str(tmp / "no" / "such" / "run.json")],
+        f"{tmp / 'no' / 'such'}: --json: the directory does not exist (create it or pick another path)",
+    )
+    return cases
+
+
+BAD_INPUT_IDS = [
+    "missing path",
+    "a directory",
+    "unparsable INI names file and line",
+    "unparsable YAML names file and line",
+    "missing group names the groups that exist",
+    "empty group",
+    "expected GPUs not an integer",
+    "expected GPUs below one",
+    "ROCm release not in the manifest lists the known ones",
+    "two hosts on one address and port",
+    "unknown r9700_ variable with a did-you-mean",
+    "unknown variable in group_vars beside the inventory",
+    "bad value in host_vars",
+    "unknown variable in extra vars",
+    "bad value in extra vars",
+    "extra vars file missing",
+    "extra vars that are not variables",
+    "a password in extra vars",
+    "a variable r9700ctl sets itself",
+    "limit matching no host of the group",
+    "malformed lab stand-in devices",
+    "forks below one",
+    "JSON report into a missing directory",
+]
+
+
+@pytest.mark.parametrize("case_id", BAD_INPUT_IDS)
+def test_bad_input_gets_one_line_and_exit_64_before_any_host_is_contacted(
+    case_id: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    runner_calls: list[object],
+) -> None:
+    """Ansible alone warns and goes on (or runs a typo'd variable as if unset); here each mistake
+    stops the run with the file, the line where known, what is wrong and the fix."""
+    cases = {name: (args, line) for name, args, line in bad_input_cases(tmp_path)}
+    assert list(cases) == BAD_INPUT_IDS
+    args, line = cases[case_id]
+    code, out, err = run_main(monkeypatch, capsys, "provision", *args)
+    assert (code, err, out) == (64, f"error: {line}\n", ""), case_id
+    assert runner_calls == [], case_id
+    assert not (tmp_path / "state").exists(), f"{case_id}: a run directory was created"
+
+
+# --- real runs on localhost ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def local_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """An inventory of this machine (local connection, no become) and the provision play without
+    the provisioning roles, which must never touch the machine running the tests."""
+    record = tmp_path / "etc" / "node.json"
+    devices = [
+        {"address": "0000:03:00.0", "vendor": "0x1002", "device": "0x7551", "class": "0x030000"},
+        {"address": "0000:03:00.1", "vendor": "0x1002", "device": "0xab40", "class": "0x040300"},
+        {"address": "0000:04:00.0", "vendor": "0x1002", "device": "0x7551", "class": "0x030000"},
+    ]
+    connection = f"ansible_connection=local ansible_become=false ansible_python_interpreter={sys.executable}"
+    inventory = write(
+        tmp_path / "inventory.ini",
+        f"""
+        [r9700_nodes]
+        localnode ansible_host=localhost {connection} r9700_node_record_path={record}
+
+        [r9700_nodes:vars]
+        r9700_expected_gpus=2
+        r9700_lab_pci_devices='{json.dumps(devices)}'
+        """,
+    )
+    play = write(tmp_path / "playbooks" / "provision.yml", NODE_RECORD_PLAY)
+    monkeypatch.setattr(paths, "playbook", lambda name: play if name == "provision.yml" else None)
+    return {"inventory": inventory, "record": record}
+
+
+def test_provision_of_a_node_records_it_and_a_second_run_changes_nothing(
+    local_node: dict[str, Path], tmp_path: Path
+) -> None:
+    """The end-to-end path: checks, ansible-runner, node.json; idempotent (no timestamps in the file)."""
+    runner = CliRunner()
+    report = tmp_path / "run.json"
+    first = runner.invoke(
+        cli, ["provision", str(local_node["inventory"]), "--json", str(report)], catch_exceptions=False
+    )
+    assert first.exit_code == 0, first.output
+    assert "localnode: TASK Gathering Facts (ok=0 changed=0)\n" in first.output
+    assert "localnode: TASK Ensure the node record describes this node (ok=" in first.output
+    assert "1 host(s) in " in first.output and ": 0 ok, 1 changed, 0 failed, 0 unreachable\n" in first.output
+    assert "run artifacts:" not in first.output
+    row = next(line for line in first.output.splitlines() if line.startswith("localnode ")).split()
+    assert row[1:5] == ["CHANGED", "5", "2", "0"]
+
+    record = json.loads(local_node["record"].read_text())
+    assert record["schema"] == "r9700ctl.node/1"
+    assert record["gpu_source"] == "stand_in"
+    assert [(g["address"], g["device"], g["vendor_name"]) for g in record["gpus"]] == [
+        ("0000:03:00.0", "0x7551", "AMD"),
+        ("0000:04:00.0", "0x7551", "AMD"),
+    ], "the HDMI audio function (class 0x0403) is not a GPU"
+    from r9700ctl import __version__
+
+    assert record["toolkit_version"] == __version__
+    assert set(record) >= {"os", "kernel", "cpu", "memory_mb", "hostname", "architecture"}
+
+    document = json.loads(report.read_text())
+    assert document["schema"] == "r9700ctl.provision/1"
+    assert document["exit_code"] == 0 and document["status"] == "successful"
+    assert document["hosts"][0] | {"duration_s": 0} == {
+        "host": "localnode",
+        "address": "localhost",
+        "status": "CHANGED",
+        "ok": 5,
+        "changed": 2,
+        "failed": 0,
+        "unreachable": 0,
+        "skipped": 0,
+        "rescued": 0,
+        "ignored": 0,
+        "duration_s": 0,
+        "failed_tasks": [],
+        "reboot_pending": False,
+        "reboot_reasons": [],
+        "interrupted_in": None,
+    }
+    run_dir = Path(document["artifact_dir"])
+    assert run_dir.parent == tmp_path / "state" / "r9700ctl" / "runs"
+    assert json.loads((run_dir / "report.json").read_text())["hosts"] == document["hosts"]
+
+    second = runner.invoke(cli, ["provision", str(local_node["inventory"])], catch_exceptions=False)
+    assert second.exit_code == 0, second.output
+    assert ": 1 ok, 0 changed, 0 failed, 0 unreachable\n" in second.output
+    row = next(line for line in second.output.splitlines() if line.startswith("localnode ")).split()
+    assert row[1:4] == ["OK", "5", "0"]
+
+
+def test_check_mode_on_a_fresh_node_writes_nothing(local_node: dict[str, Path]) -> None:
+    result = CliRunner().invoke(
+        cli, ["provision", str(local_node["inventory"]), "--check", "--diff"], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    assert "(check mode: nothing was changed)" in result.output
+    assert not local_node["record"].exists()
+
+
+def test_an_unreachable_host_is_reported_and_the_others_still_run(
+    local_node: dict[str, Path], tmp_path: Path
+) -> None:
+    """A host that does not answer must not stop the run; it is UNREACHABLE and the exit code is 3."""
+    inventory = local_node["inventory"]
+    inventory.write_text(
+        inventory.read_text().replace(
+            "\n\n[r9700_nodes:vars]",
+            # Port 9 on loopback: nothing listens, so the connection is refused at once.
+            "\ndeadnode ansible_host=127.0.0.1 ansible_port=9 ansible_ssh_common_args='-o ConnectTimeout=3'"
+            "\n\n[r9700_nodes:vars]",
+        )
+    )
+    report = tmp_path / "run.json"
+    args = ["provision", str(inventory), "--json", str(report)]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 3, result.output
+    lines = result.output.splitlines()
+    assert [line.split()[:2] for line in lines if line.startswith(("localnode ", "deadnode "))] == [
+        ["localnode", "CHANGED"],
+        ["deadnode", "UNREACHABLE"],
+    ]
+    assert any(
+        line.startswith("deadnode: UNREACHABLE at 'Gathering Facts': Failed to connect to the host via ssh")
+        for line in lines
+    ), result.output
+    document = json.loads(report.read_text())
+    assert document["exit_code"] == 3
+    assert f"run artifacts: {document['artifact_dir']}" in lines
+    assert local_node["record"].exists()
+
+
+def test_json_to_stdout_is_the_document_alone(local_node: dict[str, Path]) -> None:
+    args = ["provision", str(local_node["inventory"]), "--json", "-"]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["schema"] == "r9700ctl.provision/1"
+    assert "localnode: TASK Gathering Facts" in result.stderr
+
+
+def test_the_installed_provision_playbook_passes_ansible_syntax_check(tmp_path: Path) -> None:
+    """provision.yml is what users run: it must parse, with the installed roles path."""
+    import subprocess
+
+    inventory = write(tmp_path / "inv.ini", "[r9700_nodes]\nnode1 ansible_connection=local\n")
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "ANSIBLE_ROLES_PATH": str(paths.content_dir("roles")),
+    }
+    done = subprocess.run(
+        ["ansible-playbook", "--syntax-check", "-i", str(inventory), str(paths.playbook("provision.yml"))],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def use_play(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tasks: str) -> None:
+    """Swap provision.yml for a play of these tasks (the runner and the report are the same)."""
+    body = textwrap.indent(textwrap.dedent(tasks).strip("\n"), "    ")
+    play = write(
+        tmp_path / "swapped" / "provision.yml",
+        '- name: Swapped play\n  hosts: "{{ r9700_group }}"\n  gather_facts: false\n  tasks:\n' + body + "\n",
+    )
+    monkeypatch.setattr(paths, "playbook", lambda name: play)
+
+
+def test_a_failed_host_exits_2_and_names_the_task_and_the_artifacts(
+    local_node: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_play(
+        tmp_path,
+        monkeypatch,
+        """
+        - name: Install a package that does not exist
+          ansible.builtin.shell: "echo 'E: Unable to locate package rocm-nope' >&2; exit 100"
+        """,
+    )
+    result = CliRunner().invoke(cli, ["provision", str(local_node["inventory"])], catch_exceptions=False)
+    assert result.exit_code == 2, result.output
+    lines = result.output.splitlines()
+    error = "rc 100: E: Unable to locate package rocm-nope"
+    assert f"localnode: FAILED Install a package that does not exist: {error}" in lines
+    assert f"localnode: FAILED at 'Install a package that does not exist': {error}" in lines
+    assert any(line.startswith("run artifacts: ") for line in lines)
+
+
+def test_a_reboot_the_node_could_not_do_exits_1_and_says_why(
+    local_node: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The convention of the roles: set_fact r9700_reboot_pending (and r9700_reboot_reasons)."""
+    use_play(
+        tmp_path,
+        monkeypatch,
+        """
+        - name: Report that the driver needs a reboot
+          ansible.builtin.set_fact:
+            r9700_reboot_pending: true
+            r9700_reboot_reasons: [amdgpu-dkms 6.14 installed]
+        """,
+    )
+    report = tmp_path / "run.json"
+    args = ["provision", str(local_node["inventory"]), "--json", str(report)]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 1, result.output
+    lines = result.output.splitlines()
+    assert "localnode: reboot pending (amdgpu-dkms 6.14 installed)" in lines
+    assert "reboot localnode, then run provision again: it should change nothing" in lines
+    document = json.loads(report.read_text())
+    assert document["reboot_pending"] == ["localnode"]
+    assert document["hosts"][0]["reboot_reasons"] == ["amdgpu-dkms 6.14 installed"]
+
+
+def test_verbose_shows_every_result_and_passes_v_to_ansible(
+    local_node: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_play(tmp_path, monkeypatch, '- name: Change something\n  ansible.builtin.command: "true"\n')
+    result = CliRunner().invoke(
+        cli, ["provision", str(local_node["inventory"]), "-vv"], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    assert "localnode: CHANGED Change something\n" in result.output
+    assert (
+        'changed: [localnode] => {"changed": true, "cmd": ["true"]' in result.output
+    )  # Ansible's own, at -vv
+    request = json.loads(next((tmp_path / "state").rglob("request.json")).read_text())
+    assert request["verbosity"] == 2
+
+
+def test_the_become_password_is_asked_only_after_the_inventory_passed(
+    local_node: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A typo must not cost the operator a password prompt first; the answer reaches ansible only."""
+    use_play(
+        tmp_path, monkeypatch, '- name: Nothing\n  ansible.builtin.command: "true"\n  changed_when: false\n'
+    )
+    bad = write(tmp_path / "bad.ini", "[r9700_nodes]\nnode1 r9700_expectd_gpus=1\n")
+    code, out, err = run_main(monkeypatch, capsys, "provision", str(bad), "-K")
+    assert (code, out) == (64, "")
+    assert err.startswith(f"error: {bad}:2: node1: unknown variable r9700_expectd_gpus")
+    result = CliRunner().invoke(
+        cli, ["provision", str(local_node["inventory"]), "-K"], input="s3cret-pw\n", catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("BECOME password: \n")
+    assert "s3cret-pw" not in result.output
+    for path in (tmp_path / "state").rglob("*"):
+        assert not path.is_file() or b"s3cret-pw" not in path.read_bytes(), path
+
+
+def test_the_display_pci_devices_are_read_from_a_sysfs_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node record's module reads sysfs under a root it is given: a fake tree stands in here.
+    Every display-class function counts (whoever made it); audio and bridges do not."""
+    import importlib.util
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # no __pycache__ inside the shipped role
+    module_path = paths.content_dir("roles") / "r9700_node_record" / "library" / "r9700_pci_devices.py"
+    spec = importlib.util.spec_from_file_location("r9700_pci_devices", module_path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    devices = tmp_path / "sys" / "bus" / "pci" / "devices"
+    for address, vendor, device, pci_class in [
+        ("0000:c3:00.0", "0x1002", "0x7551", "0x030000"),  # R9700
+        ("0000:c3:00.1", "0x1002", "0xab40", "0x040300"),  # its HDMI audio
+        ("0000:03:00.0", "0x1002", "0x7551", "0x030000"),  # R9700
+        ("0000:02:00.0", "0x1a03", "0x2000", "0x030000"),  # ASPEED BMC graphics
+        ("0000:00:01.1", "0x1022", "0x14ab", "0x060400"),  # a PCIe bridge
+        ("0000:41:00.0", "0x10DE", "0x2335", "0x030200"),  # an NVIDIA 3D controller
+    ]:
+        for name, value in (("vendor", vendor), ("device", device), ("class", pci_class)):
+            write(devices / address / name, value + "\n")
+    found = module.read_display_devices(str(tmp_path / "sys"))
+    assert [(d["address"], d["vendor_name"]) for d in found] == [
+        ("0000:02:00.0", "ASPEED"),
+        ("0000:03:00.0", "AMD"),
+        ("0000:41:00.0", "NVIDIA"),
+        ("0000:c3:00.0", "AMD"),
+    ]
+    assert found[2]["vendor"] == "0x10de"
+    assert module.read_display_devices(str(tmp_path / "nothing")) == []
+    assert module.stand_in_devices("[]") == []
+
+
+def test_on_a_terminal_each_host_has_one_live_line_with_its_task_and_counts() -> None:
+    """The live display (rich) redraws one line per host; failures are printed above it at once."""
+    import io
+
+    from rich.console import Console
+
+    from r9700ctl.report.progress import LiveProgress
+    from r9700ctl.runner import HostResult, Progress
+
+    stream = io.StringIO()
+    console = Console(file=stream, force_terminal=True, width=100, color_system=None)
+    node1, node2 = HostResult("node1", ok=3, changed=1, started=True), HostResult("node2", ok=2, started=True)
+    with LiveProgress(console, hosts=["node1", "node2"]) as live:
+        live(Progress("node1", "Install ROCm", "start", node1))
+        live(Progress("node2", "Add the ROCm repository", "start", node2))
+        node2.failed = 1
+        live(Progress("node2", "Add the ROCm repository", "failed", node2, "403 Forbidden"))
+        frame = live._table()
+    text = stream.getvalue()
+    assert "node2: FAILED Add the ROCm repository: 403 Forbidden" in text
+    with console.capture() as captured:
+        console.print(frame)
+    rows = [line.split() for line in captured.get().splitlines()]
+    assert rows == [
+        ["node1", "Install", "ROCm", "ok=3", "changed=1"],
+        ["node2", "Add", "the", "ROCm", "repository", "[failed]", "ok=2", "changed=0", "failed=1"],
+    ]

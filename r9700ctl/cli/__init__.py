@@ -70,7 +70,8 @@ def main() -> None:
     except click.exceptions.Exit as exc:
         rc = exc.exit_code
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+        # Click turns Ctrl-C inside a command (and EOF at a prompt) into Abort.
+        click.echo("interrupted", err=True)
         rc = 130
     except click.UsageError as exc:
         hint = ""

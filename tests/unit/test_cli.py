@@ -137,7 +137,7 @@ def test_ctrl_c_exits_130(
     demo_command: types.ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, err = run_main(monkeypatch, capsys, "demo", "--how", "ctrl-c")
-    assert (code, out, err.splitlines()[-1]) == (130, "", "aborted")
+    assert (code, out, err.splitlines()[-1]) == (130, "", "interrupted")
 
 
 @pytest.mark.parametrize(

@@ -1,20 +1,291 @@
-"""`r9700ctl doctor` (not built yet)."""
+"""`r9700ctl doctor`: check the hosts of an inventory, or diagnose a support bundle offline."""
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 import click
 
-from r9700ctl.errors import not_built
+from r9700ctl.cli.app import Application
+from r9700ctl.errors import BadInput, CannotRun
+
+if TYPE_CHECKING:
+    from r9700ctl.bundle import BundleReport, FleetBundleReport
+    from r9700ctl.doctor import DoctorReport, HostReport
+
+DEFAULT_GROUP = "r9700_nodes"
 
 
 @click.command()
-@click.argument("inventory", required=False)
-def doctor(inventory: str | None) -> None:
-    """Check that the tool can reach and work on the hosts, or diagnose a bundle.
+@click.argument("inventory", required=False, metavar="[INVENTORY]")
+@click.option(
+    "--bundle",
+    "bundle_dir",
+    metavar="DIR",
+    help="Diagnose a support bundle offline instead of contacting hosts: one node's bundle "
+    "directory, or a directory of them as `r9700ctl collect --out DIR` writes.",
+)
+@click.option(
+    "--group",
+    "-g",
+    default=DEFAULT_GROUP,
+    show_default=True,
+    envvar="R9700CTL_GROUP",
+    show_envvar=True,
+    help="Inventory group holding the nodes.",
+)
+@click.option(
+    "--json",
+    "json_path",
+    metavar="PATH",
+    help="Also write the full report as JSON (schema r9700ctl.doctor/1) to PATH; '-' prints it "
+    "instead of the table.",
+)
+@click.option(
+    "--accept-new-host-keys",
+    is_flag=True,
+    help="Record the host key of a host seen for the first time in the known_hosts file (an "
+    "explicit trust decision). A CHANGED host key is still refused.",
+)
+@click.option(
+    "--timeout",
+    type=float,
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Seconds to wait for each host to answer (connect, SSH handshake, login).",
+)
+@click.option("--verbose", "-v", is_flag=True, help="List passed checks too, not only problems.")
+@click.pass_obj
+def doctor(
+    app: Application,
+    inventory: str | None,
+    bundle_dir: str | None,
+    group: str,
+    json_path: str | None,
+    accept_new_host_keys: bool,
+    timeout: float,
+    verbose: bool,
+) -> None:
+    """Check that r9700ctl can reach and work on the hosts of INVENTORY, and what would stop a
+    provision; or, with --bundle, diagnose a node's recorded tool outputs offline.
 
     \b
-    Example:
+    On each host, in parallel: the name resolves; the SSH port answers; the host key
+    matches known_hosts (~/.ssh/known_hosts and the UserKnownHostsFile of the ssh config
+    given with ansible_ssh_common_args='-F FILE'); login works (it names the keys tried);
+    the login shell runs commands; sudo works without a password; python3 is there; then
+    the same preflight checks the r9700_preflight role runs (OS, kernel headers, GPUs,
+    ROCm release, Secure Boot, disk, apt locks). Nothing on the hosts is changed but
+    apt's package lists, refreshed as the role does (r9700_preflight_apt_update: false
+    in the inventory turns that off).
+
+    \b
+    With --bundle DIR it reads the files `r9700ctl collect` records (rocminfo.txt,
+    amd-smi-*.json, lspci.txt, dkms-status.txt, dmesg.txt, env.txt, id.txt ...) and
+    reports the GPUs, driver and ROCm versions, and findings with evidence (file:line)
+    and the fix; it says what it could not judge because a file is missing. For RCCL's
+    start-up warnings, save a job's output (run with NCCL_DEBUG=WARN) as rccl.log in
+    the node's bundle directory.
+
+    \b
+    Examples:
       r9700ctl doctor inventory.ini
-      r9700ctl doctor --bundle ./support/node01
+      r9700ctl doctor inventory.ini --accept-new-host-keys --json doctor.json
+      r9700ctl doctor --bundle ./support            # every node collected there
+      r9700ctl doctor --bundle ./support/node01 --json -
+
+    \b
+    Exit codes: 0 all good; 1 warnings only; 2 a check failed (or, with --bundle,
+    a finding is FAIL); 3 a host could not be reached or logged in to (even when
+    another failed a check: its state is unknown); 64 bad input, nothing contacted.
     """
-    raise not_built("doctor")
+    _check_json_path(json_path)
+    if bundle_dir is not None:
+        if inventory is not None:
+            raise BadInput(
+                what=f"give either INVENTORY ({inventory}) or --bundle DIR, not both",
+                hint="--bundle reads recorded outputs offline; INVENTORY checks live hosts",
+            )
+        if accept_new_host_keys:
+            raise BadInput(
+                what="--accept-new-host-keys has no meaning with --bundle",
+                hint="--bundle contacts no host; drop the option",
+            )
+        _bundle(app, bundle_dir, json_path, verbose)
+        return
+    if inventory is None:
+        raise BadInput(
+            what="missing INVENTORY (or --bundle DIR)",
+            hint="r9700ctl doctor inventory.ini, or r9700ctl doctor --bundle ./support",
+        )
+    if not timeout > 0:
+        raise BadInput(
+            what=f"--timeout must be more than 0 seconds, not {timeout:g}", hint="try --timeout 10"
+        )
+    _hosts(app, inventory, group, json_path, accept_new_host_keys, timeout, verbose)
+
+
+# ---------------------------------------------------------------- hosts
+
+
+def _hosts(
+    app: Application,
+    inventory: str,
+    group: str,
+    json_path: str | None,
+    accept_new_host_keys: bool,
+    timeout: float,
+    verbose: bool,
+) -> None:
+    from r9700ctl.doctor import doctor_inventory
+
+    err = app.console(stderr=True)
+
+    def host_done(host: HostReport) -> None:
+        err.print(
+            f"{host.name}: {host.status} ({len(host.checks)} checks, {host.duration_s:.1f} s)", markup=False
+        )
+
+    report = doctor_inventory(
+        inventory,
+        group,
+        accept_new_host_keys=accept_new_host_keys,
+        timeout=timeout,
+        host_done=host_done,
+    )
+    document = report.to_dict()
+    _write_json(json_path, document)
+    if json_path != "-":
+        _render_hosts(app, report, verbose)
+    click.get_current_context().exit(report.exit_code)
+
+
+def _render_hosts(app: Application, report: DoctorReport, verbose: bool) -> None:
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    console = app.console()
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("host", "check", "status"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("detail", overflow="fold", ratio=3)
+    table.add_column("fix", overflow="fold", ratio=2)
+    for host in report.hosts:
+        shown = [c for c in host.checks if verbose or c.status not in ("PASS", "SKIP")]
+        if not shown:
+            table.add_row(host.name, "all", "PASS", f"{len(host.checks)} checks passed", "")
+        for check in shown:
+            # Text(): details quote tool output, whose "[...]" must not be read as markup
+            table.add_row(host.name, check.id, check.status, Text(check.detail), Text(check.fix))
+    from r9700ctl.report import print_plain
+
+    print_plain(console, table) if app.plain else console.print(table)
+    console.print(_hosts_summary(report), markup=False)
+
+
+def _hosts_summary(report: DoctorReport) -> str:
+    unreached = [h.name for h in report.hosts if not h.reached]
+    failed = [h.name for h in report.hosts if h.reached and h.status in ("FAIL", "ERROR", "INCONCLUSIVE")]
+    ready = [h for h in report.hosts if h.reached and h.name not in failed]
+    warned = sum(1 for h in ready if h.status == "WARN")
+    parts = [
+        f"{len(report.hosts)} host(s): {len(ready)} ready" + (f" ({warned} with warnings)" if warned else "")
+    ]
+    if failed:
+        parts.append(f"{len(failed)} failed a check ({', '.join(failed)})")
+    if unreached:
+        parts.append(f"{len(unreached)} could not be reached or logged in to ({', '.join(unreached)})")
+    return "; ".join(parts) + f"; exit {report.exit_code}"
+
+
+# ---------------------------------------------------------------- bundle
+
+
+def _bundle(app: Application, bundle_dir: str, json_path: str | None, verbose: bool) -> None:
+    from r9700ctl.bundle import diagnose_path
+
+    report = diagnose_path(Path(bundle_dir))
+    _write_json(json_path, report.to_dict())
+    if json_path != "-":
+        _render_bundles(app, report, verbose)
+    click.get_current_context().exit(report.exit_code)
+
+
+def _render_bundles(app: Application, fleet: FleetBundleReport, verbose: bool) -> None:
+    console = app.console()
+    for index, bundle in enumerate(fleet.bundles):
+        if index:
+            console.print()
+        for line in _bundle_lines(bundle, verbose):
+            # markup=False: findings quote tool output, whose "[gfxhub]" must print as it is
+            console.print(line, markup=False, highlight=False)
+    if len(fleet.bundles) > 1:
+        console.print()
+        console.print(fleet.summary(), markup=False)
+
+
+def _bundle_lines(bundle: BundleReport, verbose: bool) -> list[str]:
+    lines = [f"bundle {bundle.path} (node {bundle.node})"]
+    lines += [f"  {line}" for line in bundle.overview_lines()]
+    shown = [f for f in bundle.findings if verbose or f.severity != "INFO"]
+    hidden = len(bundle.findings) - len(shown)
+    if not bundle.findings:
+        lines.append("  no problems found in the files present")
+    for finding in shown:
+        lines.append(f"  {finding.severity:<5} {finding.detail}")
+        for evidence in finding.evidence[:3]:
+            lines.append(
+                f"        evidence: {evidence.location()}" + (f": {evidence.text}" if evidence.text else "")
+            )
+        if len(finding.evidence) > 3:
+            lines.append(f"        evidence: {len(finding.evidence) - 3} more line(s) in --json")
+        if finding.fix:
+            lines.append(f"        fix: {finding.fix}")
+    if hidden:
+        lines.append(f"  {hidden} note(s) not shown (--verbose shows them)")
+    lines += [f"  {item}" for item in bundle.not_judged]
+    lines.append(f"  {bundle.summary()}")
+    return lines
+
+
+# ---------------------------------------------------------------- shared
+
+
+def _check_json_path(json_path: str | None) -> None:
+    """Refuse an unwritable --json PATH before any host is contacted."""
+    if json_path is None or json_path == "-":
+        return
+    path = Path(json_path)
+    if path.is_dir():
+        raise BadInput(
+            what="--json needs a file path, this is a directory", where=json_path, hint="add a file name"
+        )
+    if not path.parent.is_dir():
+        raise BadInput(
+            what=f"--json: directory {path.parent} does not exist",
+            where=json_path,
+            hint="create the directory first or give another path",
+        )
+
+
+def _write_json(json_path: str | None, document: dict[str, Any]) -> None:
+    if json_path is None:
+        return
+    if json_path == "-":
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        return
+    from r9700ctl.report import write_json
+
+    try:
+        write_json(Path(json_path), document)
+    except OSError as exc:
+        raise CannotRun(
+            what=f"cannot write the JSON report: {exc.strerror or exc}",
+            where=json_path,
+            hint="give a writable path with --json",
+        ) from exc

@@ -1,0 +1,240 @@
+"""The node's GPUs from whichever files the bundle has, merged by PCI address and named by the manifest.
+
+Each file knows part of the story: amd-smi static has the address, device id, gfx target and VRAM;
+plain amd-smi truncates names ("...Radeon AI PRO R9700"); rocminfo has the gfx target and chip id;
+lspci has every card on the bus, even one ROCm cannot see. Later sources only fill what earlier ones
+left empty; the manifest's entry for the PCI id names the model and says whether it is discrete.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from r9700ctl.bundle.files import BundleFiles, Diagnosis, evidence_in, find_line
+from r9700ctl.bundle.model import AMD, NVIDIA, BundleGpu, Evidence
+
+# Files that list GPUs, richest first.
+GPU_SOURCES = (
+    "amd-smi-static.json",
+    "amd-smi-list.json",
+    "amd-smi.txt",
+    "amd-smi-metric.json",
+    "rocm-smi.json",
+    "rocminfo.txt",
+    "lspci.txt",
+    "nvidia-smi.xml",
+)
+# Files in which ROCm itself lists the GPUs it can use (lspci lists what is on the bus).
+ROCM_SOURCES = ("rocminfo.txt", "amd-smi-static.json", "amd-smi-list.json", "amd-smi.txt", "rocm-smi.json")
+# amdgpu's name for every APU's graphics, whatever its generation.
+GENERIC_IGPU_NAME = "amd radeon graphics"
+
+
+def discover_gpus(diagnosis: Diagnosis) -> list[BundleGpu]:
+    bundle, found = diagnosis.bundle, []
+    for name in GPU_SOURCES:
+        for record in _records(bundle, name):
+            _merge(found, record)
+    for gpu in found:
+        _name_from_manifest(diagnosis.manifest, gpu)
+        if gpu.discrete is None:
+            gpu.discrete = not (gpu.name or "").lower().startswith(GENERIC_IGPU_NAME)
+    if not any(bundle.has(n) for n in GPU_SOURCES):
+        diagnosis.cannot_judge("which GPUs the node has", "rocminfo.txt", "amd-smi-static.json", "lspci.txt")
+    return found
+
+
+def _name_from_manifest(manifest: Any, gpu: BundleGpu) -> None:
+    model = manifest.gpu(gpu.pci_id) if gpu.pci_id else None
+    if model is None and gpu.name and gpu.vendor in (AMD, None):
+        model = _model_by_name(manifest, gpu.name)
+    if model is None:
+        return
+    gpu.pci_id = gpu.pci_id or model.pci_id
+    gpu.vendor = gpu.vendor or model.pci_id.split(":")[0]
+    gpu.name = model.name
+    gpu.gfx = gpu.gfx or model.gfx
+    gpu.discrete = model.discrete
+
+
+def _model_by_name(manifest: Any, name: str) -> Any:
+    """The manifest model a printed name means; plain amd-smi cuts names to "...Radeon AI PRO R9700"."""
+    wanted = name.strip().lower()
+    truncated = wanted.startswith("...")
+    wanted = wanted.lstrip(".").strip()
+    for model in manifest.gpus.values():
+        known = model.name.lower()
+        if known == wanted or (truncated and known.endswith(wanted)):
+            return model
+    return None
+
+
+def _merge(found: list[BundleGpu], record: BundleGpu) -> None:
+    match = None
+    if record.bdf:
+        match = next((g for g in found if g.bdf == record.bdf), None)
+    else:
+        # No address (amd-smi metric, rocminfo without BDFID): tools list GPUs in the same order, so
+        # take the first GPU (of the same model, when the record names one) this file has not named yet.
+        source = record.seen_in[0]
+        match = next(
+            (
+                g
+                for g in found
+                if source not in g.seen_in
+                and g.vendor == record.vendor
+                and (record.pci_id is None or g.pci_id in (None, record.pci_id))
+            ),
+            None,
+        )
+    if match is None:
+        found.append(record)
+        return
+    for attr in ("vendor", "pci_id", "name", "gfx", "vram_mib", "discrete", "evidence"):
+        if getattr(match, attr) is None:
+            setattr(match, attr, getattr(record, attr))
+    match.bdf = match.bdf or record.bdf
+    match.seen_in += [s for s in record.seen_in if s not in match.seen_in]
+
+
+def _records(bundle: BundleFiles, name: str) -> list[BundleGpu]:
+    if not bundle.has(name):
+        return []
+    try:
+        return _READERS[name](bundle, name)
+    except Exception as exc:  # a parser result of a shape nobody expected must not stop the diagnosis
+        bundle.mark_unreadable(name, f"unexpected content ({type(exc).__name__}: {exc})")
+        return []
+
+
+def _hex4(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip().lower().removeprefix("0x")
+    return text.zfill(4) if re.fullmatch(r"[0-9a-f]{1,4}", text) else None
+
+
+def _pci_id(vendor: Any, device: Any) -> str | None:
+    device_hex = _hex4(device)
+    return f"{_hex4(vendor) or AMD}:{device_hex}" if device_hex else None
+
+
+def _from_amdsmi(bundle: BundleFiles, name: str) -> list[BundleGpu]:
+    from r9700ctl.agent.parsers import amdsmi
+
+    report = bundle.parsed(name, amdsmi.parse)
+    records = []
+    for gpu in getattr(report, "gpus", None) or []:
+        anchor = gpu.bdf[5:] if gpu.bdf else (gpu.market_name or "")
+        records.append(
+            BundleGpu(
+                bdf=gpu.bdf,
+                vendor=_hex4(gpu.vendor_id) or AMD,
+                pci_id=_pci_id(gpu.vendor_id, gpu.device_id),
+                name=gpu.market_name,
+                gfx=gpu.gfx_target,
+                vram_mib=gpu.vram_total_mib,
+                seen_in=[name],
+                evidence=evidence_in(bundle, name, re.escape(anchor)) if anchor else Evidence(name, None),
+            )
+        )
+    return records
+
+
+def _from_rocmsmi(bundle: BundleFiles, name: str) -> list[BundleGpu]:
+    from r9700ctl.agent.parsers import rocmsmi
+
+    report = bundle.parsed(name, rocmsmi.parse_json)
+    return [
+        BundleGpu(
+            bdf=card.bdf,
+            vendor=AMD,
+            pci_id=_pci_id(AMD, card.device_id),
+            name=card.name,
+            gfx=card.gfx_target,
+            vram_mib=card.vram_total_mib,
+            seen_in=[name],
+            evidence=evidence_in(bundle, name, re.escape(f'"card{card.index}"')),
+        )
+        for card in getattr(report, "cards", None) or []
+    ]
+
+
+def _from_rocminfo(bundle: BundleFiles, name: str) -> list[BundleGpu]:
+    from r9700ctl.agent.parsers import rocminfo
+
+    info = bundle.parsed(name, rocminfo.parse)
+    lines = bundle.lines(name)
+    records = []
+    for agent in getattr(info, "gpus", None) or []:
+        header = find_line(lines, rf"^\s*Agent\s+{agent.number}\s*$")
+        start = header[0] if header else 1
+        where = find_line(lines, rf"^\s*Name:\s*{re.escape(agent.name)}\s*$", start=start) or header
+        records.append(
+            BundleGpu(
+                bdf=agent.bdf if agent.bdfid else None,
+                vendor=AMD,
+                pci_id=_pci_id(AMD, agent.device_id),
+                name=agent.marketing_name,
+                gfx=agent.gfx_target,
+                vram_mib=agent.coarse_grained_pool_kib / 1024 if agent.coarse_grained_pool_kib else None,
+                discrete=False if agent.apu_memory else None,
+                seen_in=[name],
+                evidence=Evidence(name, where[0], where[1]) if where else Evidence(name, None),
+            )
+        )
+    return records
+
+
+def _from_lspci(bundle: BundleFiles, name: str) -> list[BundleGpu]:
+    from r9700ctl.agent.parsers import lspci
+
+    report = bundle.parsed(name, lspci.parse)
+    lines = bundle.lines(name)
+    records = []
+    for function in getattr(report, "functions", None) or []:
+        if not function.is_display or function.vendor_id not in (AMD, NVIDIA):
+            continue
+        title = lines[function.first_line - 1].strip() if 0 < function.first_line <= len(lines) else ""
+        records.append(
+            BundleGpu(
+                bdf=function.bdf,
+                vendor=function.vendor_id,
+                pci_id=function.pci_id,
+                seen_in=[name],
+                evidence=Evidence(name, function.first_line or None, title),
+            )
+        )
+    return records
+
+
+def _from_nvidia_smi(bundle: BundleFiles, name: str) -> list[BundleGpu]:
+    from r9700ctl.agent.parsers import nvidia_smi
+
+    report = bundle.parsed(name, nvidia_smi.parse)
+    return [
+        BundleGpu(
+            bdf=gpu.bdf,
+            vendor=NVIDIA,
+            name=gpu.product_name,
+            vram_mib=gpu.memory_total_mib,
+            discrete=True,
+            seen_in=[name],
+            evidence=evidence_in(bundle, name, re.escape(gpu.bus_id or gpu.product_name or "<gpu ")),
+        )
+        for gpu in getattr(report, "gpus", None) or []
+    ]
+
+
+_READERS: dict[str, Callable[[BundleFiles, str], list[BundleGpu]]] = {
+    "amd-smi-static.json": _from_amdsmi,
+    "amd-smi-list.json": _from_amdsmi,
+    "amd-smi.txt": _from_amdsmi,
+    "amd-smi-metric.json": _from_amdsmi,
+    "rocm-smi.json": _from_rocmsmi,
+    "rocminfo.txt": _from_rocminfo,
+    "lspci.txt": _from_lspci,
+    "nvidia-smi.xml": _from_nvidia_smi,
+}

@@ -1,0 +1,232 @@
+"""What a bundle diagnosis returns: GPUs, versions, findings with evidence, and what it could not judge."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA = "r9700ctl.doctor/1"
+
+# DESIGN.md "Support bundle": the files a bundle may hold (all optional).
+BUNDLE_FILES = (
+    "os-release",
+    "uname.txt",
+    "cmdline.txt",
+    "lspci.txt",
+    "lsmod.txt",
+    "dkms-status.txt",
+    "rocminfo.txt",
+    "amd-smi-static.json",
+    "amd-smi-metric.json",
+    "amd-smi-list.json",
+    "amd-smi-topology.json",
+    "amd-smi.txt",
+    "rocm-smi.json",
+    "rocm-smi-topo.txt",
+    "nvidia-smi.xml",
+    "dmesg.txt",
+    "env.txt",
+    "id.txt",
+)
+# Not collected (RCCL prints it only while a job runs): a job's output with NCCL_DEBUG=WARN or INFO,
+# saved into the bundle by whoever saw RCCL misbehave.
+RCCL_LOG = "rccl.log"
+COLLECT_MANIFEST = "collect.json"  # `r9700ctl collect`: each command, its exit status, why a file is missing
+MISSING_LIST = "MISSING.txt"
+KNOWN_NAMES = (*BUNDLE_FILES, RCCL_LOG, COLLECT_MANIFEST, MISSING_LIST)
+
+FAIL = "FAIL"
+WARN = "WARN"
+INFO = "INFO"
+SEVERITY_ORDER = {FAIL: 2, WARN: 1, INFO: 0}
+
+AMD = "1002"
+NVIDIA = "10de"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Where a finding comes from: a file, the 1-based line when one line says it, and that line."""
+
+    file: str
+    line: int | None
+    text: str = ""
+
+    def location(self) -> str:
+        return f"{self.file}:{self.line}" if self.line else self.file
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "text": self.text}
+
+
+@dataclass
+class Finding:
+    id: str
+    severity: str  # FAIL, WARN or INFO
+    detail: str
+    fix: str = ""
+    evidence: list[Evidence] = field(default_factory=list)
+
+    def evidence_text(self, limit: int = 3) -> str:
+        shown = [e.location() for e in self.evidence[:limit]]
+        more = len(self.evidence) - limit
+        return ", ".join(shown) + (f" (+{more} more)" if more > 0 else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "severity": self.severity,
+            "detail": self.detail,
+            "fix": self.fix,
+            "evidence": [e.to_dict() for e in self.evidence],
+        }
+
+
+@dataclass
+class NotJudged:
+    """A question the bundle could not answer, the files that would have answered it, and why."""
+
+    topic: str
+    files: tuple[str, ...]
+    reason: str = ""  # why collect could not record them (MISSING.txt)
+    because: str = ""  # when the file is there but cannot answer (e.g. lspci run without root)
+
+    def __str__(self) -> str:
+        if self.because:
+            return f"could not judge {self.topic}: {self.because}"
+        names = " or ".join(self.files)
+        verb = "is" if len(self.files) == 1 else "are"
+        text = f"could not judge {self.topic} because {names} {verb} missing"
+        return f"{text} ({self.reason})" if self.reason else text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic,
+            "files": list(self.files),
+            "reason": self.reason or self.because,
+            "text": str(self),
+        }
+
+
+@dataclass
+class BundleGpu:
+    """One GPU as the bundle's files describe it; `seen_in` names the files that list it."""
+
+    bdf: str | None
+    vendor: str | None = None  # "1002", "10de"
+    pci_id: str | None = None  # "1002:7551"
+    name: str | None = None
+    gfx: str | None = None
+    vram_mib: float | None = None
+    discrete: bool | None = None
+    seen_in: list[str] = field(default_factory=list)
+    evidence: Evidence | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "bdf": self.bdf,
+            "vendor": self.vendor,
+            "pci_id": self.pci_id,
+            "name": self.name,
+            "gfx": self.gfx,
+            "vram_gib": round(self.vram_mib / 1024, 1) if self.vram_mib else None,
+            "discrete": self.discrete,
+            "seen_in": self.seen_in,
+        }
+
+
+@dataclass
+class BundleReport:
+    """The diagnosis of one node's bundle."""
+
+    path: Path
+    node: str
+    files: list[str]
+    gpus: list[BundleGpu]
+    versions: dict[str, str]
+    findings: list[Finding]
+    not_judged: list[NotJudged]
+
+    @property
+    def status(self) -> str:
+        worst = max((SEVERITY_ORDER[f.severity] for f in self.findings), default=0)
+        return {2: FAIL, 1: WARN, 0: "PASS"}[worst]
+
+    @property
+    def exit_code(self) -> int:
+        return {FAIL: 2, WARN: 1}.get(self.status, 0)
+
+    def overview_lines(self) -> list[str]:
+        lines = []
+        discrete = [g for g in self.gpus if g.discrete is not False]
+        if self.gpus:
+            lines.append(f"GPUs: {len(discrete)} discrete{_gpu_groups(discrete)}")
+            for gpu in self.gpus:
+                vram = f", {gpu.vram_mib / 1024:.0f} GiB" if gpu.vram_mib else ""
+                kind = "" if gpu.discrete is not False else ", integrated"
+                about = f"{gpu.pci_id or '?'}, {gpu.gfx or '?'}{vram}{kind}"
+                lines.append(f"  {gpu.bdf or '?'}  {gpu.name or '?'} ({about})")
+        else:
+            lines.append("GPUs: none found in the files present")
+        if self.versions:
+            lines.append("versions: " + ", ".join(f"{k} {v}" for k, v in self.versions.items()))
+        return lines
+
+    def summary(self) -> str:
+        counts = {s: sum(1 for f in self.findings if f.severity == s) for s in (FAIL, WARN, INFO)}
+        return (
+            f"{self.node}: {self.status} ({counts[FAIL]} failed, {counts[WARN]} warnings, "
+            f"{counts[INFO]} notes, {len(self.not_judged)} not judged)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "node": self.node,
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "files": self.files,
+            "gpus": [g.to_dict() for g in self.gpus],
+            "versions": self.versions,
+            "findings": [f.to_dict() for f in self.findings],
+            "not_judged": [n.to_dict() for n in self.not_judged],
+        }
+
+
+@dataclass
+class FleetBundleReport:
+    """One bundle, or every node's bundle of a `collect --out` directory."""
+
+    path: Path
+    bundles: list[BundleReport]
+
+    @property
+    def exit_code(self) -> int:
+        return max((b.exit_code for b in self.bundles), default=0)
+
+    def summary(self) -> str:
+        failed = [b.node for b in self.bundles if b.status == FAIL]
+        warned = [b.node for b in self.bundles if b.status == WARN]
+        text = f"{len(self.bundles)} bundles: {len(failed)} failed, {len(warned)} with warnings only"
+        return text + (f" (failed: {', '.join(failed)})" if failed else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        from r9700ctl import __version__
+
+        return {
+            "schema": SCHEMA,
+            "mode": "bundle",
+            "toolkit_version": __version__,
+            "path": str(self.path),
+            "exit_code": self.exit_code,
+            "bundles": [b.to_dict() for b in self.bundles],
+        }
+
+
+def _gpu_groups(gpus: list[BundleGpu]) -> str:
+    groups: dict[str, int] = {}
+    for gpu in gpus:
+        key = f"{gpu.name or gpu.pci_id or '?'} ({gpu.gfx or '?'})"
+        groups[key] = groups.get(key, 0) + 1
+    return ": " + ", ".join(f"{n} x {k}" for k, n in groups.items()) if groups else ""

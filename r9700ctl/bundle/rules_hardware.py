@@ -1,0 +1,255 @@
+"""Rules about the hardware: GPUs found and seen by ROCm, an iGPU beside the cards, the IOMMU mode,
+BAR sizes, PCIe links trained below their maximum, and ACS redirecting peer traffic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from r9700ctl.bundle.files import Diagnosis, evidence_in
+from r9700ctl.bundle.gpus import GPU_SOURCES, ROCM_SOURCES
+from r9700ctl.bundle.model import AMD, FAIL, INFO, NVIDIA, WARN, Evidence
+
+
+def rule_gpus_found(d: Diagnosis) -> None:
+    """Files that list GPUs but list none; AMD cards on the PCI bus that ROCm does not list."""
+    listing = [n for n in GPU_SOURCES if d.bundle.has(n)]
+    if listing and not d.gpus:
+        d.add(
+            "gpu.none",
+            FAIL,
+            f"no GPU found in {', '.join(listing)}",
+            fix="check that the cards are seated and powered and appear in `lspci -nn | grep -i -e vga -e "
+            "display`",
+            evidence=[Evidence(n, None) for n in listing],
+        )
+        return
+    rocm_files = [n for n in ROCM_SOURCES if d.bundle.has(n)]
+    if not d.bundle.has("lspci.txt") or not rocm_files:
+        return
+    on_bus = [g for g in d.amd_gpus if "lspci.txt" in g.seen_in]
+    unseen = [g for g in on_bus if not any(f in g.seen_in for f in rocm_files)]
+    rocminfo_count = sum(1 for g in d.amd_gpus if "rocminfo.txt" in g.seen_in)
+    if rocm_files == ["rocminfo.txt"] and rocminfo_count >= len(on_bus):
+        return  # rocminfo without BDFID names no address: only the counts can be compared
+    for gpu in unseen:
+        d.add(
+            "gpu.not_visible_to_rocm",
+            FAIL,
+            f"{gpu.name or gpu.pci_id} at {gpu.bdf} is on the PCI bus but not in {', '.join(rocm_files)}",
+            fix="check that amdgpu bound to it (lspci -k: 'Kernel driver in use: amdgpu') and dmesg for its "
+            "probe errors; a card the manifest does not list may need a newer ROCm",
+            evidence=[gpu.evidence] if gpu.evidence else [],
+        )
+
+
+def rule_integrated_gpu(d: Diagnosis) -> None:
+    """An iGPU beside discrete cards is one more ROCm device: programs pick it, a global override mislabels "
+    "it."""
+    igpus = [g for g in d.gpus if g.discrete is False and g.vendor != NVIDIA]
+    if not igpus or not d.amd_gpus:
+        return
+    for igpu in igpus:
+        d.add(
+            "gpu.integrated_beside_discrete",
+            WARN,
+            f"an integrated GPU ({igpu.name or '?'}, {igpu.gfx or igpu.pci_id or '?'} at {igpu.bdf or '?'}) "
+            f"sits beside {len(d.amd_gpus)} discrete card(s): ROCm lists it as a device too",
+            fix="hide it from ROCm with ROCR_VISIBLE_DEVICES (or HIP_VISIBLE_DEVICES) set to the discrete "
+            "GPUs, or disable the iGPU in the BIOS; never set HSA_OVERRIDE_GFX_VERSION for the whole "
+            "machine (ROCm/ROCm#5696)",
+            evidence=[igpu.evidence] if igpu.evidence else [],
+        )
+
+
+def rule_unknown_models(d: Diagnosis) -> None:
+    for gpu in d.amd_gpus:
+        if gpu.pci_id and d.manifest.gpu(gpu.pci_id) is None:
+            d.add(
+                "gpu.unknown_model",
+                INFO,
+                f"{gpu.pci_id} ({gpu.name or 'unnamed'}) at {gpu.bdf or '?'} is not in r9700ctl's manifest",
+                fix="nothing to do for the diagnosis; support and thresholds for it are not r9700ctl's",
+                evidence=[gpu.evidence] if gpu.evidence else [],
+            )
+
+
+def cmdline_of(d: Diagnosis) -> Any:
+    from r9700ctl.agent.parsers import cmdline
+
+    return d.bundle.parsed("cmdline.txt", cmdline.parse) if d.bundle.has("cmdline.txt") else None
+
+
+def rule_iommu(d: Diagnosis) -> None:
+    """RCCL warns without iommu=pt ('can lead to system instability or hang'); P2P also slows down."""
+    params = cmdline_of(d)
+    if params is None:
+        d.cannot_judge("the IOMMU mode", "cmdline.txt")
+        return
+    if not params.tokens:
+        return  # empty or unreadable: reported as unreadable
+    if params.iommu_passthrough:
+        d.versions.setdefault("iommu", "passthrough")
+        return
+    if params.iommu_disabled:
+        d.versions.setdefault("iommu", "off")
+        return  # no translation: nothing for RCCL to warn about
+    d.add(
+        "kernel.iommu_not_passthrough",
+        WARN if len(d.amd_gpus) > 1 else INFO,  # RCCL and peer-to-peer need several GPUs
+        "iommu=pt is missing from the kernel command line: GPU DMA goes through IOMMU translation; RCCL "
+        "warns "
+        "that this 'can lead to system instability or hang', and peer-to-peer copies slow down",
+        fix="add iommu=pt to GRUB_CMDLINE_LINUX (r9700ctl provision writes "
+        "/etc/default/grub.d/99-r9700.cfg), "
+        "run update-grub, reboot",
+        evidence=[evidence_in(d.bundle, "cmdline.txt", r"^[^#\s]")],
+    )
+
+
+def rule_pcie(d: Diagnosis) -> None:
+    if not d.amd_relevant:
+        return
+    if not d.bundle.has("lspci.txt"):
+        if _judge_amdsmi_links(d):
+            d.cannot_judge("ACS and BAR sizes", "lspci.txt")
+        else:
+            d.cannot_judge("ACS, BAR sizes and PCIe link training", "lspci.txt")
+        return
+    from r9700ctl.agent.parsers import lspci
+
+    report = d.bundle.parsed("lspci.txt", lspci.parse)
+    gpus = [f for f in getattr(report, "functions", None) or [] if f.is_display and f.vendor_id == AMD]
+    if not gpus:
+        return
+    _judge_bars(d, gpus)
+    if any(f.capabilities_denied for f in gpus):
+        d.cannot_judge(
+            "PCIe link training and ACS",
+            "lspci.txt",
+            because="lspci ran without root ('Capabilities: <access denied>'); record `sudo lspci -vvv -nn`",
+        )
+        _judge_amdsmi_links(d)
+        return
+    _judge_links(d, report, gpus)
+    _judge_acs(d, report, gpus)
+
+
+def _judge_bars(d: Diagnosis, gpus: list[Any]) -> None:
+    """Large BAR: the kernel enables P2P only 'between GPUs with large memory BARs that expose the entire "
+    "VRAM'."""
+    for function in gpus:
+        model = d.manifest.gpu(function.pci_id) if function.pci_id else None
+        if model is None or not model.discrete or not model.raw.get("vram_gib"):
+            continue
+        bar = function.largest_prefetchable_bar_bytes
+        vram_gib = int(model.raw["vram_gib"])
+        if bar is None or bar >= vram_gib * 2**30:
+            continue
+        d.add(
+            "pcie.small_bar",
+            WARN,
+            f"{function.bdf} ({model.name}): its largest BAR is {_size(bar)}, less than its {vram_gib} GiB "
+            "of "
+            "VRAM: without large BAR the kernel does not enable GPU peer-to-peer (CONFIG_HSA_AMD_P2P)",
+            fix="enable 'Above 4G Decoding' and 'Re-Size BAR Support' in the BIOS",
+            evidence=[
+                evidence_in(d.bundle, "lspci.txt", r"prefetchable", function.first_line, function.last_line)
+            ],
+        )
+
+
+def _size(size: int) -> str:
+    for unit, factor in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
+        if size >= factor:
+            return f"{size / factor:g}{unit}"
+    return f"{size}B"
+
+
+def _judge_links(d: Diagnosis, report: Any, gpus: list[Any]) -> None:
+    seen: set[str] = set()
+    for gpu in gpus:
+        for function in [gpu, *report.upstream_of(gpu.bdf)]:
+            if function.bdf in seen or not function.link_downgraded:
+                continue
+            seen.add(function.bdf)
+            cap, sta = function.link_cap, function.link_status
+            narrower = bool(cap and sta and cap.width and sta.width and sta.width < cap.width)
+            what = f"GPU {gpu.bdf}" if function is gpu else f"bridge {function.bdf} above GPU {gpu.bdf}"
+            d.add(
+                "pcie.link_below_max",
+                WARN,
+                f"PCIe link of {what} trained at {_link(sta)}, below its maximum {_link(cap)}",
+                fix="a narrower link means seating, riser or bifurcation: reseat the card, check the slot's "
+                "lanes and the BIOS bifurcation setting"
+                if narrower
+                else "check the BIOS link speed setting, riser and retimers; an idle GPU may lower its link "
+                "speed to save power, so compare under load (amd-smi metric --pcie)",
+                evidence=[
+                    evidence_in(d.bundle, "lspci.txt", r"LnkSta:", function.first_line, function.last_line)
+                ],
+            )
+
+
+def _judge_amdsmi_links(d: Diagnosis) -> bool:
+    """Without lspci's link registers: amd-smi metric's trained link against static's maximum.
+
+    Returns whether amd-smi had link figures to compare.
+    """
+    from r9700ctl.agent.parsers import amdsmi
+
+    names = [n for n in ("amd-smi-static.json", "amd-smi-metric.json") if d.bundle.has(n)]
+    reports = [r for r in (d.bundle.parsed(n, amdsmi.parse) for n in names) if r is not None]
+    judged = False
+    for gpu in amdsmi.merge(*reports) if reports else []:
+        speed, width = gpu.pcie_speed_gts, gpu.pcie_width
+        max_speed, max_width = gpu.pcie_max_speed_gts, gpu.pcie_max_width
+        if speed is None or width is None or max_speed is None or max_width is None:
+            continue
+        judged = True
+        if speed >= max_speed and width >= max_width:
+            continue
+        d.add(
+            "pcie.link_below_max",
+            WARN,
+            f"PCIe link of GPU {gpu.bdf or gpu.index} trained at {speed:g} GT/s x{width}, below its maximum "
+            f"{max_speed:g} GT/s x{max_width} (amd-smi)",
+            fix="a narrower link means seating, riser or bifurcation: reseat the card, check the slot's lanes"
+            if width < max_width
+            else "check the BIOS link speed setting and risers; an idle GPU may lower its link speed to save "
+            "power, so compare under load",
+            evidence=[evidence_in(d.bundle, "amd-smi-metric.json", r'"width"')],
+        )
+    return judged
+
+
+def _link(state: Any) -> str:
+    if state is None:
+        return "?"
+    speed = f"{state.speed_gts:g} GT/s" if state.speed_gts else "? GT/s"
+    return f"{speed} x{state.width or '?'}"
+
+
+def _judge_acs(d: Diagnosis, report: Any, gpus: list[Any]) -> None:
+    """ACS on bridges redirects peer traffic through the root complex; only matters between cards."""
+    if len(gpus) < 2:
+        return
+    params = cmdline_of(d)
+    if params is not None and params.pci_noacs:
+        return
+    flagged: set[str] = set()
+    for gpu in gpus:
+        for bridge in report.upstream_of(gpu.bdf):
+            if bridge.bdf in flagged or not bridge.acs_redirects:
+                continue
+            flagged.add(bridge.bdf)
+            d.add(
+                "pcie.acs_redirect",
+                WARN,
+                f"ACS on bridge {bridge.bdf} redirects peer requests ({', '.join(bridge.acs_redirects)}): "
+                "GPU-to-GPU traffic below it goes up through the root complex",
+                fix=f"disable ACS in the BIOS, or at each boot: setpci -s {bridge.bdf} ECAP_ACS+6.w=0000 "
+                "(or the kernel parameter pci=noacs where the kernel has it)",
+                evidence=[
+                    evidence_in(d.bundle, "lspci.txt", r"ACSCtl:", bridge.first_line, bridge.last_line)
+                ],
+            )

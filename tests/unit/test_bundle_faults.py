@@ -1,0 +1,326 @@
+"""doctor --bundle on planted faults: real recorded bundles copied to tmp_path with one thing
+broken, the way customers' nodes break. Each test pins the finding, its severity, its evidence
+line and the fix a support engineer would send back."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from r9700ctl.bundle import diagnose_bundle
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDED = ROOT / "r9700ctl" / "data" / "recorded"
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def bundle_from(tmp_path: Path, recorded: str, files: dict[str, str] | None = None) -> Path:
+    """A copy of a recorded bundle, with `files` (name -> text) added or replaced."""
+    target = tmp_path / recorded
+    shutil.copytree(RECORDED / recorded, target)
+    for name, text in (files or {}).items():
+        (target / name).write_text(text)
+    return target
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{old!r} not in {path.name}"
+    path.write_text(text.replace(old, new))
+
+
+def only(report, finding_id):
+    found = [f for f in report.findings if f.id == finding_id]
+    assert len(found) == 1, [f.id for f in report.findings]
+    return found[0]
+
+
+def line_of(path: Path, needle: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if needle in line)
+
+
+# ---- HSA_OVERRIDE_GFX_VERSION
+
+
+def test_the_articles_override_9_4_2_on_gfx1201_cards_fails_and_names_mi300s_target(tmp_path):
+    """The magazine article's HSA_OVERRIDE_GFX_VERSION=9.4.2 is gfx942 (MI300X, CDNA3): on RDNA4
+    cards it crashes the driver. It must be a FAIL pointing at env.txt's line."""
+    env = "PATH=/usr/bin\nHSA_OVERRIDE_GFX_VERSION=9.4.2\nUSER=ai\n"
+    bundle = bundle_from(tmp_path, "r9700-3x", {"env.txt": env})
+
+    finding = only(diagnose_bundle(bundle), "env.hsa_override")
+
+    assert finding.severity == "FAIL"
+    assert "gfx942 (CDNA3)" in finding.detail and "gfx1201" in finding.detail
+    assert (finding.evidence[0].file, finding.evidence[0].line) == ("env.txt", 2)
+    assert finding.fix.startswith("remove HSA_OVERRIDE_GFX_VERSION")
+
+
+def test_an_override_naming_the_cards_own_target_is_only_a_warning(tmp_path):
+    bundle = bundle_from(tmp_path, "r9700-3x", {"env.txt": "HSA_OVERRIDE_GFX_VERSION=12.0.1\n"})
+
+    finding = only(diagnose_bundle(bundle), "env.hsa_override")
+
+    assert finding.severity == "WARN"
+    assert "own target gfx1201" in finding.detail
+
+
+def test_an_rdna3_override_on_an_rx_9070_xt_fails_as_cross_family(tmp_path):
+    """11.0.0 is gfx1100 (RDNA3); the RX 9070 XT is gfx1201 (RDNA4): another family."""
+    bundle = bundle_from(tmp_path, "rx9070xt-igpu", {"env.txt": "HSA_OVERRIDE_GFX_VERSION=11.0.0\n"})
+
+    finding = only(diagnose_bundle(bundle), "env.hsa_override")
+
+    assert finding.severity == "FAIL"
+    assert (
+        "gfx1100 (RDNA3) code on gfx1201 (RDNA4: AMD Radeon RX 9070 / 9070 XT / 9070 GRE)" in finding.detail
+    )
+
+
+def test_the_mi300x_override_on_an_mi300x_is_its_own_target_so_only_a_warning(tmp_path):
+    """9.4.2 is wrong on an R9700 but it is the MI300X's own target: harmless there, and unneeded."""
+    bundle = bundle_from(tmp_path, "mi300x-vf-1x", {"env.txt": "HSA_OVERRIDE_GFX_VERSION=9.4.2\n"})
+
+    finding = only(diagnose_bundle(bundle), "env.hsa_override")
+
+    assert finding.severity == "WARN"
+    assert "own target gfx942" in finding.detail
+
+
+def test_an_env_txt_without_an_override_is_judged_and_gives_no_finding(tmp_path):
+    bundle = bundle_from(tmp_path, "r9700-3x", {"env.txt": "# env of ai\nHSA_FORCE_FINE_GRAIN_PCIE=1\n"})
+
+    report = diagnose_bundle(bundle)
+
+    assert report.findings == []
+    assert "HSA_OVERRIDE_GFX_VERSION" not in {n.topic for n in report.not_judged}
+
+
+# ---- kernel command line
+
+
+def test_two_gpus_without_iommu_pt_warn_with_the_cmdline_as_evidence(tmp_path):
+    bundle = bundle_from(tmp_path, "r9700-2x")
+    edit(bundle / "cmdline.txt", " amd_iommu=on iommu=pt", "")
+
+    finding = only(diagnose_bundle(bundle), "kernel.iommu_not_passthrough")
+
+    assert finding.severity == "WARN"
+    assert finding.evidence[0].file == "cmdline.txt" and finding.evidence[0].line == 2
+    assert "iommu=pt" in finding.fix
+
+
+# ---- dkms
+
+
+def test_a_broken_dkms_entry_for_amdgpu_fails(tmp_path):
+    bundle = bundle_from(tmp_path, "r9700-2x")
+    edit(bundle / "dkms-status.txt", "6.8.0-90-generic, x86_64: installed (Original modules exist)",
+         "6.8.0-90-generic, x86_64: broken")  # fmt: skip
+
+    finding = only(diagnose_bundle(bundle), "dkms.broken")
+
+    assert finding.severity == "FAIL"
+    assert finding.evidence[0].line == 3
+    assert "dkms remove amdgpu/6.16.6-2255209.24.04 --all" in finding.fix
+
+
+def test_amdgpu_dkms_built_only_for_an_older_kernel_than_the_running_one_fails(tmp_path):
+    """The classic after an unattended kernel upgrade: headers missing, DKMS did not rebuild."""
+    bundle = bundle_from(tmp_path, "r9700-2x")
+    edit(bundle / "uname.txt", "6.8.0-90-generic", "6.8.0-94-generic")
+
+    finding = only(diagnose_bundle(bundle), "dkms.not_for_running_kernel")
+
+    assert finding.severity == "FAIL"
+    assert "built for 6.8.0-88-generic, 6.8.0-90-generic, not for the running kernel 6.8.0-94-generic" in (
+        finding.detail
+    )
+    assert "linux-headers-6.8.0-94-generic" in finding.fix
+    assert [(e.file, e.line) for e in finding.evidence] == [
+        ("dkms-status.txt", 2),
+        ("dkms-status.txt", 3),
+        ("uname.txt", 2),
+    ]
+
+
+def test_the_old_comma_format_with_a_module_only_built_for_the_running_kernel_fails(tmp_path):
+    """dkms 2.x: 'amdgpu, 2.0-89, 4.15.0-43-generic, x86_64: built' -- built, never installed."""
+    old = (FIXTURES / "dkms" / "old-format-built.txt").read_text()
+    uname = "# planted\nLinux node 4.15.0-43-generic #46-Ubuntu SMP x86_64 GNU/Linux\n"
+    bundle = bundle_from(tmp_path, "r9700-3x", {"dkms-status.txt": old, "uname.txt": uname})
+
+    finding = only(diagnose_bundle(bundle), "dkms.not_installed")
+
+    assert "amdgpu/2.0-89 for the running kernel 4.15.0-43-generic is 'built'" in finding.detail
+    assert finding.evidence[0].line == 2
+
+
+def test_no_amdgpu_dkms_entry_means_the_inbox_driver_and_warns(tmp_path):
+    bundle = bundle_from(tmp_path, "r9700-2x", {"dkms-status.txt": ""})
+
+    assert only(diagnose_bundle(bundle), "dkms.no_amdgpu").severity == "WARN"
+
+
+# ---- PCIe
+
+
+def _two_gpus_behind_acs_bridges(tmp_path: Path) -> Path:
+    """The recorded RX 5500 lspci -vvv plus a second downstream port and GPU, copied from the
+    first with new addresses: two cards below bridges that redirect peer requests (ACS)."""
+    bundle = bundle_from(tmp_path, "rx5500-switch-acs")
+    lines = (bundle / "lspci.txt").read_text().splitlines()
+    start = line_of(bundle / "lspci.txt", "00:01.0/01:00.0/02:00.0 PCI bridge") - 1
+    copy = "\n".join(lines[start:]).replace("02:00.0", "02:01.0").replace("03:00.0", "04:00.0")
+    copy = copy.replace("secondary=03, subordinate=03", "secondary=04, subordinate=04")
+    (bundle / "lspci.txt").write_text("\n".join(lines) + "\n" + copy + "\n")
+    return bundle
+
+
+def test_acs_redirect_on_the_bridges_above_two_gpus_warns_per_bridge(tmp_path):
+    bundle = _two_gpus_behind_acs_bridges(tmp_path)
+
+    report = diagnose_bundle(bundle)
+    acs = [f for f in report.findings if f.id == "pcie.acs_redirect"]
+
+    assert [f.detail.split(" redirects")[0] for f in acs] == [
+        "ACS on bridge 0000:02:00.0",
+        "ACS on bridge 0000:02:01.0",
+    ]
+    assert acs[0].evidence[0].text.startswith("ACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+")
+    assert "setpci -s 0000:02:00.0 ECAP_ACS+6.w=0000" in acs[0].fix
+
+
+def test_pci_noacs_on_the_command_line_silences_the_acs_warning(tmp_path):
+    bundle = _two_gpus_behind_acs_bridges(tmp_path)
+    (bundle / "cmdline.txt").write_text("BOOT_IMAGE=/vmlinuz ro iommu=pt pci=noacs\n")
+
+    assert "pcie.acs_redirect" not in {f.id for f in diagnose_bundle(bundle).findings}
+
+
+def test_a_downgraded_link_status_warns_with_the_lnksta_line(tmp_path):
+    bundle = bundle_from(tmp_path, "rx5500-switch-acs")
+    lspci = bundle / "lspci.txt"
+    gpu_start = line_of(lspci, "03:00.0 VGA compatible controller")
+    text = lspci.read_text().splitlines()
+    number = next(i for i in range(gpu_start, len(text)) if "LnkSta:" in text[i]) + 1
+    text[number - 1] = "\t\tLnkSta:\tSpeed 8GT/s, Width x4 (downgraded)"
+    lspci.write_text("\n".join(text) + "\n")
+
+    finding = only(diagnose_bundle(bundle), "pcie.link_below_max")
+
+    assert "GPU 0000:03:00.0 trained at 8 GT/s x4, below its maximum 8 GT/s x16" in finding.detail
+    assert (finding.evidence[0].file, finding.evidence[0].line) == ("lspci.txt", number)
+    assert "bifurcation" in finding.fix
+
+
+def test_an_r9700_whose_bar_is_256m_warns_that_large_bar_is_off(tmp_path):
+    bundle = bundle_from(tmp_path, "r9700-1x-gigabyte")
+    edit(bundle / "lspci.txt", "[size=32G]", "[size=256M]")
+
+    finding = only(diagnose_bundle(bundle), "pcie.small_bar")
+
+    assert "largest BAR is 256M, less than its 32 GiB" in finding.detail
+    assert finding.evidence[0].line == 5
+    assert "Resizable BAR" in finding.fix or "Re-Size BAR" in finding.fix
+
+
+# ---- access, driver, ROCm
+
+
+def test_a_user_missing_from_render_fails_and_from_video_warns(tmp_path):
+    ids = "uid=1000(ai) gid=1000(ai) groups=1000(ai),27(sudo)\n"
+    bundle = bundle_from(tmp_path, "r9700-3x", {"id.txt": ids})
+
+    report = diagnose_bundle(bundle)
+
+    render = only(report, "access.not_in_render")
+    assert render.severity == "FAIL"
+    assert "usermod -aG render,video ai" in render.fix
+    assert (render.evidence[0].file, render.evidence[0].line) == ("id.txt", 1)
+    assert only(report, "access.not_in_video").severity == "WARN"
+
+
+def test_a_user_in_render_and_video_gives_no_access_finding(tmp_path):
+    ids = "uid=1000(ai) gid=1000(ai) groups=1000(ai),44(video),992(render)\n"
+    report = diagnose_bundle(bundle_from(tmp_path, "r9700-3x", {"id.txt": ids}))
+
+    assert report.findings == []
+
+
+def test_root_needs_no_render_group(tmp_path):
+    ids = "uid=0(root) gid=0(root) groups=0(root)\n"
+    report = diagnose_bundle(bundle_from(tmp_path, "r9700-3x", {"id.txt": ids}))
+
+    assert report.findings == []
+
+
+def test_rocm_6_3_2_on_r9700s_fails_naming_the_releases_that_support_gfx1201(tmp_path):
+    """ROCm 6.3.x has no gfx1201: the article's 6.3.2 cannot drive an R9700."""
+    bundle = bundle_from(tmp_path, "r9700-2x")
+    edit(bundle / "amd-smi.txt", "ROCm version: 7.2.0", "ROCm version: 6.3.2")
+
+    finding = only(diagnose_bundle(bundle), "rocm.unsupported_gpu")
+
+    assert finding.severity == "FAIL"
+    assert finding.detail.startswith("ROCm 6.3.2 does not support gfx1201 (AMD Radeon AI PRO R9700)")
+    assert "6.4.1" in finding.detail
+    assert finding.evidence[0].file == "amd-smi.txt" and finding.evidence[0].line == 3
+
+
+def test_amdgpu_missing_from_lsmod_fails(tmp_path):
+    lsmod = "Module                  Size  Used by\nnvme                   61440  2\n"
+    bundle = bundle_from(tmp_path, "r9700-3x", {"lsmod.txt": lsmod})
+
+    assert only(diagnose_bundle(bundle), "driver.not_loaded").severity == "FAIL"
+
+
+def test_rocminfo_saying_rock_is_not_loaded_fails(tmp_path):
+    text = (
+        "ROCk module is NOT loaded, possibly no GPU devices\n"
+        "Unable to open /dev/kfd read-write: No such file\n"
+    )
+    bundle = bundle_from(tmp_path, "r9700-2x", {"rocminfo.txt": text})
+
+    report = diagnose_bundle(bundle)
+
+    assert only(report, "rocm.kfd_not_loaded").evidence[0].line == 1
+    assert {f.id for f in report.findings} >= {"rocm.kfd_not_loaded", "bundle.unreadable"}
+
+
+# ---- dmesg and RCCL
+
+
+def test_a_gpu_reset_after_mes_failure_in_dmesg_fails(tmp_path):
+    dmesg = (FIXTURES / "dmesg" / "rx7900-mes-reset.txt").read_text()
+    report = diagnose_bundle(bundle_from(tmp_path, "r9700-2x", {"dmesg.txt": dmesg}))
+
+    found = {f.id: f for f in report.findings}
+    assert found["dmesg.amdgpu_gpu_reset"].severity == "FAIL"
+    assert found["dmesg.amdgpu_mes"].severity == "FAIL"
+    assert found["dmesg.amdgpu_mes"].evidence[0].line == 2
+
+
+def test_rccl_start_up_warnings_in_rccl_log_are_findings(tmp_path):
+    log = (FIXTURES / "rccl" / "mi250x-startup-warnings.log").read_text()
+    report = diagnose_bundle(bundle_from(tmp_path, "r9700-2x", {"rccl.log": log}))
+
+    finding = only(report, "rccl.missing_fine_grain_pcie")
+    assert finding.severity == "WARN"
+    assert finding.evidence[0].file == "rccl.log" and finding.evidence[0].line == 2
+    assert "RCCL start-up warnings" not in " ".join(n.topic for n in report.not_judged)
+
+
+# ---- what could not be judged, and why
+
+
+def test_missing_txt_from_collect_explains_why_a_file_is_missing(tmp_path):
+    missing = "# what collect could not record\nrocminfo.txt: rocminfo: command not found\n"
+    bundle = bundle_from(tmp_path, "r9700-2x", {"MISSING.txt": missing})
+
+    texts = [str(n) for n in diagnose_bundle(bundle).not_judged]
+
+    assert (
+        "could not judge whether the ROCm runtime sees the GPUs because rocminfo.txt is missing "
+        "(rocminfo.txt: rocminfo: command not found)"
+    ) in texts

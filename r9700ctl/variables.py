@@ -35,6 +35,7 @@ INVENTORY_ONLY: dict[str, str] = {
 CONTROLLER_SET: dict[str, str] = {
     "r9700_group": "--group",
     "r9700_toolkit_version": "the installed r9700ctl version",
+    "r9700_collect_dest": "--out of r9700ctl collect",
 }
 
 

@@ -1,18 +1,159 @@
-"""`r9700ctl lab` (not built yet)."""
+"""`r9700ctl lab up|status|down`: throwaway test nodes on this machine."""
 
 from __future__ import annotations
 
+import json
+import time
+from pathlib import Path
+
 import click
 
-from r9700ctl.errors import not_built
+from r9700ctl.cli.app import Application
+from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK
+
+# Same limits as r9700ctl.lab (a unit test keeps them equal); repeated so --help imports no lab code.
+MAX_NODES = 200
+MAX_GPUS = 16
+
+dir_option = click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("lab"),
+    show_default=True,
+    envvar="R9700CTL_LAB_DIR",
+    help="Lab directory: state, inventory.ini, ssh_config, keys. [env var: R9700CTL_LAB_DIR]",
+)
 
 
 @click.group()
 def lab() -> None:
-    """Throwaway test nodes on this machine (a test and demo environment, needs root)."""
+    """Throwaway Debian 12 test nodes on this machine: a TEST and DEMO environment, never production.
+
+    \b
+    Each node is a debootstrap root file system (cached, so the second `up` takes seconds) with its
+    own network namespace and address, sshd as its PID 1, a user `r9700` with passwordless sudo.
+    On the host side: a package mirror with STAND-INS for AMD's repositories (their tools print
+    outputs recorded on real R9700 nodes) and an apt proxy to Debian. Needs root.
+
+    \b
+    Example:
+      sudo r9700ctl lab up --nodes 2
+      r9700ctl provision lab/inventory.ini
+      ssh -F lab/ssh_config node1
+      sudo r9700ctl lab down
+    """
 
 
 @lab.command()
-def up() -> None:
-    """Build throwaway Debian 12 nodes and write an inventory for them."""
-    raise not_built("lab up")
+@click.option(
+    "--nodes",
+    type=click.IntRange(1, MAX_NODES),
+    default=2,
+    show_default=True,
+    help="How many nodes (node1..nodeN).",
+)
+@click.option(
+    "--gpus",
+    type=click.IntRange(1, MAX_GPUS),
+    default=4,
+    show_default=True,
+    help="Stand-in R9700s each node presents (inventory: r9700_expected_gpus, r9700_lab_pci_devices).",
+)
+@click.option(
+    "--recorded",
+    metavar="SCENARIO",
+    help="Recorded node whose outputs the stand-in rocminfo/amd-smi/rocm-smi replay, a directory of "
+    "r9700ctl/data/recorded/ (default: r9700-<GPUS>x if recorded, else the most complete R9700 one).",
+)
+@dir_option
+@click.pass_obj
+def up(app: Application, *, nodes: int, gpus: int, recorded: str | None, directory: Path) -> None:
+    """Build the lab and write DIR/inventory.ini for it.
+
+    A lab already up in DIR with the same shape is reused; an unfinished one is cleaned up first.
+    If anything fails, what was made so far is removed again.
+
+    \b
+    Example:
+      sudo r9700ctl lab up --nodes 3 --gpus 8 --dir /tmp/lab
+    """
+    from r9700ctl import lab as lab_api
+
+    started = time.monotonic()
+
+    def progress(message: str) -> None:
+        click.echo(f"[{time.monotonic() - started:6.1f}s] {message}")
+
+    info = lab_api.up(directory, nodes=nodes, gpus=gpus, progress=progress, recorded=recorded)
+    _render_up(info, time.monotonic() - started)
+
+
+def _render_up(info, seconds: float) -> None:
+    click.echo(f"lab up in {seconds:.1f} s: {len(info.nodes)} node(s) in {info.subnet}")
+    for name, address in info.nodes:
+        click.echo(f"  {name:<8} {address:<15} ssh -F {info.ssh_config} {name}")
+    click.echo(f"mirror     {info.mirror_url}  (stand-ins; key {info.key_fingerprint})")
+    click.echo(f"apt proxy  {info.proxy_url}")
+    click.echo(f"inventory  {info.inventory}")
+    click.echo(f"next       r9700ctl provision {info.inventory}")
+    click.echo(f"remove it  r9700ctl lab down --dir {info.directory}")
+
+
+@lab.command()
+@dir_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (schema r9700ctl.lab.status/1).")
+@click.pass_obj
+def status(app: Application, *, directory: Path, as_json: bool) -> None:
+    """Show what of the lab in DIR is running.
+
+    Exit code: 0 when every part is up, 2 when something is down, 3 when DIR holds no lab.
+
+    \b
+    Example:
+      r9700ctl lab status --dir /tmp/lab --json
+    """
+    from r9700ctl import lab as lab_api
+
+    result = lab_api.status(directory)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    elif not result.exists:
+        click.echo(f"no lab in {result.directory}")
+    else:
+        verdict = "up" if result.healthy else f"NOT healthy (phase {result.phase})"
+        click.echo(f"lab r97l{result.lab_id} in {result.directory}: {verdict}, subnet {result.subnet}")
+        for component in result.components:
+            click.echo(f"  {component.name:<8} {component.state:<5} {component.detail}")
+    code = EXIT_OK if result.healthy else (EXIT_FAIL if result.exists else EXIT_CANNOT_RUN)
+    raise click.exceptions.Exit(code)
+
+
+@lab.command()
+@dir_option
+@click.pass_obj
+def down(app: Application, *, directory: Path) -> None:
+    """Remove every process, mount, namespace, interface and file of the lab in DIR, then check.
+
+    Keeps the root file system cache in /var/cache/r9700ctl/lab. Safe to run twice and after an
+    aborted `up`. Exit code 2 (and a list) if anything is left behind.
+
+    \b
+    Example:
+      sudo r9700ctl lab down --dir /tmp/lab
+    """
+    from r9700ctl import lab as lab_api
+
+    started = time.monotonic()
+
+    def progress(message: str) -> None:
+        click.echo(f"[{time.monotonic() - started:6.1f}s] {message}")
+
+    report = lab_api.down(directory, progress=progress)
+    if not report.had_lab:
+        click.echo(f"no lab in {report.directory}: nothing to remove")
+        return
+    click.echo(f"removed {len(report.removed)} item(s) in {report.seconds:.1f} s:")
+    for item in report.removed:
+        click.echo(f"  {item}")
+    click.echo("checked: no namespace, interface, mount, process or file of the lab is left")

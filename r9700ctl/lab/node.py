@@ -1,0 +1,296 @@
+"""One lab node: an overlay over the shared root file system, its own namespaces, sshd as PID 1.
+
+The node's processes live in a fresh PID, mount, UTS and IPC namespace inside its network
+namespace (`unshare --fork --kill-child`), chrooted into its overlay. Every mount the node has
+(the overlay itself, proc, a read-only sysfs and /proc/sys, a minimal /dev, tmpfs /run) exists
+only in its private mount namespace and vanishes with its PID 1. Read-only /proc/sys and /sys
+and a /dev without disks are safety: a node runs as real root on the lab host.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from r9700ctl.errors import CannotRun
+from r9700ctl.lab import keys, processes
+from r9700ctl.lab.hostcheck import tool
+from r9700ctl.lab.rootfs import LAB_USER, SUITE
+
+PROXY_FILE = "etc/apt/apt.conf.d/00lab-proxy"
+KERNEL_SOURCE_FILE = "etc/apt/sources.list.d/r9700ctl-lab-kernel.sources"
+KERNEL_KEY_FILE = "etc/apt/keyrings/r9700ctl-lab-kernel.asc"
+
+
+@dataclass(frozen=True)
+class NodeOptions:
+    """How a node deviates from a healthy one (for tests of the doctor and the preflight).
+
+    kernel_headers: False leaves out the lab-kernel apt source, so the running kernel has no
+    linux-headers candidate. sudo: False takes passwordless sudo from the r9700 user.
+    sshd: False creates the node (namespace, address, file system) but starts no sshd, so
+    connections to it are refused.
+    """
+
+    kernel_headers: bool = True
+    sudo: bool = True
+    sshd: bool = True
+
+    def to_json(self) -> dict[str, bool]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class NodePaths:
+    directory: Path
+
+    @property
+    def root(self) -> Path:
+        return self.directory / "root"
+
+    @property
+    def upper(self) -> Path:
+        return self.directory / "upper"
+
+    @property
+    def work(self) -> Path:
+        return self.directory / "work"
+
+    @property
+    def init(self) -> Path:
+        return self.directory / "init.sh"
+
+    @property
+    def console(self) -> Path:
+        return self.directory / "console.log"
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    """What the lab tells a node about its world."""
+
+    name: str
+    address: str
+    host_address: str
+    mirror_url: str
+    proxy_port: int
+    debian_mirror: str
+    client_public_key: str
+    lab_key_armored: bytes
+    options: NodeOptions
+
+
+def overlay_options(base: Path, paths: NodePaths) -> str:
+    return f"lowerdir={base},upperdir={paths.upper},workdir={paths.work}"
+
+
+def prepare(paths: NodePaths, base: Path, config: NodeConfig) -> tuple[str, list[str]]:
+    """Write the node's own files into its overlay; returns (host public key, notes).
+
+    The overlay is mounted on the host only while we write; the node mounts it again inside
+    its own mount namespace when it starts.
+    """
+    for directory in (paths.root, paths.upper, paths.work):
+        directory.mkdir(parents=True, exist_ok=True)
+    mount = tool("mount")
+    processes.run(
+        [mount, "-t", "overlay", f"r97-{config.name}", "-o", overlay_options(base, paths), str(paths.root)],
+        what=f"mount {config.name}'s overlay (needs overlayfs)",
+    )
+    try:
+        return _write_files(paths.root, config)
+    finally:
+        processes.run([tool("umount"), str(paths.root)], what=f"unmount {config.name}'s overlay")
+
+
+def _write_files(root: Path, config: NodeConfig) -> tuple[str, list[str]]:
+    uid, gid = _user_ids(root, LAB_USER)
+    host = config.host_address
+    write(root, "etc/hostname", f"{config.name}\n")
+    write(
+        root,
+        "etc/hosts",
+        f"127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+        f"{config.address}\t{config.name}\n{host}\tlab-host\n",
+    )
+    write(
+        root,
+        "etc/resolv.conf",
+        "# r9700ctl lab: no DNS in a node; apt reaches Debian through the lab proxy\n",
+    )
+    write(root, "etc/apt/sources.list", f"deb {config.debian_mirror} {SUITE} main\n")
+    write(
+        root,
+        PROXY_FILE,
+        "// r9700ctl lab plumbing: Debian through the lab's apt-cacher-ng, the lab mirror directly.\n"
+        f'Acquire::http::Proxy "http://{host}:{config.proxy_port}";\n'
+        f'Acquire::http::Proxy::{host} "DIRECT";\n',
+    )
+    if config.options.kernel_headers:
+        write(root, KERNEL_KEY_FILE, config.lab_key_armored)
+        write(
+            root,
+            KERNEL_SOURCE_FILE,
+            "# r9700ctl lab plumbing: stand-in headers for the host kernel the lab's nodes run on.\n"
+            "Types: deb\n"
+            f"URIs: {config.mirror_url}/lab-kernel\n"
+            f"Suites: {SUITE}\n"
+            "Components: main\n"
+            f"Signed-By: /{KERNEL_KEY_FILE}\n",
+        )
+    authorized = (config.client_public_key.strip() + "\n").encode()
+    write(root, "root/.ssh/authorized_keys", authorized, mode=0o600)
+    home = f"home/{LAB_USER}"
+    write(root, f"{home}/.ssh/authorized_keys", authorized, mode=0o600, owner=(uid, gid), dir_mode=0o700)
+    notes = []
+    if not config.options.sudo:
+        remove(root, f"etc/sudoers.d/{LAB_USER}")
+        notes.append(f"{LAB_USER} has no sudo")
+    if not config.options.kernel_headers:
+        notes.append("no lab-kernel source (no headers candidate)")
+    if not config.options.sshd:
+        notes.append("sshd not started")
+    return keys.make_host_key(root, config.name), notes
+
+
+def _user_ids(root: Path, user: str) -> tuple[int, int]:
+    for line in (root / "etc/passwd").read_text().splitlines():
+        fields = line.split(":")
+        if fields[0] == user:
+            return int(fields[2]), int(fields[3])
+    raise CannotRun(
+        what=f"the lab root file system has no user {user}", hint="remove the rootfs cache and retry"
+    )
+
+
+def _safe_path(root: Path, relative: str) -> Path:
+    """root/relative, refusing symlinks on the way: an absolute link would lead onto the host."""
+    path = root
+    for part in Path(relative).parts:
+        if path.is_symlink():
+            raise CannotRun(what=f"refusing to write through the symlink {path} in a node's root")
+        path = path / part
+    return path
+
+
+def write(
+    root: Path,
+    relative: str,
+    content: str | bytes,
+    *,
+    mode: int = 0o644,
+    owner: tuple[int, int] | None = None,
+    dir_mode: int = 0o755,
+) -> None:
+    path = _safe_path(root, relative)
+    parent = path.parent
+    if not parent.is_dir():
+        parent.mkdir(parents=True, mode=dir_mode)
+        if owner:
+            os.chown(parent, *owner)
+    if path.is_symlink():
+        path.unlink()
+    data = content.encode() if isinstance(content, str) else content
+    path.write_bytes(data)
+    path.chmod(mode)
+    if owner:
+        os.chown(path, *owner)
+
+
+def remove(root: Path, relative: str) -> None:
+    path = _safe_path(root, relative)
+    if path.exists() or path.is_symlink():
+        path.unlink()
+
+
+def init_script(name: str, base: Path, paths: NodePaths, sshd: bool) -> str:
+    """The node's PID 1 until it execs sshd: mounts inside its private mount namespace only."""
+    root = shlex.quote(str(paths.root))
+    overlay = shlex.quote(overlay_options(base, paths))
+    final = "/usr/sbin/sshd -D -e" if sshd else "/bin/sleep infinity"
+    return f"""#!/bin/sh
+# r9700ctl lab: init of {name}. Runs as PID 1 of the node's own PID namespace.
+set -e
+R={root}
+hostname {shlex.quote(name)}
+mount -t overlay r97-{name} -o {overlay} "$R"
+mount -t proc -o nosuid,nodev,noexec proc "$R/proc"
+mount --bind "$R/proc/sys" "$R/proc/sys"
+mount -o remount,bind,ro "$R/proc/sys"
+if [ -e "$R/proc/sysrq-trigger" ]; then mount --bind /dev/null "$R/proc/sysrq-trigger"; fi
+mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$R/sys"
+mount -t tmpfs -o mode=755,nosuid tmpfs "$R/dev"
+mknod -m 666 "$R/dev/null" c 1 3
+mknod -m 666 "$R/dev/zero" c 1 5
+mknod -m 666 "$R/dev/full" c 1 7
+mknod -m 666 "$R/dev/random" c 1 8
+mknod -m 666 "$R/dev/urandom" c 1 9
+mknod -m 666 "$R/dev/tty" c 5 0
+mkdir -p "$R/dev/pts" "$R/dev/shm"
+mount -t devpts -o newinstance,ptmxmode=0666,mode=620,gid=5 devpts "$R/dev/pts"
+ln -s pts/ptmx "$R/dev/ptmx"
+ln -s /proc/self/fd "$R/dev/fd"
+ln -s /proc/self/fd/0 "$R/dev/stdin"
+ln -s /proc/self/fd/1 "$R/dev/stdout"
+ln -s /proc/self/fd/2 "$R/dev/stderr"
+mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$R/dev/shm"
+mount -t tmpfs -o mode=755,nosuid,nodev tmpfs "$R/run"
+mkdir -p "$R/run/sshd" "$R/run/lock"
+exec chroot "$R" {final}
+"""
+
+
+def start(netns: str, name: str, base: Path, paths: NodePaths, sshd: bool) -> int:
+    """Start the node; returns the PID of `unshare` (its only child is the node's PID 1)."""
+    paths.init.write_text(init_script(name, base, paths, sshd))
+    argv = [
+        tool("ip"), "netns", "exec", netns,
+        tool("unshare"), "--mount", "--uts", "--ipc", "--pid", "--fork", "--kill-child",
+        "--propagation", "private",
+        "/bin/sh", str(paths.init),
+    ]  # fmt: skip
+    return processes.spawn(argv, paths.console)
+
+
+def pid1(unshare_pid: int | None, timeout: float = 0.0) -> int | None:
+    """Host PID of the node's PID 1 (sshd), or None when the node is not running."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if not processes.alive(unshare_pid):
+            return None
+        assert unshare_pid is not None
+        found = processes.children(unshare_pid)
+        if found:
+            return found[0]
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.02)
+
+
+def wait_ready(
+    config: NodeConfig, ssh_config: Path, unshare_pid: int, console: Path, timeout: float = 30
+) -> None:
+    """sshd answers and accepts the lab key as the lab user with host-key checking on."""
+    if not processes.wait_for_port(config.address, 22, timeout, pid=unshare_pid):
+        raise CannotRun(what=f"{config.name}: sshd did not come up: {processes.tail(console)}")
+    argv = [
+        tool("ssh"),
+        "-F",
+        str(ssh_config),
+        "-o",
+        "ControlPath=none",
+        f"{LAB_USER}@{config.address}",
+        "true",
+    ]
+    deadline = time.monotonic() + timeout
+    while True:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        if proc.returncode == 0:
+            return
+        if time.monotonic() > deadline:
+            raise CannotRun(what=f"{config.name}: ssh login failed: {proc.stderr.strip() or proc.returncode}")
+        time.sleep(0.1)

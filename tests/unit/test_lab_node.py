@@ -1,0 +1,59 @@
+"""A node's files and init script, on a real file tree in tmp_path."""
+
+import os
+
+import pytest
+
+from r9700ctl.errors import CannotRun
+from r9700ctl.lab import node
+from r9700ctl.lab.node import NodePaths
+
+
+def test_writing_into_a_node_replaces_a_symlink_instead_of_following_it(tmp_path):
+    """Bug pinned: node files are written from the host, where an absolute link leads into the host."""
+    root, host_file = tmp_path / "root", tmp_path / "host-resolv.conf"
+    (root / "etc").mkdir(parents=True)
+    host_file.write_text("host's own\n")
+    (root / "etc/resolv.conf").symlink_to(host_file)
+    node.write(root, "etc/resolv.conf", "# lab\n")
+    assert host_file.read_text() == "host's own\n"
+    assert not (root / "etc/resolv.conf").is_symlink()
+    assert (root / "etc/resolv.conf").read_text() == "# lab\n"
+
+
+def test_writing_below_a_symlinked_directory_is_refused(tmp_path):
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "etc").mkdir(parents=True)
+    outside.mkdir()
+    (root / "etc/apt").symlink_to(outside)
+    with pytest.raises(CannotRun, match="refusing to write through the symlink"):
+        node.write(root, "etc/apt/apt.conf.d/00lab-proxy", "x")
+    assert list(outside.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+def test_new_directories_get_the_owner_and_mode_asked_for(tmp_path):
+    root = tmp_path / "root"
+    (root / "home/r9700").mkdir(parents=True)
+    uid, gid = 1234, 1235
+    node.write(root, "home/r9700/.ssh/authorized_keys", "key\n", mode=0o600, owner=(uid, gid), dir_mode=0o700)
+    ssh_dir = (root / "home/r9700/.ssh").stat()
+    keys = (root / "home/r9700/.ssh/authorized_keys").stat()
+    assert (ssh_dir.st_uid, ssh_dir.st_mode & 0o777) == (uid, 0o700)
+    assert (keys.st_uid, keys.st_gid, keys.st_mode & 0o777) == (uid, gid, 0o600)
+
+
+def test_the_init_script_mounts_kernel_interfaces_read_only_and_execs_sshd(tmp_path):
+    script = node.init_script("node1", tmp_path / "base", NodePaths(tmp_path / "nodes/node1"), sshd=True)
+    lines = script.splitlines()
+    assert 'mount -o remount,bind,ro "$R/proc/sys"' in lines
+    assert 'mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$R/sys"' in lines
+    assert 'mount -t tmpfs -o mode=755,nosuid tmpfs "$R/dev"' in lines
+    assert not any(line.startswith("mount --rbind /dev") for line in lines), "never the host's disks"
+    assert lines[-1] == 'exec chroot "$R" /usr/sbin/sshd -D -e'
+    assert f"lowerdir={tmp_path / 'base'}" in script
+
+
+def test_a_node_without_sshd_keeps_a_pid_1_that_only_sleeps(tmp_path):
+    script = node.init_script("node1", tmp_path / "base", NodePaths(tmp_path / "nodes/node1"), sshd=False)
+    assert script.splitlines()[-1] == 'exec chroot "$R" /bin/sleep infinity'

@@ -1,0 +1,169 @@
+"""Stand-in packages: AMD's names and version shapes, honest descriptions, tools that replay recordings."""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from r9700ctl import manifest
+from r9700ctl.lab import aptrepo, mirror, standins
+from r9700ctl.lab.recordings import Recordings
+from r9700ctl.manifest import RocmRelease
+
+
+def _release(version: str, driver: str, installer: str = "") -> RocmRelease:
+    raw = {"amdgpu": driver, **({"amdgpu_install": installer} if installer else {})}
+    return RocmRelease(version=version, gfx=("gfx1201",), os={"ubuntu-24.04": "noble"}, raw=raw)
+
+
+RECORDED = Recordings(
+    scenario="r9700-test",
+    outputs={"rocminfo.txt": b"ROCk module is loaded\nName: gfx1201\n", "amd-smi-static.json": b"[]\n"},
+    sources={"rocminfo.txt": "# source: test", "amd-smi-static.json": "# source: test"},
+)
+
+
+@pytest.mark.parametrize(
+    ("version", "driver", "package", "expected"),
+    [
+        # Shapes seen in public apt logs (see the table in r9700ctl/lab/standins.py).
+        ("6.4.1", "6.4.1", "rocm-core", "6.4.1.60401-83~24.04"),
+        ("6.4.1", "6.4.1", "rocminfo", "1.0.0.60401-83~24.04"),
+        ("6.3.2", "6.3.2", "rocm", "6.3.2.60302-66~24.04"),
+        ("7.1.1", "30.20.1", "rocm", "7.1.1.70101-38~24.04"),
+    ],
+)
+def test_rocm_versions_have_amds_shape(version, driver, package, expected):
+    packages = {p.name: p for p in standins.rocm_packages(_release(version, driver), "24.04", RECORDED)}
+    assert packages[package].version == expected
+
+
+@pytest.mark.parametrize(
+    ("version", "driver", "dkms", "module"),
+    [
+        ("6.4.1", "6.4.1", "1:6.12.12.60401-2164967.22.04", "6.12.12-2164967.22.04"),
+        ("7.0.2", "30.10.2", "1:6.14.14.30100200-2226257.22.04", "6.14.14-2226257.22.04"),
+        ("7.1.1", "30.20.1", "1:6.16.6.30200100-2255209.22.04", "6.16.6-2255209.22.04"),
+    ],
+)
+def test_amdgpu_dkms_drops_only_a_dkms_conf_under_amds_version(version, driver, dkms, module):
+    packages = {p.name: p for p in standins.amdgpu_packages(_release(version, driver), "22.04")}
+    package = packages["amdgpu-dkms"]
+    assert package.version == dkms
+    assert [f.path for f in package.files] == [f"/usr/src/amdgpu-{module}/dkms.conf"]
+    assert not package.scripts, "the stand-in must run no dkms"
+    assert f'PACKAGE_VERSION="{module}"' in package.files[0].content.decode()
+
+
+def test_amdgpu_install_takes_its_version_from_the_manifest_file_name():
+    release = _release("6.3.2", "6.3.2", installer="amdgpu-install_6.3.60302-1_all.deb")
+    assert standins.amdgpu_install_filename(release) == "amdgpu-install_6.3.60302-1_all.deb"
+    assert standins.amdgpu_install_package(release).architecture == "all"
+
+
+def test_every_stand_in_says_so_and_every_dependency_is_in_the_same_repository():
+    release = _release("7.1.1", "30.20.1")
+    rocm = standins.rocm_packages(release, "22.04", RECORDED)
+    amdgpu = standins.amdgpu_packages(release, "22.04")
+    for group in (rocm, amdgpu):
+        versions = {p.name: p.version for p in group}
+        for package in group:
+            assert "lab stand-in" in package.summary
+            for dependency in package.depends:
+                name, _, pinned = dependency.partition(" (= ")
+                assert versions.get(name) == pinned.rstrip(")"), f"{package.name} -> {dependency}"
+    assert {"rocm", "rocm-hip-runtime", "rocminfo", "amd-smi-lib", "rocm-smi-lib", "rccl"} <= {
+        p.name for p in rocm
+    }
+
+
+def test_rocm_core_manages_opt_rocm_like_amds_package():
+    package = {p.name: p for p in standins.rocm_packages(_release("6.4.1", "6.4.1"), "24.04", RECORDED)}[
+        "rocm-core"
+    ]
+    assert "update-alternatives --install /opt/rocm rocm /opt/rocm-6.4.1" in package.scripts["postinst"]
+    assert "update-alternatives --remove rocm /opt/rocm-6.4.1" in package.scripts["prerm"]
+
+
+def _script(tmp_path: Path, tool: str, recordings: Recordings) -> Path:
+    """Install a tool's stand-in files under tmp_path the way dpkg would place them."""
+    package = next(
+        p
+        for p in standins.rocm_packages(_release("6.4.1", "6.4.1"), "24.04", recordings)
+        if standins.TOOLS.get(p.name) == tool
+    )
+    for item in package.files:
+        target = tmp_path / item.path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(item.content)
+        target.chmod(item.mode)
+    script = tmp_path / f"opt/rocm-6.4.1/bin/{tool}"
+    # The script reads its data at the installed path; point it at tmp_path instead.
+    script.write_text(script.read_text().replace("/opt/rocm-6.4.1/", f"{tmp_path}/opt/rocm-6.4.1/"))
+    return script
+
+
+def test_the_stand_in_tool_replays_the_recording_whatever_the_argument_order(tmp_path):
+    amd_smi = _script(tmp_path, "amd-smi", RECORDED)
+    for argv in (["static", "--json"], ["--json", "static"]):
+        result = subprocess.run([str(amd_smi), *argv], capture_output=True)
+        assert (result.returncode, result.stdout, result.stderr) == (0, b"[]\n", b"")
+    rocminfo = _script(tmp_path, "rocminfo", RECORDED)
+    assert subprocess.run([str(rocminfo)], capture_output=True).stdout == RECORDED.outputs["rocminfo.txt"]
+
+
+def test_a_missing_recording_fails_with_one_line_naming_the_arguments(tmp_path):
+    amd_smi = _script(tmp_path, "amd-smi", RECORDED)
+    result = subprocess.run([str(amd_smi), "metric", "--json"], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr == "stand-in amd-smi: no recorded output for metric --json\n"
+    rocm_smi = _script(tmp_path, "rocm-smi", Recordings(scenario=None))
+    result = subprocess.run([str(rocm_smi)], capture_output=True, text=True)
+    assert result.stderr == "stand-in rocm-smi: no recorded output for (no arguments)\n"
+
+
+def test_kernel_stand_ins_match_uname_and_point_build_at_the_headers():
+    headers, extra = standins.kernel_packages("6.18.44-fc-v1098")
+    assert (headers.name, extra.name) == (
+        "linux-headers-6.18.44-fc-v1098",
+        "linux-modules-extra-6.18.44-fc-v1098",
+    )
+    assert headers.version == "6.18.44-1"
+    assert headers.symlinks[0].path == "/lib/modules/6.18.44-fc-v1098/build"
+    assert standins.kernel_packages("Weird_Kernel") == []
+
+
+@pytest.mark.skipif(shutil.which("gpg") is None, reason="gpg is not installed")
+def test_the_mirror_has_every_manifest_release_in_all_three_suites(tmp_path):
+    """Laid out like repo.radeon.com, for every release the roles can be asked to install."""
+    signer = aptrepo.Signer(tmp_path / "gnupg")
+    signer.create("r9700ctl unit test <test@r9700ctl.invalid>")
+    data = manifest.load()
+    try:
+        mirror.build(
+            tmp_path / "m",
+            manifest=data,
+            recordings=RECORDED,
+            kernel_release=os.uname().release,
+            signer=signer,
+            origin="10.213.9.1",
+        )
+    finally:
+        signer.close()
+    root = tmp_path / "m"
+    assert (root / "rocm/rocm.gpg.key").read_text().startswith("-----BEGIN PGP PUBLIC KEY BLOCK-----")
+    for name, release in data.releases.items():
+        rocm_dir, amdgpu_dir = mirror.repository_paths(data, release)
+        for suite in ("noble", "jammy", "bookworm"):
+            for repo in (rocm_dir, amdgpu_dir):
+                assert (root / repo / "dists" / suite / "InRelease").is_file(), f"{repo} {suite}"
+            packages = (root / rocm_dir / "dists" / suite / "main/binary-amd64/Packages").read_text()
+            assert "Package: rocm\n" in packages and f"Version: {name}." in packages
+            installer = (
+                root / "amdgpu-install" / name / "ubuntu" / suite / standins.amdgpu_install_filename(release)
+            )
+            assert installer.is_file()
+    assert (root / "lab-kernel/dists/bookworm/InRelease").is_file()

@@ -1,4 +1,4 @@
-"""Load data/manifest.yaml, the one source of truth for GPUs and ROCm releases."""
+"""Load data/manifest.yaml, the one source of truth for GPUs, ROCm releases and systems."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from typing import Any
 import yaml
 
 from r9700ctl.paths import data_file
+
+AMD_PCI_VENDOR = "1002"
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,57 @@ class RocmRelease:
     def suite_for(self, os_key: str) -> str | None:
         return self.os.get(os_key)
 
+    @property
+    def amdgpu(self) -> str:
+        """Driver repository directory (repo.radeon.com/amdgpu/<this>/ubuntu)."""
+        return str(self.raw.get("amdgpu", self.version))
+
+    @property
+    def rocm_path(self) -> str:
+        """ROCm repository directory (repo.radeon.com/rocm/apt/<this>)."""
+        return str(self.raw.get("rocm_path", self.version))
+
+    @property
+    def pytorch_image(self) -> str:
+        return str(self.raw.get("pytorch_image", ""))
+
+    def listed_systems(self, target: str) -> list[str] | None:
+        """The systems AMD lists `target` for in this release, or None when every `os` entry is."""
+        limits = self.raw.get("gfx_os") or {}
+        return list(limits[target]) if target in limits else None
+
+    def lists_target_on(self, target: str, os_key: str) -> bool:
+        """True when AMD's support matrix lists `target` on `os_key` for this release."""
+        systems = self.listed_systems(target)
+        return os_key in self.os and (systems is None or os_key in systems)
+
+
+@dataclass(frozen=True)
+class Repository:
+    base_url: str
+    key_url: str
+    key_fingerprint: str
+    pin_priority: int
+    rocm_path_template: str
+    amdgpu_path_template: str
+
+    def rocm_url(self, release: RocmRelease, base_url: str | None = None) -> str:
+        base = (base_url or self.base_url).rstrip("/")
+        return f"{base}/{self.rocm_path_template.format(rocm_path=release.rocm_path)}"
+
+    def amdgpu_url(self, release: RocmRelease, base_url: str | None = None) -> str:
+        base = (base_url or self.base_url).rstrip("/")
+        return f"{base}/{self.amdgpu_path_template.format(amdgpu_path=release.amdgpu)}"
+
+
+@dataclass(frozen=True)
+class Packages:
+    default: tuple[str, ...]
+    runtime: tuple[str, ...]
+    meta: tuple[str, ...]
+    core: str
+    driver: str
+
 
 @dataclass(frozen=True)
 class Manifest:
@@ -42,7 +95,9 @@ class Manifest:
     @property
     def gpus(self) -> dict[str, GpuModel]:
         return {
-            pci: GpuModel(pci_id=pci, name=v["name"], gfx=v["gfx"], discrete=bool(v.get("discrete", True)), raw=v)
+            pci: GpuModel(
+                pci_id=pci, name=v["name"], gfx=v["gfx"], discrete=bool(v.get("discrete", True)), raw=v
+            )
             for pci, v in self.raw.get("gpus", {}).items()
         }
 
@@ -56,6 +111,9 @@ class Manifest:
     def release_names(self) -> list[str]:
         return sorted(self.releases, key=version_key)
 
+    def release(self, version: str) -> RocmRelease | None:
+        return self.releases.get(version)
+
     def gpu(self, pci_id: str) -> GpuModel | None:
         return self.gpus.get(pci_id.lower())
 
@@ -68,12 +126,61 @@ class Manifest:
                 names.append(name)
         return names
 
+    def newest_supporting(self, gfx_targets: set[str], os_key: str) -> str | None:
+        """The newest release that supports every target on the OS, or None."""
+        names = self.releases_supporting(gfx_targets, os_key)
+        return names[-1] if names else None
+
     def hsa_version(self, gfx: str) -> str | None:
         return self.raw.get("gfx_targets", {}).get(gfx, {}).get("hsa_version")
+
+    def gfx_family(self, gfx: str) -> str | None:
+        return self.raw.get("gfx_targets", {}).get(gfx, {}).get("family")
+
+    def gfx_for_hsa_version(self, hsa_version: str) -> str | None:
+        """The target an HSA_OVERRIDE_GFX_VERSION value names (9.4.2 -> gfx942), or None."""
+        for gfx, entry in self.raw.get("gfx_targets", {}).items():
+            if entry.get("hsa_version") == hsa_version:
+                return gfx
+        return None
+
+    @property
+    def repository(self) -> Repository:
+        repo = self.raw.get("repository", {})
+        return Repository(
+            base_url=repo["base_url"],
+            key_url=repo["key_url"],
+            key_fingerprint=repo["key_fingerprint"],
+            pin_priority=int(repo.get("pin_priority", 600)),
+            rocm_path_template=repo.get("rocm_path_template", "rocm/apt/{rocm_path}"),
+            amdgpu_path_template=repo.get("amdgpu_path_template", "amdgpu/{amdgpu_path}/ubuntu"),
+        )
+
+    @property
+    def packages(self) -> Packages:
+        pkgs = self.raw.get("packages", {})
+        return Packages(
+            default=tuple(pkgs.get("default", ["rocm"])),
+            runtime=tuple(pkgs.get("runtime", ())),
+            meta=tuple(pkgs.get("meta", ())),
+            core=pkgs.get("core", "rocm-core"),
+            driver=pkgs.get("driver", "amdgpu-dkms"),
+        )
+
+    def os_keys(self) -> list[str]:
+        return list(self.raw.get("os_releases", {}))
+
+    def os_release(self, os_key: str) -> dict[str, Any] | None:
+        return self.raw.get("os_releases", {}).get(os_key)
 
 
 def version_key(version: str) -> tuple[int, ...]:
     return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
+
+
+def os_key(distribution_id: str, version_id: str) -> str:
+    """Manifest key for an OS: ("Ubuntu", "24.04") -> "ubuntu-24.04", ("debian", "12") -> "debian-12"."""
+    return f"{distribution_id.strip().lower()}-{version_id.strip()}"
 
 
 @functools.lru_cache(maxsize=4)

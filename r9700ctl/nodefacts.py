@@ -1,0 +1,449 @@
+"""Raw facts about one node, gathered ON the node with the standard library only.
+
+Run remotely as ``python3 - <ARGS> < nodefacts.py``: the script arrives on stdin and
+ARGS is one base64-encoded JSON object (see `invocation()`); it prints one JSON document
+on stdout and always exits 0, putting what it could not read into ``errors``. It judges
+nothing: r9700ctl/preflight.py does that on the controller, for the provisioning role
+(r9700_preflight) and for ``r9700ctl doctor`` alike.
+
+Arguments (all optional):
+  root             file-system root to read (tests pass a fake tree); commands run only when "/"
+  lab_pci_devices  stand-in PCI devices (the lab's r9700_lab_pci_devices test aid) used instead
+                   of sysfs: [{"address", "vendor", "device", "class", ...}]
+  apt_update       run `apt-get update` before asking apt for candidates (needs root)
+  lock_wait_s      wait up to this many seconds for dpkg/apt locks to be released
+  packages         package names whose installed version to report (dpkg-query)
+
+Facts are read, never changed: the only side effect is `apt-get update` refreshing
+/var/lib/apt/lists when asked (nothing under /etc).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+SCHEMA = "r9700ctl.nodefacts/1"
+
+# The files dpkg and apt lock; a process holding one open blocks every install.
+LOCK_FILES = (
+    "/var/lib/dpkg/lock-frontend",
+    "/var/lib/dpkg/lock",
+    "/var/lib/apt/lists/lock",
+    "/var/cache/apt/archives/lock",
+)
+
+# UEFI global variable GUID; the 5th byte of the SecureBoot variable is its value.
+SECURE_BOOT_VAR = "sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+
+DEFAULT_PACKAGES = ("amdgpu-dkms", "rocm-core", "rocm", "rocminfo", "amd-smi-lib", "dkms")
+
+# A command runner: argv -> (exit code, stdout text), or None when the program is missing.
+Runner = Callable[[list[str], float], "tuple[int, str] | None"]
+
+
+def run_command(argv: list[str], timeout: float = 60.0) -> tuple[int, str] | None:
+    """Run argv with a C locale; None when the program does not exist."""
+    if shutil.which(argv[0]) is None:
+        return None
+    env = dict(os.environ, LC_ALL="C", LANG="C", DEBIAN_FRONTEND="noninteractive")
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return 124, f"{type(exc).__name__}: {exc}"
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def no_commands(argv: list[str], timeout: float = 60.0) -> tuple[int, str] | None:
+    """The runner for a fake root: no program exists there."""
+    return None
+
+
+def _path(root: str, absolute: str) -> str:
+    return os.path.join(root, absolute.lstrip("/"))
+
+
+def _read(root: str, absolute: str) -> str | None:
+    try:
+        with open(_path(root, absolute), encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def read_os_release(root: str) -> dict[str, str]:
+    text = _read(root, "/etc/os-release") or _read(root, "/usr/lib/os-release") or ""
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and not key.startswith("#"):
+            values[key.strip()] = value.strip().strip('"').strip("'")
+    os_id = values.get("ID", "").lower()
+    version_id = values.get("VERSION_ID", "")
+    return {
+        "id": os_id,
+        "version_id": version_id,
+        "codename": values.get("VERSION_CODENAME", ""),
+        "pretty_name": values.get("PRETTY_NAME", ""),
+        "key": f"{os_id}-{version_id}" if os_id and version_id else "",
+    }
+
+
+def read_pci_display_devices(root: str) -> list[dict[str, Any]]:
+    """Every display-class (0x03xxxx: VGA, 3D, display controller) PCI device in sysfs."""
+    base = _path(root, "/sys/bus/pci/devices")
+    devices = []
+    try:
+        names = sorted(os.listdir(base))
+    except OSError:
+        return []
+    for address in names:
+        device_dir = os.path.join(base, address)
+
+        def attr(name: str, directory: str = device_dir) -> str:
+            try:
+                with open(os.path.join(directory, name), encoding="ascii", errors="replace") as fh:
+                    return fh.read().strip().lower()
+            except OSError:
+                return ""
+
+        pci_class = attr("class")
+        if not pci_class.startswith("0x03"):
+            continue
+        driver_link = os.path.join(device_dir, "driver")
+        driver = os.path.basename(os.readlink(driver_link)) if os.path.islink(driver_link) else ""
+        devices.append(
+            {
+                "address": address,
+                "vendor": attr("vendor"),
+                "device": attr("device"),
+                "class": pci_class,
+                "subsystem_vendor": attr("subsystem_vendor"),
+                "subsystem_device": attr("subsystem_device"),
+                "driver": driver,
+                "boot_vga": attr("boot_vga") == "1",
+            }
+        )
+    return devices
+
+
+def normalize_lab_devices(devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The lab's stand-in devices in the same shape as sysfs ones (display class only)."""
+    out = []
+    for dev in devices:
+        pci_class = str(dev.get("class", "0x030000")).lower()
+        if not pci_class.startswith("0x03"):
+            continue
+        out.append(
+            {
+                "address": str(dev.get("address", "")),
+                "vendor": str(dev.get("vendor", "")).lower(),
+                "device": str(dev.get("device", "")).lower(),
+                "class": pci_class,
+                "subsystem_vendor": str(dev.get("subsystem_vendor", "")).lower(),
+                "subsystem_device": str(dev.get("subsystem_device", "")).lower(),
+                "driver": str(dev.get("driver", "")),
+                "boot_vga": bool(dev.get("boot_vga", False)),
+            }
+        )
+    return out
+
+
+def parse_apt_policy(text: str) -> dict[str, dict[str, str | None]]:
+    """`apt-cache policy a b` -> {a: {"installed": ver|None, "candidate": ver|None}}."""
+    result: dict[str, dict[str, str | None]] = {}
+    current = None
+    for line in text.splitlines():
+        if line and not line[0].isspace() and line.rstrip().endswith(":"):
+            current = line.rstrip()[:-1]
+            result[current] = {"installed": None, "candidate": None}
+            continue
+        stripped = line.strip()
+        if current is None:
+            continue
+        for key in ("Installed", "Candidate"):
+            if stripped.startswith(f"{key}:"):
+                value = stripped.split(":", 1)[1].strip()
+                result[current][key.lower()] = None if value in ("(none)", "") else value
+    return result
+
+
+def apt_candidates(run: Runner, packages: list[str]) -> dict[str, Any]:
+    out = run(["apt-cache", "policy", *packages], 120.0)
+    if out is None:
+        return {"available": False, "packages": {}}
+    policies = parse_apt_policy(out[1])
+    errors = [line for line in out[1].splitlines() if line.startswith("E:")]
+    return {
+        "available": True,
+        # apt-cache stops at a broken source ("E: Conflicting values set for option Signed-By ...").
+        "error": (errors[0] if errors else f"apt-cache exited {out[0]}") if out[0] != 0 else "",
+        "packages": {name: policies.get(name, {"installed": None, "candidate": None}) for name in packages},
+    }
+
+
+def free_bytes(root: str, absolute: str) -> int | None:
+    try:
+        st = os.statvfs(_path(root, absolute))
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def read_secure_boot(root: str, run: Runner) -> dict[str, str]:
+    if not os.path.isdir(_path(root, "/sys/firmware/efi")):
+        return {"state": "not_efi", "source": "sysfs", "detail": "no /sys/firmware/efi: booted without UEFI"}
+    out = run(["mokutil", "--sb-state"], 30.0)
+    if out is not None:
+        text = out[1].strip()
+        lowered = text.lower()
+        if "secureboot enabled" in lowered:
+            return {"state": "enabled", "source": "mokutil", "detail": text}
+        if "secureboot disabled" in lowered:
+            return {"state": "disabled", "source": "mokutil", "detail": text}
+    try:
+        with open(_path(root, "/" + SECURE_BOOT_VAR), "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return {
+            "state": "unknown",
+            "source": "none",
+            "detail": "mokutil missing and SecureBoot efivar unreadable",
+        }
+    if len(data) >= 5:
+        state = "enabled" if data[4] == 1 else "disabled"
+        return {"state": state, "source": "efivars", "detail": f"SecureBoot efivar value {data[4]}"}
+    return {"state": "unknown", "source": "efivars", "detail": "SecureBoot efivar too short"}
+
+
+def read_dkms_signing(root: str) -> dict[str, Any]:
+    """Whether DKMS will sign the modules it builds (a MOK key pair, or framework.conf settings)."""
+    if os.path.isfile(_path(root, "/var/lib/dkms/mok.key")) and os.path.isfile(
+        _path(root, "/var/lib/dkms/mok.pub")
+    ):
+        return {"configured": True, "detail": "/var/lib/dkms/mok.key and mok.pub present"}
+    conf_files = ["/etc/dkms/framework.conf"]
+    conf_dir = _path(root, "/etc/dkms/framework.conf.d")
+    if os.path.isdir(conf_dir):
+        conf_files += [f"/etc/dkms/framework.conf.d/{n}" for n in sorted(os.listdir(conf_dir))]
+    settings = {}
+    for conf in conf_files:
+        for line in (_read(root, conf) or "").splitlines():
+            key, sep, value = line.strip().partition("=")
+            if sep and not key.startswith("#") and value.strip().strip('"'):
+                settings[key.strip()] = (conf, value.strip().strip('"'))
+    if "mok_signing_key" in settings and "mok_certificate" in settings:
+        return {"configured": True, "detail": f"mok_signing_key set in {settings['mok_signing_key'][0]}"}
+    if "sign_tool" in settings:
+        return {"configured": True, "detail": f"sign_tool set in {settings['sign_tool'][0]}"}
+    return {
+        "configured": False,
+        "detail": "no /var/lib/dkms/mok.key + mok.pub and no signing key in framework.conf",
+    }
+
+
+def find_lock_holders(root: str, own_pids: set[int]) -> list[dict[str, Any]]:
+    """Processes that hold a dpkg/apt lock file open, found through /proc/*/fd (no fuser)."""
+    proc = _path(root, "/proc")
+    holders = []
+    try:
+        pids = [name for name in os.listdir(proc) if name.isdigit()]
+    except OSError:
+        return []
+    for pid in sorted(pids, key=int):
+        if int(pid) in own_pids:
+            continue
+        fd_dir = os.path.join(proc, pid, "fd")
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        held = set()
+        for fd in fds:
+            try:
+                target = os.readlink(os.path.join(fd_dir, fd))
+            except OSError:
+                continue
+            if target in LOCK_FILES:
+                held.add(target)
+        if held:
+            cmdline = (_read(root, f"/proc/{pid}/cmdline") or "").replace("\x00", " ").strip()
+            command = cmdline or (_read(root, f"/proc/{pid}/comm") or "?").strip()
+            for lock in sorted(held):
+                holders.append({"pid": int(pid), "command": command, "file": lock})
+    return holders
+
+
+def wait_for_locks(
+    root: str,
+    timeout_s: float,
+    own_pids: set[int],
+    sleep: Callable[[float], None],
+    clock: Callable[[], float],
+) -> dict[str, Any]:
+    start = clock()
+    first_seen: list[dict[str, Any]] = []
+    while True:
+        holders = find_lock_holders(root, own_pids)
+        if holders and not first_seen:
+            first_seen = holders
+        waited = clock() - start
+        if not holders or waited >= timeout_s:
+            return {
+                "holders": holders,
+                "seen_holders": first_seen,
+                "waited_s": round(waited, 1),
+                "timeout_s": timeout_s,
+            }
+        sleep(min(1.0, max(0.05, timeout_s - waited)))
+
+
+def read_amdgpu(root: str, run: Runner) -> dict[str, Any]:
+    module_dir = _path(root, "/sys/module/amdgpu")
+    loaded = os.path.isdir(module_dir)
+    version = (_read(root, "/sys/module/amdgpu/version") or "").strip() or None
+    info: dict[str, Any] = {
+        "loaded": loaded,
+        "version": version,
+        "modinfo_version": None,
+        "modinfo_filename": None,
+    }
+    out = run(["modinfo", "-F", "version", "amdgpu"], 30.0)
+    if out is not None and out[0] == 0:
+        info["modinfo_version"] = out[1].strip() or None
+    out = run(["modinfo", "-F", "filename", "amdgpu"], 30.0)
+    if out is not None and out[0] == 0:
+        info["modinfo_filename"] = out[1].strip() or None
+    filename = info["modinfo_filename"] or ""
+    # AMD's DKMS module carries a MODULE_VERSION and lands in updates/dkms; the kernel's own does not.
+    info["dkms"] = bool(version) or "/updates/" in filename
+    return info
+
+
+def read_installed(run: Runner, packages: list[str]) -> dict[str, str | None]:
+    installed: dict[str, str | None] = {name: None for name in packages}
+    out = run(["dpkg-query", "-W", "-f=${Package}\t${Version}\t${db:Status-Abbrev}\n", *packages], 60.0)
+    if out is None:
+        return installed
+    for line in out[1].splitlines():
+        parts = line.split("\t")
+        if len(parts) == 3 and parts[0] in installed and parts[2].startswith("ii"):
+            installed[parts[0]] = parts[1]
+    return installed
+
+
+def service_manager(root: str) -> str:
+    if os.path.isdir(_path(root, "/run/systemd/system")):
+        return "systemd"
+    comm = (_read(root, "/proc/1/comm") or "").strip()
+    return comm or "unknown"
+
+
+def gather(
+    args: dict[str, Any] | None = None,
+    run: Runner | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, Any]:
+    """All raw facts as one JSON-ready dict; never raises for a missing file or program."""
+    args = dict(args or {})
+    root = str(args.get("root") or "/")
+    if run is None:
+        run = run_command if root == "/" else no_commands
+    errors: list[str] = []
+    uname = platform.uname()
+    kernel = (_read(root, "/proc/sys/kernel/osrelease") or "").strip() if root != "/" else uname.release
+    facts: dict[str, Any] = {
+        "schema": SCHEMA,
+        "root": root,
+        "os": read_os_release(root),
+        "kernel": kernel,
+        "arch": uname.machine,
+        "is_root": os.geteuid() == 0,
+        "python": platform.python_version(),
+        "service_manager": service_manager(root),
+        "errors": errors,
+    }
+    if not facts["os"]["key"]:
+        errors.append("could not read ID/VERSION_ID from /etc/os-release")
+
+    lab_devices = args.get("lab_pci_devices") or []
+    if lab_devices:
+        facts["pci"] = {
+            "source": "r9700_lab_pci_devices",
+            "devices": normalize_lab_devices(list(lab_devices)),
+        }
+    else:
+        facts["pci"] = {"source": "sysfs", "devices": read_pci_display_devices(root)}
+
+    own = {os.getpid(), os.getppid()}
+    facts["apt_lock"] = wait_for_locks(root, float(args.get("lock_wait_s") or 0), own, sleep, clock)
+
+    facts["apt_update"] = {"ran": False, "ok": None, "detail": ""}
+    if args.get("apt_update") and not facts["apt_lock"]["holders"]:
+        if facts["is_root"] and root == "/":
+            out = run(["apt-get", "update", "-qq"], 600.0)
+            if out is None:
+                facts["apt_update"] = {"ran": False, "ok": False, "detail": "apt-get not found"}
+            else:
+                last = out[1].strip().splitlines()[-1:] or [""]
+                facts["apt_update"] = {"ran": True, "ok": out[0] == 0, "detail": last[0]}
+        else:
+            facts["apt_update"]["detail"] = "not root: apt lists not refreshed"
+
+    headers = f"linux-headers-{kernel}"
+    extra = f"linux-modules-extra-{kernel}"
+    facts["apt"] = apt_candidates(run, [headers, extra])
+    facts["apt"]["headers_package"] = headers
+    facts["apt"]["modules_extra_package"] = extra
+
+    facts["disk"] = {"/": free_bytes(root, "/"), "/var": free_bytes(root, "/var")}
+    facts["secure_boot"] = read_secure_boot(root, run)
+    facts["dkms_signing"] = read_dkms_signing(root)
+    facts["amdgpu"] = read_amdgpu(root, run)
+    facts["packages"] = read_installed(run, list(args.get("packages") or DEFAULT_PACKAGES))
+    return facts
+
+
+def encode_args(args: dict[str, Any]) -> str:
+    return base64.b64encode(json.dumps(args, sort_keys=True).encode()).decode()
+
+
+def decode_args(text: str) -> dict[str, Any]:
+    return json.loads(base64.b64decode(text.encode()).decode()) if text else {}
+
+
+def invocation(args: dict[str, Any], python: str = "python3") -> tuple[str, bytes]:
+    """(command line, stdin bytes) that run this script on a node: `python3 - ARGS < nodefacts.py`.
+
+    The controller side (the r9700_preflight action plugin, the doctor over paramiko) uses
+    this; ARGS is base64 so no shell quoting can break it.
+    """
+    with open(__file__, "rb") as fh:
+        source = fh.read()
+    return f"{python} - {encode_args(args)}", source
+
+
+def main(argv: list[str]) -> int:
+    try:
+        args = decode_args(argv[1] if len(argv) > 1 else "")
+    except (ValueError, UnicodeDecodeError) as exc:
+        args = {}
+        print(json.dumps({"schema": SCHEMA, "errors": [f"bad arguments: {exc}"]}))
+        return 0
+    print(json.dumps(gather(args), sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,711 @@
+"""Judge a node's raw facts before anything is changed on it (pure: no I/O).
+
+One implementation for both entry points: the r9700_preflight role's action plugin and
+``r9700ctl doctor`` gather facts with r9700ctl/nodefacts.py on the node, then call
+`judge(facts, host_vars, manifest)` here. The answer is a list of checks (id, status,
+detail, fix) and the values later roles act on (`Resolved`): the ROCm release resolved
+from ``auto``, the apt suite and repository paths, the GPU targets, the accepted HSA
+override. A FAIL anywhere means the host is refused and nothing is changed on it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult
+from r9700ctl.manifest import AMD_PCI_VENDOR, Manifest, version_key
+
+DRIVER_SOURCES = ("dkms", "inbox", "present")
+RUNTIME_CHOICES = ("auto", "true", "false")
+GB = 1000**3
+HSA_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+
+
+@dataclass
+class Check:
+    """One preflight verdict: `fix` says what to do when status is WARN or FAIL."""
+
+    id: str
+    status: str
+    detail: str
+    fix: str = ""
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    def to_result(self, subject: str = "node") -> CheckResult:
+        return CheckResult(
+            id=f"preflight.{self.id}",
+            subject=subject,
+            status=self.status,
+            hint=self.fix,
+            evidence={"detail": self.detail, **self.evidence},
+        )
+
+    def one_line(self) -> str:
+        return f"{self.detail} (fix: {self.fix})" if self.fix else self.detail
+
+
+@dataclass
+class Settings:
+    """The host variables the judge reads, coerced from Ansible's loose types."""
+
+    rocm_version: str = "auto"
+    allow_unsupported: bool = False
+    hsa_override_gfx_version: str = ""
+    expected_gpus: int | None = None
+    min_free_gb: float = 30.0
+    driver_source: str = "dkms"
+    apt_lock_timeout: float = 600.0
+    apply_runtime: str = "auto"
+
+    @classmethod
+    def from_vars(cls, host_vars: Mapping[str, Any]) -> tuple[Settings, list[Check]]:
+        """Settings from r9700_* host variables; bad values come back as FAIL checks."""
+        problems: list[Check] = []
+        s = cls()
+
+        def bad(name: str, value: Any, want: str) -> None:
+            problems.append(
+                Check(
+                    "settings",
+                    FAIL,
+                    f"{name}={value!r} is not {want}",
+                    f"set {name} to {want} in the inventory",
+                )
+            )
+
+        def get(name: str) -> Any:
+            value = host_vars.get(name)
+            return None if value == "" else value
+
+        if get("r9700_rocm_version") is not None:
+            s.rocm_version = str(host_vars["r9700_rocm_version"]).strip()
+        for attr, name in (("allow_unsupported", "r9700_allow_unsupported"),):
+            value = get(name)
+            if value is not None:
+                parsed = _as_bool(value)
+                if parsed is None:
+                    bad(name, value, "true or false")
+                else:
+                    setattr(s, attr, parsed)
+        if get("r9700_hsa_override_gfx_version") is not None:
+            s.hsa_override_gfx_version = str(host_vars["r9700_hsa_override_gfx_version"]).strip()
+        value = get("r9700_expected_gpus")
+        if value is not None:
+            try:
+                s.expected_gpus = int(value)
+                if s.expected_gpus < 1:
+                    raise ValueError
+            except (TypeError, ValueError):
+                s.expected_gpus = None
+                bad("r9700_expected_gpus", value, "a whole number of GPUs, 1 or more")
+        for attr, name in (
+            ("min_free_gb", "r9700_min_free_gb"),
+            ("apt_lock_timeout", "r9700_apt_lock_timeout"),
+        ):
+            value = get(name)
+            if value is not None:
+                try:
+                    number = float(value)
+                    if number < 0:
+                        raise ValueError
+                    setattr(s, attr, number)
+                except (TypeError, ValueError):
+                    bad(name, value, "a number, 0 or more")
+        value = get("r9700_driver_source")
+        if value is not None:
+            if str(value) in DRIVER_SOURCES:
+                s.driver_source = str(value)
+            else:
+                bad("r9700_driver_source", value, "one of " + ", ".join(DRIVER_SOURCES))
+        value = get("r9700_apply_runtime")
+        if value is not None:
+            text = str(value).lower()
+            parsed = _as_bool(value) if text != "auto" else None
+            if text == "auto":
+                s.apply_runtime = "auto"
+            elif parsed is None:
+                bad("r9700_apply_runtime", value, "auto, true or false")
+            else:
+                s.apply_runtime = "true" if parsed else "false"
+        return s, problems
+
+
+@dataclass
+class Gpu:
+    address: str
+    pci_id: str
+    name: str
+    gfx: str
+    discrete: bool
+    known: bool
+
+
+@dataclass
+class Resolved:
+    """What later roles act on; published to Ansible as the host fact ``r9700_resolved``."""
+
+    os_key: str = ""
+    os_codename: str = ""
+    kernel: str = ""
+    rocm_version: str = ""
+    forced: bool = False
+    suite: str = ""
+    rocm_repo_path: str = ""
+    amdgpu_repo_path: str = ""
+    amdgpu_version: str = ""
+    gfx_targets: list[str] = field(default_factory=list)
+    gpus: list[dict[str, Any]] = field(default_factory=list)
+    discrete_gpus: int = 0
+    igpu_present: bool = False
+    rocr_visible_devices: str = ""
+    hsa_override_gfx_version: str = ""
+    driver_source: str = "dkms"
+    driver_loaded: bool = False
+    driver_version: str = ""
+    runtime: bool = False
+    modules_extra: bool = False
+    headers_package: str = ""
+    modules_extra_package: str = ""
+    repo_base_url: str = ""
+    repo_key_url: str = ""
+    repo_key_fingerprint: str = ""
+    repo_pin_priority: int = 600
+    packages_default: list[str] = field(default_factory=list)
+    packages_runtime: list[str] = field(default_factory=list)
+    package_core: str = "rocm-core"
+    package_driver: str = "amdgpu-dkms"
+    pytorch_image: str = ""
+    installed_before: dict[str, str | None] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Verdict:
+    checks: list[Check]
+    resolved: Resolved
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if c.status == FAIL]
+
+    @property
+    def warnings(self) -> list[Check]:
+        return [c for c in self.checks if c.status == WARN]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def refusal(self, host: str) -> str:
+        """One line for a refused host: what failed, how to fix it, and that nothing changed."""
+        first = self.failures[0]
+        more = len(self.failures) - 1
+        tail = f" [+{more} more preflight failure{'s' if more > 1 else ''}]" if more else ""
+        return f"{host}: preflight refused, nothing changed: {first.one_line()}{tail}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "checks": [asdict(c) for c in self.checks],
+            "resolved": self.resolved.to_dict(),
+            "ok": self.ok,
+        }
+
+
+def judge(facts: Mapping[str, Any], host_vars: Mapping[str, Any], manifest: Manifest) -> Verdict:
+    """All preflight checks for one node, plus the values later roles use."""
+    settings, checks = Settings.from_vars(host_vars)
+    res = Resolved(driver_source=settings.driver_source)
+    os_facts = facts.get("os") or {}
+    res.os_key = str(os_facts.get("key") or "")
+    res.os_codename = str(os_facts.get("codename") or "")
+    res.kernel = str(facts.get("kernel") or "")
+    repo = manifest.repository
+    res.repo_base_url, res.repo_key_url = repo.base_url, repo.key_url
+    res.repo_key_fingerprint, res.repo_pin_priority = repo.key_fingerprint, repo.pin_priority
+    pkgs = manifest.packages
+    res.packages_default, res.packages_runtime = list(pkgs.default), list(pkgs.runtime)
+    res.package_core, res.package_driver = pkgs.core, pkgs.driver
+    res.installed_before = dict(facts.get("packages") or {})
+
+    for error in facts.get("errors") or []:
+        checks.append(Check("facts", WARN, f"while gathering facts: {error}"))
+
+    checks.append(_check_os(res, manifest))
+    gpus = _gpus(facts, manifest)
+    res.gpus = [asdict(g) for g in gpus]
+    discrete = [g for g in gpus if g.discrete]
+    res.discrete_gpus = len(discrete)
+    res.gfx_targets = sorted({g.gfx for g in discrete if g.known})
+    res.igpu_present = any(g.known and not g.discrete for g in gpus) and bool(discrete)
+    checks.extend(_check_gpus(gpus, settings, facts))
+    checks.extend(_check_rocm(res, settings, manifest))
+    checks.append(_check_hsa_override(res, settings, gpus, manifest))
+    checks.append(_check_lock(facts))
+    checks.extend(_check_kernel_packages(res, settings, facts, manifest))
+    checks.extend(_check_disk(settings, facts))
+    checks.append(_check_secure_boot(settings, facts))
+    checks.append(_check_driver(res, settings, facts))
+
+    if settings.apply_runtime == "auto":
+        res.runtime = facts.get("service_manager") == "systemd"
+    else:
+        res.runtime = settings.apply_runtime == "true"
+    res.rocr_visible_devices = _visible_devices(gpus) if res.igpu_present else ""
+    return Verdict(checks=checks, resolved=res)
+
+
+def _as_bool(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0"):
+        return False
+    return None
+
+
+def _check_os(res: Resolved, manifest: Manifest) -> Check:
+    known = manifest.os_keys()
+    if not res.os_key:
+        return Check("os.release", FAIL, "could not tell the OS release from /etc/os-release", _os_fix(known))
+    if res.os_key not in known:
+        return Check("os.release", FAIL, f"{res.os_key} is not a system the roles install on", _os_fix(known))
+    return Check(
+        "os.release", PASS, f"{res.os_key} ({res.os_codename or 'no codename'}), kernel {res.kernel}"
+    )
+
+
+def _os_fix(known: list[str]) -> str:
+    return "install one of " + ", ".join(known) + " on this node"
+
+
+def _gpus(facts: Mapping[str, Any], manifest: Manifest) -> list[Gpu]:
+    gpus = []
+    for dev in (facts.get("pci") or {}).get("devices") or []:
+        vendor = str(dev.get("vendor", "")).lower().removeprefix("0x")
+        if vendor != AMD_PCI_VENDOR:
+            continue
+        pci_id = f"{vendor}:{str(dev.get('device', '')).lower().removeprefix('0x')}"
+        model = manifest.gpu(pci_id)
+        if model is None:
+            gpus.append(Gpu(str(dev.get("address", "")), pci_id, "unknown AMD GPU", "", True, False))
+        else:
+            gpus.append(Gpu(str(dev.get("address", "")), pci_id, model.name, model.gfx, model.discrete, True))
+    return sorted(gpus, key=lambda g: g.address)
+
+
+def _describe(gpus: list[Gpu]) -> str:
+    counts: dict[str, int] = {}
+    for g in gpus:
+        label = f"{g.name} ({g.gfx})" if g.known else f"{g.name} {g.pci_id}"
+        counts[label] = counts.get(label, 0) + 1
+    return ", ".join(f"{n}x {label}" for label, n in counts.items())
+
+
+def _check_gpus(gpus: list[Gpu], settings: Settings, facts: Mapping[str, Any]) -> list[Check]:
+    source = (facts.get("pci") or {}).get("source", "sysfs")
+    checks = []
+    discrete = [g for g in gpus if g.discrete]
+    if not discrete:
+        status = WARN if settings.allow_unsupported else FAIL
+        checks.append(
+            Check(
+                "gpu.detected",
+                status,
+                f"no discrete AMD GPU found (PCI vendor 0x1002, display class, from {source})",
+                "check that the cards are seated, powered and enabled in the firmware (lspci -nn -d 1002:)",
+            )
+        )
+    else:
+        checks.append(Check("gpu.detected", PASS, f"{_describe(discrete)} (from {source})"))
+    unknown = [g for g in gpus if not g.known]
+    if unknown:
+        checks.append(
+            Check(
+                "gpu.known",
+                WARN,
+                f"AMD display device(s) not in the manifest: {', '.join(g.pci_id for g in unknown)}",
+                "add the model to r9700ctl/data/manifest.yaml (gpus) with its gfx target and source",
+            )
+        )
+    igpus = [g for g in gpus if g.known and not g.discrete]
+    if igpus and discrete:
+        checks.append(
+            Check(
+                "gpu.igpu",
+                PASS,
+                f"integrated {igpus[0].name} at {igpus[0].address} beside discrete cards: "
+                "ROCR_VISIBLE_DEVICES keeps ROCm on the discrete cards",
+            )
+        )
+    if settings.expected_gpus is None:
+        checks.append(
+            Check("gpu.count", SKIP, f"r9700_expected_gpus not set; found {len(discrete)} discrete GPU(s)")
+        )
+    elif len(discrete) == settings.expected_gpus:
+        checks.append(
+            Check("gpu.count", PASS, f"{len(discrete)} discrete GPU(s), as r9700_expected_gpus says")
+        )
+    else:
+        checks.append(
+            Check(
+                "gpu.count",
+                FAIL,
+                f"found {len(discrete)} discrete AMD GPU(s), "
+                f"r9700_expected_gpus says {settings.expected_gpus}",
+                "reseat or power the missing cards and check the firmware's PCIe settings, "
+                "or correct r9700_expected_gpus",
+            )
+        )
+    return checks
+
+
+def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[Check]:
+    targets = set(res.gfx_targets)
+    working = manifest.releases_supporting(targets, res.os_key)
+    target_text = ", ".join(sorted(targets)) or "no detected GPU target"
+    wanted = settings.rocm_version
+    checks = []
+    if wanted == "auto":
+        if not working:
+            checks.append(
+                Check(
+                    "rocm.version",
+                    FAIL,
+                    f"no ROCm release in the manifest supports {target_text} on {res.os_key}",
+                    "use a supported OS (" + ", ".join(manifest.os_keys()) + ") or GPU, see the manifest",
+                )
+            )
+            return checks
+        res.rocm_version = working[-1]
+        checks.append(
+            Check("rocm.version", PASS, f"auto -> ROCm {res.rocm_version} (newest supporting {target_text})")
+        )
+    else:
+        release = manifest.release(wanted)
+        known = manifest.release_names()
+        if release is None:
+            checks.append(
+                Check(
+                    "rocm.version",
+                    FAIL,
+                    f"r9700_rocm_version={wanted} is not in the manifest (known: {', '.join(known)})",
+                    "set r9700_rocm_version to auto or to one of " + ", ".join(known),
+                )
+            )
+            return checks
+        missing = sorted(t for t in targets if not release.supports_gfx(t))
+        problems = []
+        if missing:
+            names = sorted({g["name"] for g in res.gpus if g["gfx"] in missing})
+            problems.append(f"ROCm {wanted} does not support {', '.join(missing)} ({', '.join(names)})")
+        if res.os_key and not release.suite_for(res.os_key):
+            problems.append(f"ROCm {wanted} has no packages for {res.os_key}")
+        if problems:
+            would = ", ".join(working) if working else "none in the manifest"
+            detail = "; ".join(problems) + f"; releases that would work: {would}"
+            fix = f"set r9700_rocm_version to one of {would} (or auto)" if working else "see the manifest"
+            if settings.allow_unsupported:
+                res.rocm_version, res.forced = wanted, True
+                checks.append(
+                    Check(
+                        "rocm.version",
+                        WARN,
+                        f"FORCED by r9700_allow_unsupported: {detail}",
+                        "expect ROCm to fail on these GPUs; " + fix,
+                    )
+                )
+            else:
+                checks.append(Check("rocm.version", FAIL, detail, fix))
+                return checks
+        else:
+            res.rocm_version = wanted
+            checks.append(Check("rocm.version", PASS, f"ROCm {wanted} (pinned) supports {target_text}"))
+
+    release = manifest.release(res.rocm_version)
+    assert release is not None
+    res.suite = release.suite_for(res.os_key) or (res.os_codename if res.forced else "")
+    repo = manifest.repository
+    res.rocm_repo_path = repo.rocm_path_template.format(rocm_path=release.rocm_path)
+    res.amdgpu_repo_path = repo.amdgpu_path_template.format(amdgpu_path=release.amdgpu)
+    res.amdgpu_version = release.amdgpu
+    res.pytorch_image = release.pytorch_image
+    unlisted = sorted(
+        t for t in targets if release.supports_gfx(t) and not release.lists_target_on(t, res.os_key)
+    )
+    if unlisted and res.os_key in release.os:
+        systems = sorted({s for t in unlisted for s in (release.listed_systems(t) or [])})
+        checks.append(
+            Check(
+                "rocm.os_listed",
+                WARN,
+                f"AMD lists {', '.join(unlisted)} for ROCm {res.rocm_version} only on {', '.join(systems)}; "
+                f"{res.os_key} is best effort (AMD's {res.os_key} instructions use the {res.suite} packages)",
+                f"for vendor support use {' or '.join(systems)}",
+            )
+        )
+    return checks
+
+
+def _check_hsa_override(res: Resolved, settings: Settings, gpus: list[Gpu], manifest: Manifest) -> Check:
+    value = settings.hsa_override_gfx_version
+    natives = sorted({g.gfx for g in gpus if g.known and g.discrete})
+    if not value:
+        native = ", ".join(natives) or "the detected GPUs"
+        return Check("hsa.override", PASS, f"HSA_OVERRIDE_GFX_VERSION not set (none needed for {native})")
+    fix_remove = "remove r9700_hsa_override_gfx_version (or set it to '')"
+    if not HSA_VERSION.match(value):
+        return Check(
+            "hsa.override",
+            FAIL,
+            f"r9700_hsa_override_gfx_version={value!r} is not major.minor.stepping (e.g. 12.0.1)",
+            fix_remove,
+        )
+    if not natives:
+        return Check(
+            "hsa.override",
+            FAIL,
+            f"HSA_OVERRIDE_GFX_VERSION={value} with no known AMD GPU to check it against",
+            fix_remove,
+        )
+    named = manifest.gfx_for_hsa_version(value)
+    named_family = manifest.gfx_family(named) if named else None
+    label = f"{value} is {named} ({named_family})" if named else f"{value} names no target the manifest knows"
+    for gfx in natives:
+        family = manifest.gfx_family(gfx)
+        native_version = manifest.hsa_version(gfx) or ""
+        same_family = (
+            (named_family == family) if named_family else value.split(".")[0] == native_version.split(".")[0]
+        )
+        if not same_family:
+            owner = _model_names(named, manifest)
+            return Check(
+                "hsa.override",
+                FAIL,
+                f"cross-family HSA override refused: {label}{owner}, the GPUs here are {gfx} ({family}); "
+                "a cross-family override crashes the driver (ROCm/rocm-systems#3531)",
+                fix_remove + f"; {gfx} needs no override",
+            )
+    res.hsa_override_gfx_version = value
+    if all(manifest.hsa_version(g) == value for g in natives):
+        detail = f"HSA_OVERRIDE_GFX_VERSION={value} only restates the native target {', '.join(natives)}"
+    else:
+        detail = (
+            f"HSA_OVERRIDE_GFX_VERSION={value} makes ROCm run {named or value} code on {', '.join(natives)}"
+        )
+    if any(g.known and not g.discrete for g in gpus):
+        detail += "; a global override also mislabels the integrated GPU (ROCm/ROCm#5696)"
+    return Check("hsa.override", WARN, detail, fix_remove + " unless a program lacks kernels for this target")
+
+
+def _model_names(gfx: str | None, manifest: Manifest) -> str:
+    if not gfx:
+        return ""
+    names = sorted({m.name for m in manifest.gpus.values() if m.gfx == gfx})
+    return f", the target of {', '.join(names)}" if names else ""
+
+
+def _check_lock(facts: Mapping[str, Any]) -> Check:
+    lock = facts.get("apt_lock") or {}
+    holders = lock.get("holders") or []
+    waited = lock.get("waited_s", 0)
+    if holders:
+        who = "; ".join(f"pid {h['pid']} ({h['command']}) holds {h['file']}" for h in holders)
+        return Check(
+            "apt.lock",
+            FAIL,
+            f"dpkg/apt lock still held after waiting {waited:g} s: {who}",
+            "let that process finish or stop it (e.g. systemctl stop unattended-upgrades), then rerun; "
+            "r9700_apt_lock_timeout sets how long preflight waits",
+            {"holders": holders},
+        )
+    seen = lock.get("seen_holders") or []
+    if seen:
+        who = ", ".join(f"pid {h['pid']} ({h['command']})" for h in seen)
+        return Check("apt.lock", PASS, f"waited {waited:g} s for {who} to release the dpkg/apt lock")
+    return Check("apt.lock", PASS, "no process holds the dpkg/apt locks")
+
+
+def _check_kernel_packages(
+    res: Resolved, settings: Settings, facts: Mapping[str, Any], manifest: Manifest
+) -> list[Check]:
+    apt = facts.get("apt") or {}
+    res.headers_package = str(apt.get("headers_package") or f"linux-headers-{res.kernel}")
+    res.modules_extra_package = str(apt.get("modules_extra_package") or f"linux-modules-extra-{res.kernel}")
+    packages = apt.get("packages") or {}
+    headers = packages.get(res.headers_package) or {}
+    extra = packages.get(res.modules_extra_package) or {}
+    os_entry = manifest.os_release(res.os_key) or {}
+    wants_extra = bool(os_entry.get("modules_extra"))
+    res.modules_extra = wants_extra and bool(extra.get("candidate") or extra.get("installed"))
+    if settings.driver_source != "dkms":
+        return [
+            Check(
+                "kernel.headers",
+                SKIP,
+                f"not needed: r9700_driver_source={settings.driver_source} builds nothing",
+            )
+        ]
+    checks = []
+    update = facts.get("apt_update") or {}
+    stale = "" if update.get("ok") is not False else f" (apt-get update failed: {update.get('detail', '')})"
+    if not apt.get("available", True):
+        checks.append(
+            Check("kernel.headers", WARN, "apt-cache is missing: cannot tell whether kernel headers exist")
+        )
+    elif apt.get("error"):
+        checks.append(
+            Check(
+                "kernel.headers",
+                WARN,
+                f"apt could not answer ({apt['error']}): cannot tell whether {res.headers_package} exists",
+                "fix the apt source it names; r9700_repos removes legacy AMD one-line sources, "
+                "a frequent cause",
+            )
+        )
+    elif headers.get("installed") or headers.get("candidate"):
+        version = headers.get("installed") or headers.get("candidate")
+        state = "installed" if headers.get("installed") else "candidate"
+        checks.append(Check("kernel.headers", PASS, f"{res.headers_package} {state} {version}"))
+    else:
+        checks.append(
+            Check(
+                "kernel.headers",
+                FAIL,
+                f"{res.headers_package} has no apt candidate{stale}: "
+                f"DKMS cannot build amdgpu for the running kernel {res.kernel}",
+                "upgrade the kernel and reboot into it (the new one has headers), "
+                f"or add an apt mirror that carries {res.headers_package}",
+            )
+        )
+    if not wants_extra:
+        checks.append(
+            Check("kernel.modules_extra", SKIP, f"{res.os_key} has no linux-modules-extra packages")
+        )
+    elif res.modules_extra:
+        checks.append(Check("kernel.modules_extra", PASS, f"{res.modules_extra_package} available"))
+    elif apt.get("available", True):
+        checks.append(
+            Check(
+                "kernel.modules_extra",
+                WARN,
+                f"{res.modules_extra_package} has no apt candidate (common on cloud kernels)",
+                "install the generic kernel flavour if amdgpu-dkms reports missing modules",
+            )
+        )
+    return checks
+
+
+def _check_disk(settings: Settings, facts: Mapping[str, Any]) -> list[Check]:
+    checks = []
+    need = settings.min_free_gb
+    for mount, free in (facts.get("disk") or {}).items():
+        check_id = "disk.root" if mount == "/" else f"disk.{mount.strip('/').replace('/', '_')}"
+        if free is None:
+            checks.append(Check(check_id, WARN, f"could not read free space on {mount}"))
+        elif free < need * GB:
+            checks.append(
+                Check(
+                    check_id,
+                    FAIL,
+                    f"only {free / GB:.1f} GB free on {mount}, need {need:g} GB (r9700_min_free_gb)",
+                    f"free space on {mount} (apt-get clean, old kernels, logs) or lower r9700_min_free_gb",
+                )
+            )
+        else:
+            checks.append(Check(check_id, PASS, f"{free / GB:.1f} GB free on {mount} (need {need:g} GB)"))
+    return checks
+
+
+def _check_secure_boot(settings: Settings, facts: Mapping[str, Any]) -> Check:
+    sb = facts.get("secure_boot") or {}
+    state = sb.get("state", "unknown")
+    signing = facts.get("dkms_signing") or {}
+    if settings.driver_source != "dkms":
+        return Check(
+            "secureboot",
+            SKIP,
+            f"Secure Boot {state}; r9700_driver_source={settings.driver_source} builds nothing",
+        )
+    if state == "enabled" and not signing.get("configured"):
+        return Check(
+            "secureboot",
+            FAIL,
+            "Secure Boot is enabled and DKMS module signing is not configured: the kernel would refuse "
+            "the unsigned amdgpu module",
+            "either disable Secure Boot in the firmware setup; or create a MOK key pair in "
+            "/var/lib/dkms (mok.key, mok.pub), enroll it with 'mokutil --import /var/lib/dkms/mok.pub' "
+            "and reboot to confirm; or use r9700_driver_source: inbox",
+        )
+    if state == "enabled":
+        return Check(
+            "secureboot", PASS, f"Secure Boot enabled; DKMS signs modules ({signing.get('detail', '')})"
+        )
+    if state == "unknown":
+        return Check(
+            "secureboot",
+            WARN,
+            f"Secure Boot state unknown ({sb.get('detail', '')})",
+            "check with 'mokutil --sb-state'",
+        )
+    return Check("secureboot", PASS, f"Secure Boot {state.replace('_', ' ')}")
+
+
+def _check_driver(res: Resolved, settings: Settings, facts: Mapping[str, Any]) -> Check:
+    amdgpu = facts.get("amdgpu") or {}
+    loaded = bool(amdgpu.get("loaded"))
+    version = amdgpu.get("version") or ""
+    res.driver_loaded, res.driver_version = loaded, version
+    kind = (
+        f"AMD's DKMS amdgpu {version}"
+        if amdgpu.get("dkms") and version
+        else "the kernel's own (inbox) amdgpu"
+    )
+    dkms_pkg = (facts.get("packages") or {}).get(res.package_driver)
+    if settings.driver_source == "present":
+        if not loaded:
+            return Check(
+                "driver.existing",
+                FAIL,
+                "r9700_driver_source=present but no amdgpu driver is loaded",
+                "load a working amdgpu first, or set r9700_driver_source: dkms to install AMD's",
+            )
+        return Check("driver.existing", PASS, f"keeping {kind} (r9700_driver_source=present)")
+    if settings.driver_source == "inbox":
+        if dkms_pkg:
+            return Check(
+                "driver.existing",
+                WARN,
+                f"{res.package_driver} {dkms_pkg} is installed: its module, not the inbox one, loads at boot",
+                f"remove {res.package_driver} for the inbox driver, or use r9700_driver_source: dkms",
+            )
+        state = f"{kind} loaded" if loaded else "amdgpu not loaded yet"
+        return Check(
+            "driver.existing", PASS, f"{state}; using the kernel's own driver (r9700_driver_source=inbox)"
+        )
+    if not loaded:
+        return Check(
+            "driver.existing", PASS, f"no amdgpu loaded; installing {res.package_driver} {res.amdgpu_version}"
+        )
+    if amdgpu.get("dkms"):
+        return Check("driver.existing", PASS, f"{kind} loaded; the manifest's driver is {res.amdgpu_version}")
+    return Check(
+        "driver.existing",
+        PASS,
+        f"{kind} loaded; AMD's DKMS driver {res.amdgpu_version} replaces it after a reboot",
+    )
+
+
+def _visible_devices(gpus: list[Gpu]) -> str:
+    """Indices of the discrete cards among AMD GPUs in PCI order (how KFD numbers its agents)."""
+    return ",".join(str(i) for i, g in enumerate(gpus) if g.discrete)
+
+
+def newest_first(versions: list[str]) -> list[str]:
+    return sorted(versions, key=version_key, reverse=True)

@@ -1,0 +1,201 @@
+"""Run the shipped testinfra suite (tests/infra) against the nodes of an inventory.
+
+The suite runs in a child pytest (the same Python), with testinfra's ansible backend:
+`--hosts=ansible://node1,...` and `--ansible-inventory`, so it reaches the nodes the way
+Ansible does (ansible_host, ansible_user, the ssh key and ssh_common_args, become). A small
+plugin in the suite's conftest writes one JSON line per test; this module turns those into
+a per-host verdict. It never prints: callers render `VerifyResult`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, CannotRun
+
+SCHEMA = "r9700ctl.verify/1"  # r9700ctl.report.schema("verify")
+# pytest's own exit codes that mean "the suite did not run" rather than "a test failed".
+PYTEST_COULD_NOT_RUN = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}
+
+
+@dataclass
+class VerifyRequest:
+    inventory: Path
+    group: str = "r9700_nodes"
+    limit: str | None = None
+    keyword: str | None = None  # pytest -k: run only the matching tests
+    junit_xml: Path | None = None
+    timeout_s: float = 1800.0
+
+
+@dataclass
+class TestOutcome:
+    host: str
+    test: str
+    param: str
+    file: str
+    status: str  # passed, failed, skipped, error
+    message: str = ""
+    doc: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.test}[{self.param}]" if self.param else self.test
+
+
+@dataclass
+class HostSummary:
+    host: str
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    errors: int = 0
+
+    @property
+    def status(self) -> str:
+        if self.failed:
+            return "FAIL"
+        if self.errors:
+            return "ERROR"
+        return "PASS"
+
+
+@dataclass
+class VerifyResult:
+    hosts: list[HostSummary]
+    outcomes: list[TestOutcome]
+    duration_s: float
+    pytest_rc: int
+    suite: str
+    junit_xml: str | None = None
+    command: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """0 every check passed; 2 a check failed; 3 none failed but some host could not be checked."""
+        if any(h.failed for h in self.hosts):
+            return EXIT_FAIL
+        if any(h.errors for h in self.hosts):
+            return EXIT_CANNOT_RUN
+        return EXIT_OK
+
+    def problems(self) -> list[TestOutcome]:
+        return [o for o in self.outcomes if o.status in ("failed", "error")]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "exit_code": self.exit_code,
+            "duration_s": round(self.duration_s, 1),
+            "suite": self.suite,
+            "junit_xml": self.junit_xml,
+            "hosts": [{**asdict(h), "status": h.status} for h in self.hosts],
+            "results": [asdict(o) for o in self.outcomes],
+        }
+
+
+def suite_dir() -> Path:
+    from r9700ctl.paths import content_dir
+
+    return content_dir("tests/infra")
+
+
+def verify(request: VerifyRequest, progress: Callable[[str], None] | None = None) -> VerifyResult:
+    """Check the inventory (bad input: exit 64, nothing contacted), then run the suite on its hosts."""
+    from r9700ctl.inventory import load_inventory
+
+    inventory = load_inventory(request.inventory, group=request.group, limit=request.limit)
+    names = inventory.host_names
+    suite = suite_dir()
+    say = progress or (lambda _line: None)
+    say(f"checking {len(names)} host(s) with the testinfra suite in {suite}: {', '.join(names)}")
+    with tempfile.TemporaryDirectory(prefix="r9700ctl-verify-") as scratch:
+        report = Path(scratch) / "report.jsonl"
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(suite),
+            "-c",
+            str(suite / "pytest.ini"),
+            "--rootdir",
+            str(suite),
+            "--confcutdir",
+            str(suite),
+            "--hosts=" + ",".join(f"ansible://{name}" for name in names),
+            f"--ansible-inventory={Path(request.inventory).resolve()}",
+            f"--r9700-report={report}",
+            "-q",
+            "--tb=line",
+            "--color=no",
+        ]
+        if request.keyword:
+            command += ["-k", request.keyword]
+        if request.junit_xml:
+            command += [f"--junitxml={Path(request.junit_xml).resolve()}"]
+        env = dict(os.environ)
+        # testinfra's ansible backend runs ansible-inventory: the one next to this Python.
+        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+        env.setdefault("ANSIBLE_HOME", str(Path(scratch) / "ansible"))
+        start = time.monotonic()
+        try:
+            proc = subprocess.run(
+                command,
+                cwd=scratch,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=request.timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise CannotRun(
+                what=f"the testinfra suite did not finish within {request.timeout_s:g} s",
+                hint="check that the hosts answer over SSH (r9700ctl doctor), or narrow the run with --limit",
+            ) from exc
+        duration = time.monotonic() - start
+        outcomes = _read_report(report)
+    if proc.returncode in PYTEST_COULD_NOT_RUN and not outcomes:
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
+        raise CannotRun(
+            what=f"the testinfra suite could not run ({PYTEST_COULD_NOT_RUN[proc.returncode]}: {tail[0]})",
+            hint="is pytest-testinfra installed in r9700ctl's Python? (pip install pytest-testinfra)",
+        )
+    hosts = {name: HostSummary(name) for name in names}
+    for outcome in outcomes:
+        summary = hosts.setdefault(outcome.host, HostSummary(outcome.host))
+        attribute = {"passed": "passed", "failed": "failed", "skipped": "skipped"}.get(
+            outcome.status, "errors"
+        )
+        setattr(summary, attribute, getattr(summary, attribute) + 1)
+    return VerifyResult(
+        hosts=list(hosts.values()),
+        outcomes=outcomes,
+        duration_s=duration,
+        pytest_rc=proc.returncode,
+        suite=str(suite),
+        junit_xml=str(Path(request.junit_xml).resolve()) if request.junit_xml else None,
+        command=command,
+    )
+
+
+def _read_report(path: Path) -> list[TestOutcome]:
+    if not path.is_file():
+        return []
+    outcomes = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        outcomes.append(TestOutcome(**{k: str(data.get(k, "")) for k in TestOutcome.__dataclass_fields__}))
+    return outcomes

@@ -1,0 +1,106 @@
+"""Action plugin: judge a node before anything changes on it (runs on the controller).
+
+It sends r9700ctl/nodefacts.py to the node on stdin (``python3 - ARGS``, with become when
+the play uses it), reads the JSON facts, and judges them with r9700ctl.preflight against
+r9700ctl's manifest: the same code `r9700ctl doctor` runs over paramiko. It returns the
+values later roles act on as the host fact ``r9700_resolved`` and the checks as
+``r9700_preflight``; WARN checks become Ansible warnings; a FAIL fails this host only,
+with one line that names the reason, the fix and that nothing was changed.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+ARGUMENT_SPEC = {
+    "python": {"type": "str", "default": "python3"},
+    "rocm_version": {"type": "str", "default": "auto"},
+    "allow_unsupported": {"type": "bool", "default": False},
+    "hsa_override_gfx_version": {"type": "str", "default": ""},
+    "expected_gpus": {"type": "raw", "default": None},
+    "min_free_gb": {"type": "float", "default": 30.0},
+    "driver_source": {"type": "str", "default": "dkms", "choices": ["dkms", "inbox", "present"]},
+    "apt_lock_timeout": {"type": "float", "default": 600.0},
+    "apt_update": {"type": "bool", "default": True},
+    "apply_runtime": {"type": "str", "default": "auto"},
+    "lab_pci_devices": {"type": "raw", "default": []},
+}
+
+
+class ActionModule(ActionBase):
+    _supports_check_mode = True  # it only reads
+    _supports_async = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        task_vars = task_vars or {}
+        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        try:
+            from r9700ctl import manifest as manifest_module
+            from r9700ctl import nodefacts, preflight
+        except ImportError as exc:
+            raise AnsibleActionFail(
+                f"r9700ctl is not importable by this ansible-playbook's Python ({exc}): run the playbook "
+                "through `r9700ctl provision`, or install r9700ctl into the same Python as Ansible"
+            ) from exc
+
+        lab_devices = args["lab_pci_devices"]
+        if isinstance(lab_devices, str):
+            lab_devices = json.loads(lab_devices) if lab_devices.strip() else []
+        fact_args = {
+            "apt_update": args["apt_update"],
+            "lock_wait_s": args["apt_lock_timeout"],
+            "lab_pci_devices": lab_devices or [],
+        }
+        python = args["python"]
+        if python.startswith("auto"):  # Ansible's interpreter discovery keywords
+            python = "python3"
+        command, script = nodefacts.invocation(fact_args, python=python)
+        out = self._low_level_execute_command(command, sudoable=True, in_data=script)
+        host = task_vars.get("inventory_hostname", "this host")
+        if out.get("rc") != 0:
+            stderr = (out.get("stderr") or out.get("stdout") or "").strip().splitlines()
+            raise AnsibleActionFail(
+                f"{host}: preflight could not gather facts (rc {out.get('rc')}: "
+                f"{stderr[-1] if stderr else 'no output'}); nothing changed"
+            )
+        try:
+            facts = json.loads(out.get("stdout", ""))
+        except ValueError as exc:
+            raise AnsibleActionFail(
+                f"{host}: preflight got unreadable facts ({exc}); nothing changed"
+            ) from exc
+
+        host_vars = {
+            "r9700_rocm_version": args["rocm_version"],
+            "r9700_allow_unsupported": args["allow_unsupported"],
+            "r9700_hsa_override_gfx_version": args["hsa_override_gfx_version"],
+            "r9700_expected_gpus": args["expected_gpus"],
+            "r9700_min_free_gb": args["min_free_gb"],
+            "r9700_driver_source": args["driver_source"],
+            "r9700_apt_lock_timeout": args["apt_lock_timeout"],
+            "r9700_apply_runtime": args["apply_runtime"],
+        }
+        verdict = preflight.judge(facts, host_vars, manifest_module.load())
+        checks = [{"id": c.id, "status": c.status, "detail": c.detail, "fix": c.fix} for c in verdict.checks]
+        result["changed"] = False
+        result["ansible_facts"] = {
+            "r9700_resolved": verdict.resolved.to_dict(),
+            "r9700_preflight": {"ok": verdict.ok, "checks": checks, "facts": facts},
+        }
+        result["checks"] = checks
+        warnings = [f"{host}: {c.id}: {c.one_line()}" for c in verdict.warnings]
+        if warnings:
+            result["warnings"] = warnings
+        if not verdict.ok:
+            result["failed"] = True
+            result["msg"] = verdict.refusal(host)
+        else:
+            result["msg"] = f"{host}: preflight passed ({len(verdict.warnings)} warning(s)); ROCm " + (
+                verdict.resolved.rocm_version or "?"
+            )
+        return result

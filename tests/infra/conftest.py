@@ -1,0 +1,185 @@
+"""The r9700ctl testinfra suite: what `r9700ctl provision` promises, checked on the node.
+
+Run it with `r9700ctl verify INVENTORY`, or directly:
+
+    pytest <this directory> --hosts='ansible://r9700_nodes' --ansible-inventory=inventory.ini
+    pytest <this directory> --hosts='ssh://r9700@node1' --ssh-config=ssh_config --sudo
+
+Expectations come from three places: the node's own record of what it was given
+(/etc/r9700ctl/state.json, written by the r9700_rocm role: the resolved ROCm release, suite,
+repository paths, accepted HSA override), the inventory's r9700_* variables (ansible://
+hosts only) and the roles' defaults for every variable the inventory leaves unset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+STATE_FILE = "/etc/r9700ctl/state.json"
+NODE_FILE = "/etc/r9700ctl/node.json"
+
+
+def _roles_dir() -> Path:
+    try:
+        from r9700ctl.paths import content_dir
+
+        return content_dir("roles")
+    except (ImportError, FileNotFoundError):
+        return Path(__file__).resolve().parents[2] / "roles"
+
+
+def role_defaults() -> dict[str, Any]:
+    """Every r9700_* default of the provisioning roles (their defaults/main.yml)."""
+    merged: dict[str, Any] = {}
+    for path in sorted(_roles_dir().glob("r9700_*/defaults/main.yml")):
+        merged.update(yaml.safe_load(path.read_text()) or {})
+    return merged
+
+
+def manifest_raw() -> dict[str, Any]:
+    try:
+        from r9700ctl import manifest
+
+        return manifest.load().raw
+    except ImportError:  # a copy of the suite without the package: the repository section is all we read
+        return {
+            "repository": {"base_url": "https://repo.radeon.com", "key_fingerprint": "", "pin_priority": 600}
+        }
+
+
+@dataclass
+class Node:
+    """What one node was promised."""
+
+    name: str
+    state: dict[str, Any]
+    record: dict[str, Any]
+    inventory: dict[str, Any]
+    defaults: dict[str, Any]
+    manifest: dict[str, Any]
+    problems: list[str] = field(default_factory=list)
+
+    def var(self, name: str) -> Any:
+        """The inventory's value of an r9700_* variable, else the roles' default."""
+        value = self.inventory.get(name)
+        return self.defaults.get(name) if value is None else value
+
+    def need_state(self) -> dict[str, Any]:
+        if not self.state:
+            pytest.fail(f"{self.name}: {'; '.join(self.problems)} (run `r9700ctl provision` on it first)")
+        return self.state
+
+    @property
+    def base_url(self) -> str:
+        return str(self.var("r9700_repo_base_url") or self.manifest["repository"]["base_url"]).rstrip("/")
+
+    @property
+    def suite(self) -> str:
+        return str(self.var("r9700_repo_suite") or self.need_state()["suite"])
+
+    @property
+    def key_fingerprint(self) -> str:
+        value = self.var("r9700_repo_key_fingerprint") or self.manifest["repository"]["key_fingerprint"]
+        return "".join(str(value).split()).upper()
+
+    @property
+    def runtime(self) -> bool:
+        return bool(self.need_state().get("runtime"))
+
+    @property
+    def users(self) -> list[str]:
+        users = self.var("r9700_users") or []
+        if not users and self.inventory.get("ansible_user"):
+            users = [self.inventory["ansible_user"]]
+        return [str(u) for u in users]
+
+    def environment(self) -> dict[str, str]:
+        """NAME -> value the environment files must carry (r9700_env role semantics)."""
+        merged = {**(self.var("r9700_env") or {}), **(self.var("r9700_env_extra") or {})}
+        state = self.need_state()
+        if state.get("hsa_override_gfx_version"):
+            merged["HSA_OVERRIDE_GFX_VERSION"] = state["hsa_override_gfx_version"]
+        visible = str(self.var("r9700_rocr_visible_devices"))
+        visible = state.get("rocr_visible_devices", "") if visible == "auto" else visible
+        if visible:
+            merged["ROCR_VISIBLE_DEVICES"] = visible
+        return {k: str(v) for k, v in merged.items() if v is not None}
+
+
+def _read_json(host: Any, path: str, problems: list[str]) -> dict[str, Any]:
+    document = host.file(path)
+    if not document.exists:
+        problems.append(f"no {path}")
+        return {}
+    try:
+        return json.loads(document.content_string)
+    except ValueError as exc:
+        problems.append(f"{path} is not JSON ({exc})")
+        return {}
+
+
+@pytest.fixture(scope="module")
+def node(host: Any) -> Node:
+    """The expectations for the node under test (module scope: read once per file and host)."""
+    problems: list[str] = []
+    inventory: dict[str, Any] = {}
+    if host.backend.NAME == "ansible":
+        inventory = dict(host.ansible.get_variables())
+    name = str(inventory.get("inventory_hostname") or host.backend.get_hostname())
+    return Node(
+        name=name,
+        state=_read_json(host, STATE_FILE, problems),
+        record=_read_json(host, NODE_FILE, problems),
+        inventory=inventory,
+        defaults=role_defaults(),
+        manifest=manifest_raw(),
+        problems=problems,
+    )
+
+
+# -- a per-host report for `r9700ctl verify` ---------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--r9700-report", default=None, help="write one JSON line per test: host, test, outcome")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    outcome = yield
+    report = outcome.get_result()
+    path = item.config.getoption("--r9700-report")
+    if not path or (report.when != "call" and report.passed):
+        return
+    host = getattr(getattr(item, "callspec", None), "params", {}).get("_testinfra_host")
+    backend = getattr(host, "backend", None)
+    name = getattr(backend, "host", None) or (backend.get_hostname() if backend else "?")
+    status = "passed" if report.passed else ("skipped" if report.skipped else "failed")
+    if report.when != "call" and report.failed:
+        status = "error"
+    message = ""
+    if report.failed:
+        message = str(getattr(report.longrepr, "reprcrash", None) and report.longrepr.reprcrash.message)
+        message = message or str(report.longrepr).strip().splitlines()[-1]
+    elif report.skipped and isinstance(report.longrepr, tuple):
+        message = str(report.longrepr[2])
+    params = dict(getattr(getattr(item, "callspec", None), "params", {}))
+    params.pop("_testinfra_host", None)
+    line = {
+        "host": str(name),
+        "test": item.originalname,
+        "param": "-".join(str(v) for v in params.values()),
+        "file": os.path.basename(str(item.fspath)),
+        "status": status,
+        "message": message,
+        "doc": next(iter((getattr(item, "function", None).__doc__ or "").strip().splitlines()), ""),
+    }
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(line) + "\n")

@@ -1,0 +1,166 @@
+"""The provisioning roles against real lab nodes: real SSH, real apt, the lab's signed mirror.
+
+Each test runs `r9700ctl provision` (and `r9700ctl verify`) as a user would, in a child
+process, and reads the JSON run report. The lab's nodes have no systemd, so runtime steps
+(update-grub, udevadm, reboots) are skipped while every file is still written and checked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+# Files a refused node must not see changed (R9).
+WATCHED = "/etc/apt /etc/modprobe.d /etc/default/grub.d"
+
+
+def r9700ctl(*args: str, timeout: int = 1500) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, NO_COLOR="1", COLUMNS="200")
+    return subprocess.run(
+        [sys.executable, "-m", "r9700ctl", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+
+
+def provision(
+    inventory: Path, tmp_path: Path, *args: str, name: str = "run"
+) -> tuple[subprocess.CompletedProcess[str], dict]:
+    report = tmp_path / f"{name}.json"
+    out = r9700ctl("provision", str(inventory), "--json", str(report), *args)
+    document = json.loads(report.read_text()) if report.is_file() else {}
+    return out, document
+
+
+def hosts(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {h["host"]: h for h in document.get("hosts", [])}
+
+
+def snapshot(lab: Any, node: str) -> str:
+    """Checksums of every file under the watched directories (missing directories show as such)."""
+    listing = (
+        f"for d in {WATCHED}; do [ -d $d ] && find $d -type f -exec sha256sum {{}} + || echo no $d; done"
+    )
+    command = f"sudo sh -c '{listing} | sort'"
+    out = lab.ssh(node, command)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_provision_verify_and_a_second_run_that_changes_nothing(lab, tmp_path):
+    """R1: the first run provisions both nodes, verify passes, a second run changes and reboots nothing."""
+    first, report = provision(lab.inventory, tmp_path, name="first")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert sorted(hosts(report)) == sorted(name for name, _ in lab.nodes)
+    assert all(r["status"] in ("OK", "CHANGED") for r in hosts(report).values()), hosts(report)
+
+    checked = r9700ctl("verify", str(lab.inventory), "--json", str(tmp_path / "verify.json"))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    summary = json.loads((tmp_path / "verify.json").read_text())
+    assert {h["host"]: h["status"] for h in summary["hosts"]} == {name: "PASS" for name, _ in lab.nodes}
+    assert all(h["passed"] > 30 for h in summary["hosts"])
+
+    second, report = provision(lab.inventory, tmp_path, name="second")
+    assert second.returncode == 0, second.stdout + second.stderr
+    for name, result in hosts(report).items():
+        assert (result["status"], result["changed"], result["failed"]) == ("OK", 0, 0), (name, result)
+        assert result["reboot_pending"] is False
+    # A reboot would count as a change (the reboot task reports changed): changed=0 means none happened.
+
+
+def test_rocm_632_on_a_stand_in_r9700_is_refused_with_the_releases_that_would_work(lab, tmp_path):
+    """The article's ROCm 6.3.2 has no gfx1201: preflight refuses, names 6.4.1 and later, changes nothing."""
+    node = lab.nodes[0][0]
+    before = snapshot(lab, node)
+    out, report = provision(lab.inventory, tmp_path, "--limit", node, "-e", "r9700_rocm_version=6.3.2")
+    text = out.stdout + out.stderr
+    assert out.returncode == 2, text
+    error = hosts(report)[node]["failed_tasks"][0]["message"]
+    assert (
+        "preflight refused, nothing changed: ROCm 6.3.2 does not support gfx1201 (AMD Radeon AI PRO R9700)"
+        in error
+    )
+    assert "releases that would work: 6.4.1, 7.0.2, 7.1.1" in error
+    assert snapshot(lab, node) == before
+
+
+def test_a_node_with_a_pre_seeded_legacy_rocm_list_still_succeeds(make_lab, tmp_path):
+    """R17: a rocm.list with another Signed-By for the same repository must not break the run."""
+    lab = make_lab(nodes=1)
+    release = _resolved_release(lab)
+    seeded = (
+        "deb [arch=amd64 signed-by=/usr/share/keyrings/some-other-rocm.gpg] "
+        f"{lab.mirror_url}/rocm/apt/{release} jammy main"
+    )
+    assert lab.ssh("node1", f"echo '{seeded}' | sudo tee /etc/apt/sources.list.d/rocm.list").returncode == 0
+    out, _ = provision(lab.inventory, tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert lab.ssh("node1", "test ! -e /etc/apt/sources.list.d/rocm.list").returncode == 0
+    assert lab.ssh("node1", "apt-cache policy rocm-core").returncode == 0
+    checked = r9700ctl("verify", str(lab.inventory), "-k", "repositories or packages")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_a_node_without_a_headers_candidate_is_refused_and_nothing_changes(make_lab, tmp_path):
+    """R9: no linux-headers-$(uname -r) candidate: refused in preflight, watched files untouched."""
+    from r9700ctl.lab import NodeOptions
+
+    lab = make_lab(nodes=1, node_options={"node1": NodeOptions(kernel_headers=False)})
+    before = snapshot(lab, "node1")
+    out, report = provision(lab.inventory, tmp_path)
+    assert out.returncode == 2, out.stdout + out.stderr
+    error = hosts(report)["node1"]["failed_tasks"][0]["message"]
+    kernel = os.uname().release
+    assert f"node1: preflight refused, nothing changed: linux-headers-{kernel} has no apt candidate" in error
+    assert "upgrade the kernel and reboot" in error
+    assert snapshot(lab, "node1") == before
+
+
+def test_an_apt_lock_held_with_flock_makes_preflight_wait_then_name_the_holder(make_lab, tmp_path):
+    """R11: preflight waits r9700_apt_lock_timeout seconds, then names the PID and command holding it."""
+    lab = make_lab(nodes=1)
+    hold = "sudo sh -c 'flock /var/lib/dpkg/lock-frontend sleep 600 > /dev/null 2>&1 < /dev/null & echo $!'"
+    started = lab.ssh("node1", hold)
+    assert started.returncode == 0, started.stderr
+    pid = int(started.stdout.strip())
+    try:
+        time.sleep(1)
+        start = time.monotonic()
+        out, report = provision(lab.inventory, tmp_path, "-e", "r9700_apt_lock_timeout=8")
+        waited = time.monotonic() - start
+        assert out.returncode == 2, out.stdout + out.stderr
+        error = hosts(report)["node1"]["failed_tasks"][0]["message"]
+        assert (
+            f"dpkg/apt lock still held after waiting 8 s: pid {pid} "
+            "(flock /var/lib/dpkg/lock-frontend sleep 600) holds /var/lib/dpkg/lock-frontend"
+        ) in error
+        assert waited >= 8
+    finally:
+        lab.ssh("node1", f"sudo kill {pid}")
+
+
+def test_check_mode_on_a_fresh_node_finishes_without_failing(make_lab, tmp_path):
+    """R2: --check on a node with no AMD repository yet reports what would change and fails nothing."""
+    lab = make_lab(nodes=1)
+    before = snapshot(lab, "node1")
+    out, report = provision(lab.inventory, tmp_path, "--check")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert hosts(report)["node1"]["failed"] == 0
+    assert snapshot(lab, "node1") == before
+
+
+def _resolved_release(lab: Any) -> str:
+    """The release `auto` picks for a lab node: the newest in the manifest supporting gfx1201 on Debian 12."""
+    from r9700ctl import manifest
+
+    release = manifest.load().newest_supporting({"gfx1201"}, "debian-12")
+    assert release
+    return manifest.load().release(release).rocm_path

@@ -1,0 +1,252 @@
+"""Render a role's task files and templates with Ansible's own templating, no host involved.
+
+NVIDIA's ansible-role-nvidia-driver renders its task YAML to check the version pin it
+computes; this generalises that: `RoleRender` walks a task file top to bottom the way
+ansible-playbook would (include_vars, when, loop, set_fact, assert, register), templates
+every module's arguments with ansible.template.Templar and renders every template the
+role writes. Module side effects are replaced by results the test provides (`registered`),
+so what is tested is the Jinja: the expressions, conditions and file contents.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+from r9700ctl import manifest as manifest_module
+from r9700ctl import nodefacts, preflight
+
+ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+PROVISIONING = [
+    "r9700_preflight",
+    "r9700_repos",
+    "r9700_driver",
+    "r9700_rocm",
+    "r9700_access",
+    "r9700_env",
+    "r9700_kernel",
+]
+SKIPPED_MODULES = {"ansible.builtin.debug", "ansible.builtin.meta"}
+OS_FACTS = {
+    "ubuntu-24.04": ("Ubuntu", "24.04", "noble", "6.8.0-31-generic"),
+    "ubuntu-22.04": ("Ubuntu", "22.04", "jammy", "5.15.0-105-generic"),
+    "debian-12": ("Debian", "12", "bookworm", "6.1.0-18-amd64"),
+}
+
+
+def fixture_lines(name: str) -> list[str]:
+    """A recorded output without its first line (the source)."""
+    return (FIXTURES / name).read_text().splitlines()[1:]
+
+
+class AssertFailed(AssertionError):
+    pass
+
+
+@dataclass
+class RenderedTask:
+    name: str
+    module: str
+    args: Any
+    skipped: bool
+    items: list[Any] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)  # dest -> rendered template
+
+
+def node_facts(os_key: str, gpus: int, igpu: bool = False) -> dict[str, Any]:
+    """Facts as nodefacts.gather() reports them for a healthy node of this shape."""
+    distro, version, codename, kernel = OS_FACTS[os_key]
+    devices = [
+        {"address": f"0000:{3 + i:02x}:00.0", "vendor": "0x1002", "device": "0x7551", "class": "0x030000"}
+        for i in range(gpus)
+    ]
+    if igpu:
+        devices.append(
+            {"address": "0000:7c:00.0", "vendor": "0x1002", "device": "0x164e", "class": "0x030000"}
+        )
+    return {
+        "schema": nodefacts.SCHEMA,
+        "os": {
+            "id": distro.lower(),
+            "version_id": version,
+            "codename": codename,
+            "key": os_key,
+            "pretty_name": "",
+        },
+        "kernel": kernel,
+        "service_manager": "systemd",
+        "pci": {"source": "sysfs", "devices": devices},
+        "apt_lock": {"holders": [], "seen_holders": [], "waited_s": 0.0},
+        "apt_update": {"ran": True, "ok": True, "detail": ""},
+        "apt": {
+            "available": True,
+            "error": "",
+            "headers_package": f"linux-headers-{kernel}",
+            "modules_extra_package": f"linux-modules-extra-{kernel}",
+            "packages": {
+                f"linux-headers-{kernel}": {"installed": None, "candidate": "1"},
+                f"linux-modules-extra-{kernel}": {"installed": None, "candidate": "1"},
+            },
+        },
+        "disk": {"/": 100 * 10**9, "/var": 100 * 10**9},
+        "secure_boot": {"state": "not_efi"},
+        "dkms_signing": {"configured": False},
+        "amdgpu": {"loaded": False},
+        "packages": {"amdgpu-dkms": None, "rocm-core": None},
+        "errors": [],
+    }
+
+
+def load_yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text()) if path.is_file() else None
+
+
+def all_defaults() -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for role in PROVISIONING:
+        merged.update(load_yaml(ROLES_DIR / role / "defaults" / "main.yml") or {})
+    return merged
+
+
+def host_context(
+    os_key: str = "ubuntu-24.04",
+    gpus: int = 4,
+    igpu: bool = False,
+    host_vars: dict[str, Any] | None = None,
+    service_manager: str = "systemd",
+) -> dict[str, Any]:
+    """Variables a host has when the roles after r9700_preflight run: defaults, inventory, facts."""
+    host_vars = dict(host_vars or {})
+    distro = OS_FACTS[os_key][0]
+    facts = node_facts(os_key, gpus, igpu)
+    facts["service_manager"] = service_manager
+    context = all_defaults()
+    context.update(host_vars)
+    verdict = preflight.judge(facts, context, manifest_module.load())
+    assert verdict.ok, [c.one_line() for c in verdict.failures]
+    context.update(
+        {
+            "r9700_resolved": verdict.resolved.to_dict(),
+            "inventory_hostname": "node1",
+            "ansible_user": "r9700",
+            "ansible_managed": "Ansible managed",
+            "ansible_distribution": distro,
+            "ansible_os_family": "Debian",
+            "ansible_check_mode": False,
+            "ansible_play_role_names": list(PROVISIONING),
+            "ansible_facts": {"processor_nproc": 16, "env": {"SUDO_USER": "r9700"}},
+        }
+    )
+    return context
+
+
+class RoleRender:
+    """Walk one role's task file with Ansible's templating; record rendered module arguments."""
+
+    def __init__(self, role: str, context: dict[str, Any], registered: dict[str, Any] | None = None):
+        self.role = role
+        self.base = ROLES_DIR / role
+        self.vars: dict[str, Any] = dict(context)
+        self.vars["role_path"] = str(self.base)
+        self.registered = dict(registered or {})
+        self.tasks: list[RenderedTask] = []
+        self.notified: list[str] = []
+
+    def template(self, value: Any, extra: dict[str, Any] | None = None) -> Any:
+        variables = {**self.vars, **(extra or {})}
+        templar = Templar(loader=DataLoader(), variables=variables)
+        return self._walk(templar, value)
+
+    def _walk(self, templar: Templar, value: Any) -> Any:
+        if isinstance(value, str):
+            return templar.template(trust_as_template(value))
+        if isinstance(value, list):
+            return [self._walk(templar, v) for v in value]
+        if isinstance(value, dict):
+            return {k: self._walk(templar, v) for k, v in value.items()}
+        return value
+
+    def condition(self, expression: Any, extra: dict[str, Any]) -> bool:
+        if isinstance(expression, bool):
+            return expression
+        result = self.template("{{ (" + str(expression) + ") }}", extra)
+        if isinstance(result, str):  # Ansible 2.19 wants booleans; accept what it would accept
+            return result.strip().lower() in ("true", "yes", "1")
+        return bool(result)
+
+    def render_file(self, src: str, extra: dict[str, Any]) -> str:
+        text = (self.base / "templates" / src).read_text()
+        return self.template(text, extra)
+
+    def run(self, tasks_file: str = "tasks/main.yml") -> RoleRender:
+        for task in load_yaml(self.base / tasks_file) or []:
+            self._run_task(task)
+        return self
+
+    def task(self, name_start: str) -> RenderedTask:
+        for t in self.tasks:
+            if t.name.startswith(name_start):
+                return t
+        raise KeyError(f"{self.role}: no task starting {name_start!r}: {[t.name for t in self.tasks]}")
+
+    def _run_task(self, task: dict[str, Any]) -> None:
+        name = task.get("name", "")
+        module = next(k for k in task if k.startswith("ansible.builtin.") or k == "r9700_preflight")
+        args = task[module]
+        task_vars = task.get("vars") or {}
+        if module == "ansible.builtin.include_vars":
+            self.vars.update(load_yaml(self.base / "vars" / f"{self.vars['ansible_os_family']}.yml") or {})
+            return
+        items: list[Any] = [None]
+        if "loop" in task:
+            loop_vars: dict[str, Any] = {}
+            for key, value in task_vars.items():
+                loop_vars[key] = self.template(value, loop_vars)
+            items = self.template(task["loop"], loop_vars)
+        when = task.get("when")
+        whens = when if isinstance(when, list) else ([when] if when is not None else [])
+        rendered = RenderedTask(
+            name=str(self.template(name, task_vars)), module=module, args=None, skipped=True
+        )
+        results = []
+        for item in items:
+            extra: dict[str, Any] = {"item": item} if "loop" in task else {}
+            # Task vars may refer to earlier ones; Ansible templates them lazily, in use.
+            for key, value in task_vars.items():
+                extra[key] = self.template(value, extra)
+            if not all(self.condition(w, extra) for w in whens):
+                results.append({"changed": False, "skipped": True})
+                continue
+            rendered.skipped = False
+            rendered.items.append(item)
+            args_now = self.template(args, extra)
+            rendered.args = args_now
+            if module == "ansible.builtin.set_fact":
+                self.vars.update(args_now)
+            elif module == "ansible.builtin.assert":
+                that = args["that"] if isinstance(args["that"], list) else [args["that"]]
+                failed = [c for c in that if not self.condition(c, extra)]
+                if failed:
+                    raise AssertFailed(
+                        f"{self.role}: {name}: {self.template(args.get('fail_msg', ''), extra)}"
+                    )
+            elif module == "ansible.builtin.template":
+                rendered.files[args_now["dest"]] = self.render_file(args_now["src"], extra)
+            elif module in ("ansible.builtin.include_tasks", "ansible.builtin.include_role"):
+                pass  # the reboot step is rendered on its own (tests call run("tasks/reboot.yml"))
+            if task.get("notify"):
+                self.notified.append(task["notify"])
+            results.append(self.registered.get(task.get("register", ""), {"changed": False}))
+        self.tasks.append(rendered)
+        register = task.get("register")
+        if register:
+            if "loop" in task:
+                self.vars[register] = {"results": results, "changed": any(r.get("changed") for r in results)}
+            else:
+                self.vars[register] = results[0]

@@ -1,0 +1,537 @@
+"""Every template and task file of the provisioning roles, rendered for a matrix of nodes.
+
+Ubuntu 22.04, 24.04 and Debian 12; 1, 4 and 8 R9700s; with and without a mirror; with and
+without an HSA override. The values come from the real preflight judge and the real
+manifest; registered results come from recorded tool outputs (tests/render/fixtures/).
+Shell fragments the roles write are executed by a real /bin/sh.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import subprocess
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+import pytest
+from role_render_harness import AssertFailed, RoleRender, fixture_lines, host_context
+
+MIRROR = "http://10.213.0.1:8080"
+TEST_KEY_FPR = "DB4CCF23AC5D3E2846037EB801190F9BDF85CB5A"  # the key in fixtures/gpg-show-keys-colons.txt
+AMDGPU_DKMS = "1:6.16.6.30200100-2255209.22.04"
+ROCM_711 = "7.1.1.70101-38~22.04"
+MATRIX = list(
+    product(["ubuntu-24.04", "ubuntu-22.04", "debian-12"], [1, 4, 8], [None, MIRROR], ["", "12.0.1"])
+)
+MATRIX_IDS = [
+    f"{o}-{g}gpu-{'mirror' if m else 'amd'}-{'override' if h else 'plain'}" for o, g, m, h in MATRIX
+]
+
+
+def repos_registered(changed: bool = True, policy: str = "") -> dict[str, Any]:
+    return {
+        "__r9700_repos_legacy_keyring_stat": {"stat": {"exists": False}},
+        "__r9700_repos_key_download": {"changed": changed},
+        "__r9700_repos_key_colons": {
+            "stdout_lines": fixture_lines("gpg-show-keys-colons.txt"),
+            "failed": False,
+        },
+        "__r9700_repos_dearmored": {"stat": {"exists": not changed}},
+        "__r9700_repos_keyring_copy": {"changed": changed},
+        "__r9700_repos_rocm_source": {"changed": changed},
+        "__r9700_repos_amdgpu_source": {"changed": changed},
+        "__r9700_repos_pin": {"changed": changed},
+        "__r9700_repos_policy": {"stdout": policy},
+    }
+
+
+def driver_registered(installed: bool = True) -> dict[str, Any]:
+    return {
+        "__r9700_driver_madison": {"stdout_lines": fixture_lines("apt-cache-madison-amdgpu.txt")},
+        "__r9700_driver_install": {"changed": installed},
+    }
+
+
+def rocm_registered(old_state: dict[str, Any] | None = None) -> dict[str, Any]:
+    registered: dict[str, Any] = {
+        "__r9700_rocm_madison": {"stdout_lines": fixture_lines("apt-cache-madison-rocm.txt")},
+        "__r9700_rocm_dpkg": {"stdout_lines": fixture_lines("dpkg-query-installed.txt")},
+        "__r9700_rocm_state_stat": {"stat": {"exists": old_state is not None}},
+    }
+    if old_state is not None:
+        registered["__r9700_rocm_state_old"] = {
+            "content": base64.b64encode(json.dumps(old_state).encode()).decode()
+        }
+    return registered
+
+
+def access_registered(users: dict[str, Any], adduser_conf: str) -> dict[str, Any]:
+    return {
+        "__r9700_access_lookup": {"ansible_facts": {"getent_passwd": users}},
+        "__r9700_access_adduser": {"content": base64.b64encode(adduser_conf.encode()).decode()},
+    }
+
+
+def context(os_key="ubuntu-24.04", gpus=4, mirror=None, override="", **host_vars) -> dict[str, Any]:
+    host_vars.setdefault("r9700_rocm_version", "7.1.1")
+    host_vars.setdefault("r9700_repo_key_fingerprint", TEST_KEY_FPR)
+    if mirror:
+        host_vars["r9700_repo_base_url"] = mirror
+    if override:
+        host_vars["r9700_hsa_override_gfx_version"] = override
+    igpu = host_vars.pop("igpu", False)
+    manager = host_vars.pop("service_manager", "systemd")
+    return host_context(os_key, gpus, igpu=igpu, host_vars=host_vars, service_manager=manager)
+
+
+def sh(script: str) -> str:
+    """Run a shell fragment with a real /bin/sh."""
+    out = subprocess.run(["/bin/sh", "-ec", script], capture_output=True, text=True, timeout=30, check=False)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+# -- the whole matrix ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("os_key", "gpus", "mirror", "override"), MATRIX, ids=MATRIX_IDS)
+def test_every_role_renders_for_the_node_matrix(os_key, gpus, mirror, override, tmp_path):
+    """No template or task expression may fail to render for a supported node shape."""
+    ctx = context(os_key, gpus, mirror, override)
+    resolved = ctx["r9700_resolved"]
+    suite = {"ubuntu-24.04": "noble", "ubuntu-22.04": "jammy", "debian-12": "jammy"}[os_key]
+    assert resolved["suite"] == suite and resolved["discrete_gpus"] == gpus
+
+    repos = RoleRender("r9700_repos", ctx, repos_registered()).run()
+    base = mirror or "https://repo.radeon.com"
+    rocm_source = repos.task("Configure | Add the ROCm repository").args
+    assert rocm_source["uris"] == [f"{base}/rocm/apt/7.1.1"] and rocm_source["suites"] == [suite]
+    assert repos.task("Configure | Add the amdgpu driver repository").args["uris"] == [
+        f"{base}/amdgpu/30.20.1/ubuntu"
+    ]
+    pin = repos.task("Configure | Pin").files["/etc/apt/preferences.d/rocm-pin-600"]
+    assert f'Pin: origin "{"10.213.0.1" if mirror else "repo.radeon.com"}"' in pin
+
+    driver = RoleRender("r9700_driver", ctx, driver_registered()).run()
+    headers = driver.task("Install | Ensure the running kernel's headers").args["name"]
+    assert headers[0] == resolved["headers_package"]
+    assert (resolved["modules_extra_package"] in headers) is os_key.startswith("ubuntu")
+    assert driver.task("Install | Ensure AMD's amdgpu-dkms").args["name"] == f"amdgpu-dkms={AMDGPU_DKMS}"
+
+    rocm = RoleRender("r9700_rocm", ctx, rocm_registered()).run()
+    state = json.loads(rocm.task("Record | Write the node's state file").files["/etc/r9700ctl/state.json"])
+    assert state["rocm_version"] == "7.1.1" and state["suite"] == suite
+    assert state["hsa_override_gfx_version"] == override
+
+    env = RoleRender("r9700_env", ctx).run()
+    profile = env.task("Configure | Write the login-shell environment").files["/etc/profile.d/r9700.sh"]
+    (tmp_path / "r9700.sh").write_text(profile)
+    values = sh(f'. {tmp_path / "r9700.sh"}; echo "$HSA_OVERRIDE_GFX_VERSION|$NCCL_MIN_NCHANNELS"').strip()
+    assert values == f"{override}|4"
+
+    kernel = RoleRender("r9700_kernel", ctx).run()
+    assert (
+        "iommu=pt"
+        in kernel.task("Configure | Write the kernel parameters").files["/etc/default/grub.d/99-r9700.cfg"]
+    )
+
+    users = {"r9700": ["x", "1000", "1000", "", "/home/r9700", "/bin/bash"]}
+    access = RoleRender("r9700_access", ctx, access_registered(users, "")).run()
+    assert access.task("Configure | Put the users in the GPU groups").items == ["r9700"]
+
+
+# -- r9700_repos ---------------------------------------------------------------------------------
+
+
+def test_the_key_url_defaults_to_the_repositorys_own_and_a_mirror_can_name_another():
+    """Lab and air-gapped mirrors serve the key themselves; AMD's sits at rocm/rocm.gpg.key."""
+    repos = RoleRender("r9700_repos", context(mirror=MIRROR), repos_registered()).run()
+    assert (
+        repos.task("Configure | Fetch the repositories' signing key").args["url"]
+        == f"{MIRROR}/rocm/rocm.gpg.key"
+    )
+    ctx = context(r9700_repo_key_url="http://keys.example/lab.asc")
+    key = (
+        RoleRender("r9700_repos", ctx, repos_registered())
+        .run()
+        .task("Configure | Fetch the repositories' signing key")
+    )
+    assert key.args["url"] == "http://keys.example/lab.asc"
+
+
+def test_a_key_with_another_fingerprint_is_refused_before_any_source_is_written():
+    """R16: the key's fingerprint is asserted; by default against the manifest's AMD key."""
+    ctx = context(r9700_repo_key_fingerprint="")
+    with pytest.raises(
+        AssertFailed,
+        match=f"has fingerprint\\(s\\) {TEST_KEY_FPR}, expected CA8BB4727A47B4D09B4EE8969386B48A1A693C5C",
+    ):
+        RoleRender("r9700_repos", ctx, repos_registered()).run()
+
+
+def test_a_fingerprint_with_spaces_is_accepted_as_gpg_prints_it():
+    spaced = " ".join(TEST_KEY_FPR[i : i + 4] for i in range(0, 40, 4)).lower()
+    RoleRender("r9700_repos", context(r9700_repo_key_fingerprint=spaced), repos_registered()).run()
+
+
+def test_legacy_sources_are_removed_before_apt_is_first_asked_for_anything():
+    """A pre-seeded rocm.list with another Signed-By breaks `apt update`: it must go first."""
+    repos = RoleRender("r9700_repos", context(), repos_registered()).run()
+    names = [t.name for t in repos.tasks]
+    legacy = names.index("Configure | Remove legacy one-line AMD sources before apt reads them")
+    assert legacy < names.index("Install | Ensure apt can read deb822 sources and check keys")
+    assert repos.task("Configure | Remove legacy one-line AMD sources").items == [
+        "/etc/apt/sources.list.d/rocm.list",
+        "/etc/apt/sources.list.d/amdgpu.list",
+        "/etc/apt/sources.list.d/amdgpu-proprietary.list",
+    ]
+
+
+def test_apt_lists_are_refreshed_after_a_change_and_not_on_an_unchanged_second_run():
+    """No cache_valid_time after adding a repository, and changed=0 when nothing changed."""
+    first = RoleRender("r9700_repos", context(mirror=MIRROR), repos_registered(changed=True)).run()
+    assert not first.task("Configure | Refresh apt's lists").skipped
+    assert "cache_valid_time" not in first.task("Configure | Refresh apt's lists").args
+    policy = "\n".join(fixture_lines("apt-cache-policy-sources.txt")).replace(
+        "127.0.0.1:18766", "10.213.0.1:8080"
+    )
+    second = RoleRender(
+        "r9700_repos", context(mirror=MIRROR), repos_registered(changed=False, policy=policy)
+    ).run()
+    assert second.task("Configure | Refresh apt's lists").skipped
+    assert second.task("Configure | Convert the checked key").skipped
+
+
+def test_a_proxy_reaches_apt_and_the_key_download():
+    """R19: one proxy setting for apt (its own conf file) and for get_url (environment)."""
+    ctx = context(r9700_proxy="http://proxy.example:3128", r9700_no_proxy=["10.213.0.1"])
+    repos = RoleRender("r9700_repos", ctx, repos_registered()).run()
+    conf = repos.task("Configure | Route apt through the proxy").files["/etc/apt/apt.conf.d/90r9700-proxy"]
+    assert 'Acquire::http::Proxy "http://proxy.example:3128";' in conf
+    assert 'Acquire::https::Proxy::10.213.0.1 "DIRECT";' in conf
+    assert repos.task("Configure | Remove the proxy file").skipped
+    assert repos.vars["__r9700_repos_proxy_env"] == {
+        "http_proxy": "http://proxy.example:3128",
+        "https_proxy": "http://proxy.example:3128",
+        "no_proxy": "10.213.0.1",
+    }
+    plain = RoleRender("r9700_repos", context(), repos_registered()).run()
+    assert plain.task("Configure | Route apt through the proxy").skipped
+    assert not plain.task("Configure | Remove the proxy file").skipped
+
+
+# -- r9700_driver --------------------------------------------------------------------------------
+
+
+def test_dkms_builds_with_one_job_per_cpu_unless_told():
+    """R45: parallel DKMS builds; the amdgpu build takes minutes on one core."""
+    driver = RoleRender("r9700_driver", context(), driver_registered()).run()
+    assert (
+        "parallel_jobs=16"
+        in driver.task("Configure | Build DKMS modules").files["/etc/dkms/framework.conf.d/r9700.conf"]
+    )
+    told = RoleRender("r9700_driver", context(r9700_driver_dkms_jobs=4), driver_registered()).run()
+    assert (
+        "parallel_jobs=4"
+        in told.task("Configure | Build DKMS modules").files["/etc/dkms/framework.conf.d/r9700.conf"]
+    )
+
+
+def test_the_inbox_driver_is_blacklisted_only_when_policy_says_replace():
+    """Default leaves /etc/modprobe.d alone; replace blacklists autoload and loads amdgpu by name."""
+    default = RoleRender("r9700_driver", context(), driver_registered()).run()
+    assert default.task("Configure | Blacklist automatic loading").skipped
+    assert not default.task("Configure | Remove the inbox-driver replacement").skipped
+    replace = RoleRender("r9700_driver", context(r9700_driver_replace_inbox=True), driver_registered()).run()
+    blacklist = replace.task("Configure | Blacklist automatic loading").files
+    assert blacklist["/etc/modprobe.d/r9700-amdgpu-blacklist.conf"].splitlines()[-1] == "blacklist amdgpu"
+    load = replace.task("Configure | Load amdgpu by name").files["/etc/modules-load.d/r9700-amdgpu.conf"]
+    assert load.splitlines()[-1] == "amdgpu"
+    assert "Rebuild the initramfs" in replace.notified
+
+
+def test_inbox_and_present_sources_install_no_driver():
+    for source in ("inbox", "present"):
+        ctx = context(r9700_driver_source="inbox")  # `present` needs a loaded driver to pass preflight
+        ctx["r9700_resolved"]["driver_source"] = source
+        driver = RoleRender("r9700_driver", ctx, driver_registered()).run()
+        assert driver.task("Install | Ensure AMD's amdgpu-dkms").skipped
+        assert driver.task("Install | Ensure the running kernel's headers").skipped
+
+
+def test_a_changed_driver_records_a_reboot_reason_only_where_runtime_steps_run():
+    """The lab (no systemd) writes files but never plans a reboot; a real server does."""
+    real = RoleRender("r9700_driver", context(), driver_registered(installed=True)).run()
+    assert (
+        real.task("Configure | Record why this node needs a reboot").items[0]["reason"]
+        == "amdgpu-dkms installed or changed"
+    )
+    lab = RoleRender("r9700_driver", context(service_manager="sshd"), driver_registered(installed=True)).run()
+    assert lab.task("Configure | Record why this node needs a reboot").skipped
+    unchanged = RoleRender("r9700_driver", context(), driver_registered(installed=False)).run()
+    assert unchanged.task("Configure | Record why this node needs a reboot").skipped
+
+
+def test_the_driver_reboots_itself_only_when_r9700_kernel_is_not_in_the_play():
+    """One reboot per play: r9700_kernel reboots once for both roles' reasons."""
+    ctx = context()
+    assert RoleRender("r9700_driver", ctx, driver_registered()).run().task("Reboot | Reboot now").skipped
+    ctx["ansible_play_role_names"] = ["r9700_preflight", "r9700_driver"]
+    assert not RoleRender("r9700_driver", ctx, driver_registered()).run().task("Reboot | Reboot now").skipped
+
+
+def reboot_render(reasons: str | None, **ctx_over: Any) -> RoleRender:
+    ctx = context()
+    ctx.update(ctx_over)
+    registered: dict[str, Any] = {"__r9700_driver_marker": {"stat": {"exists": reasons is not None}}}
+    if reasons is not None:
+        registered["__r9700_driver_marker_content"] = {"content": base64.b64encode(reasons.encode()).decode()}
+    registered["__r9700_driver_rebooted"] = {"changed": True, "rebooted": True}
+    return RoleRender("r9700_driver", ctx, registered).run("tasks/reboot.yml")
+
+
+def test_a_recorded_reason_reboots_a_remote_node_and_forgets_the_reasons():
+    run = reboot_render("amdgpu-dkms installed or changed\nkernel command line changed\n")
+    reboot = run.task("Reboot | Reboot the node")
+    assert not reboot.skipped
+    assert (
+        reboot.args["msg"]
+        == "r9700ctl: rebooting for amdgpu-dkms installed or changed; kernel command line changed"
+    )
+    assert not run.task("Reboot | Forget the reasons").skipped
+    assert not run.task("Reboot | Gather facts again").skipped
+    assert run.task('Reboot | Report "reboot required"').skipped
+
+
+@pytest.mark.parametrize(
+    "ctx_over",
+    [
+        pytest.param({"ansible_connection": "local"}, id="local-connection"),
+        pytest.param({"r9700_reboot": False}, id="reboot-not-allowed"),
+    ],
+)
+def test_a_node_that_may_not_reboot_reports_reboot_required(ctx_over):
+    """NVIDIA/ansible-role-nvidia-driver#20: never reboot the machine running Ansible."""
+    run = reboot_render("amdgpu-dkms installed or changed\n", **ctx_over)
+    assert run.task("Reboot | Reboot the node").skipped
+    assert run.vars["r9700_reboot_pending"] is True
+    assert run.vars["r9700_reboot_reasons"] == ["amdgpu-dkms installed or changed"]
+
+
+def test_no_recorded_reason_means_no_reboot():
+    """A second run of a provisioned node must not reboot it (R1)."""
+    run = reboot_render(None)
+    assert run.task("Reboot | Reboot the node").skipped
+    assert "r9700_reboot_pending" not in run.vars
+
+
+def test_the_kernel_hold_holds_installed_packages_and_fences_unattended_upgrades():
+    """R21: apt-mark hold of the running kernel image and headers; unattended-upgrades off linux-*."""
+    registered = driver_registered()
+    registered["__r9700_driver_kernel_packages"] = {
+        "stdout_lines": ["linux-image-6.8.0-31-generic ii ", "linux-headers-6.8.0-31-generic un "]
+    }
+    run = RoleRender("r9700_driver", context(r9700_driver_kernel_hold=True), registered).run()
+    assert run.task("Configure | Hold the running kernel").items == ["linux-image-6.8.0-31-generic ii "]
+    hold = run.task("Configure | Keep unattended-upgrades off").files[
+        "/etc/apt/apt.conf.d/51r9700-kernel-hold"
+    ]
+    assert '"linux-";' in hold
+
+
+# -- r9700_rocm ----------------------------------------------------------------------------------
+
+
+def test_rocm_is_pinned_to_the_exact_versions_of_the_resolved_repository():
+    """R20: versions from rocm/apt/7.1.1 only, although rocm-core 6.4.1 is also in apt's lists."""
+    rocm = RoleRender(
+        "r9700_rocm", context(r9700_rocm_packages=["rocm", "rocm-core"]), rocm_registered()
+    ).run()
+    assert rocm.task("Install | Ensure the ROCm packages").args["name"] == [
+        f"rocm={ROCM_711}",
+        f"rocm-core={ROCM_711}",
+    ]
+    assert rocm.task("Install | Ensure the ROCm packages").args["allow_downgrade"] is True
+
+
+def test_the_default_set_is_the_rocm_meta_package_and_runtime_only_uses_the_manifests_set():
+    default = RoleRender("r9700_rocm", context(), rocm_registered()).run()
+    assert default.vars["__r9700_rocm_wanted"] == ["rocm"]
+    with pytest.raises(
+        AssertFailed, match=re.escape("not offered by .../rocm/apt/7.1.1 (noble): rocm-opencl-runtime")
+    ):
+        RoleRender("r9700_rocm", context(r9700_rocm_runtime_only=True), rocm_registered()).run()
+
+
+def test_state_json_records_versions_and_stays_byte_identical_on_a_second_run():
+    """Versions before and after go to /etc/r9700ctl/state.json; no timestamps, so changed=0 next time."""
+    first = RoleRender("r9700_rocm", context(), rocm_registered()).run()
+    text = first.task("Record | Write the node's state file").files["/etc/r9700ctl/state.json"]
+    state = json.loads(text)
+    assert state["installed"] == {"amdgpu-dkms": AMDGPU_DKMS, "rocm": ROCM_711, "rocm-core": ROCM_711}
+    assert state["previous"] == {}
+    assert state["amdgpu_repo_path"] == "amdgpu/30.20.1/ubuntu"
+    second = RoleRender("r9700_rocm", context(), rocm_registered(old_state=state)).run()
+    assert second.task("Record | Write the node's state file").files["/etc/r9700ctl/state.json"] == text
+    assert first.vars["r9700_versions"]["after"]["rocm-core"] == ROCM_711
+
+
+def test_an_upgrade_keeps_the_versions_it_replaced_as_previous():
+    old = {"installed": {"rocm-core": "6.4.1.60401-83~22.04"}, "previous": {}}
+    state = json.loads(
+        RoleRender("r9700_rocm", context(), rocm_registered(old_state=old))
+        .run()
+        .task("Record | Write the node's state file")
+        .files["/etc/r9700ctl/state.json"]
+    )
+    assert state["previous"] == {"rocm-core": "6.4.1.60401-83~22.04"}
+
+
+def test_the_linker_entry_lists_the_rocm_library_directories():
+    rocm = RoleRender("r9700_rocm", context(), rocm_registered()).run()
+    conf = rocm.task("Configure | Register ROCm's libraries").files["/etc/ld.so.conf.d/r9700-rocm.conf"]
+    assert conf.splitlines()[1:] == ["/opt/rocm/lib", "/opt/rocm/lib64"]
+
+
+# -- r9700_access --------------------------------------------------------------------------------
+
+ADDUSER = "\n".join(fixture_lines("adduser.conf-debian12"))
+R9700_USER = {"r9700": ["x", "1000", "1000", "", "/home/r9700", "/bin/bash"]}
+
+
+def test_users_join_render_and_video_and_future_users_inherit_them():
+    """R26: the SSH user by default; adduser.conf's commented EXTRA_GROUPS becomes the GPU groups."""
+    access = RoleRender("r9700_access", context(), access_registered(R9700_USER, ADDUSER)).run()
+    user = access.task("Configure | Put the users in the GPU groups")
+    assert (
+        user.items == ["r9700"] and user.args["groups"] == ["render", "video"] and user.args["append"] is True
+    )
+    lines = access.task("Configure | Let users made later").items
+    assert [i["line"] for i in lines] == ["ADD_EXTRA_GROUPS=1", 'EXTRA_GROUPS="render video"']
+
+
+def test_extra_groups_already_set_in_adduser_conf_are_kept():
+    conf = ADDUSER + '\nEXTRA_GROUPS="users plugdev"\n'
+    access = RoleRender("r9700_access", context(), access_registered(R9700_USER, conf)).run()
+    assert (
+        access.task("Configure | Let users made later").items[1]["line"]
+        == 'EXTRA_GROUPS="users plugdev render video"'
+    )
+
+
+def test_udev_rules_give_kfd_and_render_nodes_to_the_group_and_accept_a_numeric_gid():
+    """R27: a network group given by gid is not created locally and goes into the rule as a number."""
+    access = RoleRender(
+        "r9700_access", context(r9700_device_group=2345), access_registered(R9700_USER, ADDUSER)
+    ).run()
+    rules = access.task("Configure | Give /dev/kfd").files["/etc/udev/rules.d/70-r9700-gpu-access.rules"]
+    assert 'KERNEL=="kfd", GROUP="2345", MODE="0660"' in rules
+    assert 'SUBSYSTEM=="drm", KERNEL=="renderD*", GROUP="2345", MODE="0660"' in rules
+    assert access.task("Configure | Ensure the GPU groups exist").items == ["render", "video"]
+
+
+def test_a_listed_user_that_does_not_exist_is_refused_not_created():
+    ctx = context(r9700_users=["r9700", "ghost"])
+    registered = access_registered({"ghost": None}, ADDUSER)
+    with pytest.raises(AssertFailed, match="no such user on node1: ghost"):
+        RoleRender("r9700_access", ctx, registered).run()
+
+
+# -- r9700_env -----------------------------------------------------------------------------------
+
+
+def env_files(tmp_path: Path, **host_vars: Any) -> tuple[str, str]:
+    env = RoleRender("r9700_env", context(**host_vars)).run()
+    profile = env.task("Configure | Write the login-shell environment").files["/etc/profile.d/r9700.sh"]
+    session = env.task("Configure | Write the systemd session environment").files[
+        "/etc/environment.d/90-r9700.conf"
+    ]
+    (tmp_path / "r9700.sh").write_text(profile)
+    return profile, session
+
+
+def test_env_defaults_are_the_articles_nccl_settings_plus_fine_grain_pcie(tmp_path):
+    _, session = env_files(tmp_path)
+    assert [line for line in session.splitlines() if not line.startswith("#")] == [
+        "HSA_FORCE_FINE_GRAIN_PCIE=1",
+        "NCCL_MIN_NCHANNELS=4",
+        "NCCL_P2P_DISABLE=0",
+    ]
+    out = sh(f"PATH=/usr/bin:/bin; . {tmp_path / 'r9700.sh'}; . {tmp_path / 'r9700.sh'}; echo $PATH; env")
+    assert out.splitlines()[0] == "/usr/bin:/bin:/opt/rocm/bin"  # added once, even when sourced twice
+    assert "HSA_FORCE_FINE_GRAIN_PCIE=1" in out and "HSA_OVERRIDE_GFX_VERSION" not in out
+
+
+def test_a_key_set_to_null_is_removed_and_extra_keys_are_merged(tmp_path):
+    _, session = env_files(tmp_path, r9700_env_extra={"NCCL_P2P_DISABLE": None, "NCCL_SOCKET_IFNAME": "eth0"})
+    assert "NCCL_P2P_DISABLE" not in session and "NCCL_SOCKET_IFNAME=eth0" in session
+
+
+def test_values_with_shell_characters_survive_the_profile_quoting(tmp_path):
+    env_files(tmp_path, r9700_env_extra={"NCCL_DEBUG_SUBSYS": "INIT,ENV $HOME 'x'"})
+    assert sh(f'. {tmp_path / "r9700.sh"}; printf %s "$NCCL_DEBUG_SUBSYS"') == "INIT,ENV $HOME 'x'"
+
+
+def test_rocr_visible_devices_hides_an_igpu_by_default_and_can_be_set_or_switched_off(tmp_path):
+    """ROCm/ROCm#5696: the iGPU must not become device 0 beside the R9700s."""
+    _, session = env_files(tmp_path, igpu=True)
+    assert "ROCR_VISIBLE_DEVICES=0,1,2,3" in session
+    _, session = env_files(tmp_path, igpu=True, r9700_rocr_visible_devices="")
+    assert "ROCR_VISIBLE_DEVICES" not in session
+    _, session = env_files(tmp_path, r9700_rocr_visible_devices="1,3")
+    assert "ROCR_VISIBLE_DEVICES=1,3" in session
+    _, session = env_files(tmp_path)
+    assert "ROCR_VISIBLE_DEVICES" not in session
+
+
+def test_a_bad_variable_name_is_refused(tmp_path):
+    with pytest.raises(AssertFailed, match="r9700_env names must be shell identifiers"):
+        env_files(tmp_path, r9700_env_extra={"NOT-A-NAME": "1"})
+
+
+# -- r9700_kernel --------------------------------------------------------------------------------
+
+
+def test_the_grub_drop_in_appends_the_parameters_when_grub_sources_it(tmp_path):
+    """update-grub sources /etc/default/grub then grub.d/*.cfg; ours adds to what is there."""
+    kernel = RoleRender(
+        "r9700_kernel", context(r9700_kernel_params=["iommu=pt", "amdgpu.ppfeaturemask=0xffffffff"])
+    ).run()
+    dropin = kernel.task("Configure | Write the kernel parameters").files["/etc/default/grub.d/99-r9700.cfg"]
+    (tmp_path / "99-r9700.cfg").write_text(dropin)
+    out = sh(f'GRUB_CMDLINE_LINUX="console=ttyS0"; . {tmp_path / "99-r9700.cfg"}; echo "$GRUB_CMDLINE_LINUX"')
+    assert out.strip() == "console=ttyS0 iommu=pt amdgpu.ppfeaturemask=0xffffffff"
+
+
+def test_an_empty_parameter_list_removes_the_drop_in():
+    """R29: a parameter taken out of the list leaves the drop-in; no parameter, no drop-in."""
+    kernel = RoleRender("r9700_kernel", context(r9700_kernel_params=[])).run()
+    assert kernel.task("Configure | Write the kernel parameters").skipped
+    assert not kernel.task("Configure | Remove the GRUB drop-in").skipped
+
+
+def test_a_parameter_that_is_not_one_word_is_refused():
+    with pytest.raises(AssertFailed, match="r9700_kernel_params must be words"):
+        RoleRender("r9700_kernel", context(r9700_kernel_params=["iommu=pt quiet"])).run()
+
+
+def test_a_changed_drop_in_hands_its_reason_to_the_one_reboot_step():
+    kernel = RoleRender("r9700_kernel", context(), {"__r9700_kernel_dropin": {"changed": True}}).run()
+    assert "Regenerate the GRUB configuration" in kernel.notified
+    include = kernel.task("Reboot | Reboot once")
+    assert include.args["tasks_from"] == "reboot.yml" and include.args["name"] == "r9700_driver"
+
+
+# -- r9700_preflight -----------------------------------------------------------------------------
+
+
+def test_the_preflight_task_hands_the_inventory_values_to_the_judge():
+    ctx = context(r9700_lab_pci_devices=[{"address": "0000:03:00.0", "vendor": "0x1002", "device": "0x7551"}])
+    task = RoleRender("r9700_preflight", ctx).run().task("Preflight | Judge the node")
+    assert task.module == "r9700_preflight"
+    assert task.args["rocm_version"] == "7.1.1"
+    assert task.args["lab_pci_devices"][0]["device"] == "0x7551"
+    assert task.args["apt_lock_timeout"] == 600 and task.args["driver_source"] == "dkms"

@@ -1,0 +1,134 @@
+"""The manifest is the one source of truth: its facts must stay true and its shape stable.
+
+Pins the article's errors (ROCm 6.3.2 cannot drive gfx1201; 9.4.2 is MI300's target) and the
+keys other code reads (lab, doctor, roles), so an edit that breaks them fails here first.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from r9700ctl import manifest as manifest_module
+from r9700ctl.manifest import Manifest, os_key
+
+
+@pytest.fixture(scope="module")
+def manifest() -> Manifest:
+    return manifest_module.load()
+
+
+def test_rocm_632_has_no_gfx1201_and_641_is_the_first_that_does(manifest):
+    """FACTS.md: gfx1201 support starts at ROCm 6.4.1; the article's 6.3.2 cannot drive an R9700."""
+    assert not manifest.release("6.3.2").supports_gfx("gfx1201")
+    supporting = manifest.releases_supporting({"gfx1201"})
+    assert supporting[0] == "6.4.1"
+    assert "6.3.2" not in supporting
+
+
+def test_releases_run_from_632_to_the_current_7x_in_version_order(manifest):
+    """The brief asks for 6.3.2 through the current 7.x; release_names() sorts by version, not text."""
+    names = manifest.release_names()
+    assert names[0] == "6.3.2"
+    assert names[-1].startswith("7.")
+    assert names == sorted(names, key=manifest_module.version_key)
+
+
+def test_the_r9700_and_rx9070_are_gfx1201_and_mi300x_is_gfx942(manifest):
+    """PCI ids from pci.ids / rocminfo; the lookup ignores case because sysfs prints lower-case hex."""
+    assert manifest.gpu("1002:7551").gfx == "gfx1201"
+    assert manifest.gpu("1002:7551").name == "AMD Radeon AI PRO R9700"
+    assert manifest.gpu("1002:7550").gfx == "gfx1201"
+    assert manifest.gpu("1002:74A1").gfx == "gfx942"
+    assert manifest.gpu("1002:744c").gfx == "gfx1100"
+    assert manifest.gpu("1002:164e").discrete is False
+
+
+def test_hsa_override_9_4_2_names_mi300s_target_in_another_family_than_the_r9700(manifest):
+    """The article's HSA_OVERRIDE_GFX_VERSION=9.4.2 is gfx942 (CDNA3); the R9700 is RDNA4."""
+    assert manifest.gfx_for_hsa_version("9.4.2") == "gfx942"
+    assert manifest.gfx_family("gfx942") == "CDNA3"
+    assert manifest.gfx_family("gfx1201") == "RDNA4"
+    assert manifest.hsa_version("gfx1201") == "12.0.1"
+
+
+def test_debian_12_uses_amds_jammy_suite_and_ubuntu_its_own(manifest):
+    """AMD's Debian instructions (conf.py debian_version_numbers) install the jammy packages on Debian 12."""
+    for name in manifest.releases_supporting(set(), "debian-12"):
+        assert manifest.release(name).suite_for("debian-12") == "jammy"
+    for name in manifest.release_names():
+        rel = manifest.release(name)
+        assert rel.suite_for("ubuntu-24.04") == "noble"
+        assert rel.suite_for("ubuntu-22.04") == "jammy"
+
+
+def test_amd_lists_radeon_targets_only_on_ubuntu(manifest):
+    """Compatibility-matrix footnotes: Debian 12 is Instinct-only; the roles treat it as best effort."""
+    rel = manifest.release("7.1.1")
+    assert not rel.lists_target_on("gfx1201", "debian-12")
+    assert rel.lists_target_on("gfx1201", "ubuntu-24.04")
+    assert rel.lists_target_on("gfx942", "debian-12")
+
+
+def test_repository_urls_follow_amds_layout(manifest):
+    """rocm/apt/<version> and amdgpu/<driver>/ubuntu, the driver numbered 30.x from ROCm 7.0 on."""
+    repo = manifest.repository
+    rel = manifest.release("7.1.1")
+    assert repo.rocm_url(rel) == "https://repo.radeon.com/rocm/apt/7.1.1"
+    assert repo.amdgpu_url(rel) == "https://repo.radeon.com/amdgpu/30.20.1/ubuntu"
+    assert (
+        repo.amdgpu_url(manifest.release("6.4.1"), "http://mirror:8080/")
+        == "http://mirror:8080/amdgpu/6.4.1/ubuntu"
+    )
+    assert re.fullmatch(r"[0-9A-F]{40}", repo.key_fingerprint)
+    assert repo.pin_priority == 600
+
+
+@pytest.mark.parametrize("version", manifest_module.load().release_names())
+def test_every_release_carries_the_keys_the_roles_and_the_lab_read(manifest, version):
+    """amdgpu, rocm_path, gfx, os, pytorch_image and a source: a missing one breaks a role or the lab."""
+    raw = manifest.release(version).raw
+    for key in ("amdgpu", "rocm_path", "gfx", "os", "pytorch_image", "source"):
+        assert raw.get(key), f"{version} lacks {key}"
+    for target in raw["gfx"]:
+        assert manifest.gfx_family(target), f"{version}: {target} missing from gfx_targets"
+    for system in raw["os"]:
+        assert manifest.os_release(system), f"{version}: {system} missing from os_releases"
+    for target, systems in (raw.get("gfx_os") or {}).items():
+        assert target in raw["gfx"]
+        assert set(systems) <= set(raw["os"])
+    assert raw["pytorch_image"].startswith(f"rocm/pytorch:rocm{version}")
+
+
+def test_every_gpu_os_and_package_entry_names_its_source(manifest):
+    """DESIGN.md: every manifest entry names its source."""
+    for pci, gpu in manifest.gpus.items():
+        assert re.fullmatch(r"1002:[0-9a-f]{4}", pci)
+        assert gpu.raw.get("source"), pci
+        assert manifest.gfx_family(gpu.gfx), pci
+    for system in manifest.os_keys():
+        assert manifest.os_release(system).get("source"), system
+    assert manifest.raw["packages"].get("source")
+    assert manifest.raw["repository"].get("source")
+
+
+def test_package_sets_name_the_meta_packages(manifest):
+    """The default set is the rocm meta package; the runtime set is a subset of AMD's meta packages."""
+    pkgs = manifest.packages
+    assert pkgs.default == ("rocm",)
+    assert set(pkgs.runtime) <= set(pkgs.meta)
+    assert pkgs.core == "rocm-core"
+    assert pkgs.driver == "amdgpu-dkms"
+
+
+def test_newest_supporting_resolves_auto_per_os(manifest):
+    """`auto` resolves to the newest release supporting every target on the OS; none for an unknown OS."""
+    assert manifest.newest_supporting({"gfx1201"}, "ubuntu-24.04") == manifest.release_names()[-1]
+    assert manifest.newest_supporting({"gfx1201"}, "ubuntu-20.04") is None
+
+
+def test_os_key_matches_the_manifest_keys():
+    """Preflight builds the key from os-release ID and VERSION_ID."""
+    assert os_key("Ubuntu", "24.04") == "ubuntu-24.04"
+    assert os_key("debian", "12") == "debian-12"

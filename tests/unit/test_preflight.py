@@ -1,0 +1,610 @@
+"""Preflight: the facts gathered on a node (nodefacts.py) and the judge on the controller.
+
+The judge is pure, so every case is a table row of facts and host variables; the fact
+gatherer reads a fake root built in tmp_path (sysfs, /proc, /etc) and, once, runs as a
+real child process the way the role and the doctor run it (`python3 - ARGS` on stdin).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from r9700ctl import manifest as manifest_module
+from r9700ctl import nodefacts, preflight
+from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN
+
+MANIFEST = manifest_module.load()
+NEWEST = MANIFEST.release_names()[-1]
+R9700_RELEASES = MANIFEST.releases_supporting({"gfx1201"})
+
+# Recorded on a Debian 12 machine (this project's build host), `LC_ALL=C apt-cache policy
+# linux-headers-amd64 ca-certificates`: a package with only a candidate, one installed.
+APT_POLICY_RECORDED = """\
+linux-headers-amd64:
+  Installed: (none)
+  Candidate: 6.1.192-3
+  Version table:
+     6.1.192-3 500
+        500 http://deb.debian.org/debian-security bookworm-security/main amd64 Packages
+     6.1.176-1 500
+        500 http://deb.debian.org/debian bookworm/main amd64 Packages
+ca-certificates:
+  Installed: 20230311+deb12u1
+  Candidate: 20250419~deb12u2
+  Version table:
+     20250419~deb12u2 500
+        500 http://deb.debian.org/debian-security bookworm-security/main amd64 Packages
+ *** 20230311+deb12u1 500
+        500 http://deb.debian.org/debian bookworm/main amd64 Packages
+        500 http://deb.debian.org/debian bookworm-updates/main amd64 Packages
+        100 /var/lib/dpkg/status
+"""
+
+
+def r9700(n: int, first_bus: int = 3) -> list[dict[str, Any]]:
+    return [
+        {
+            "address": f"0000:{first_bus + i:02x}:00.0",
+            "vendor": "0x1002",
+            "device": "0x7551",
+            "class": "0x030000",
+        }
+        for i in range(n)
+    ]
+
+
+def facts(os_key: str = "debian-12", gpus: list[dict[str, Any]] | None = None, **over: Any) -> dict[str, Any]:
+    """Facts shaped like nodefacts.gather() output for a healthy node; `over` replaces top-level keys."""
+    os_id, version = os_key.split("-")
+    kernel = "6.8.0-31-generic" if os_id == "ubuntu" else "6.1.0-18-amd64"
+    base = {
+        "schema": nodefacts.SCHEMA,
+        "os": {"id": os_id, "version_id": version, "codename": "x", "key": os_key, "pretty_name": os_key},
+        "kernel": kernel,
+        "service_manager": "systemd",
+        "pci": {"source": "sysfs", "devices": r9700(4) if gpus is None else gpus},
+        "apt_lock": {"holders": [], "seen_holders": [], "waited_s": 0.0, "timeout_s": 600},
+        "apt_update": {"ran": True, "ok": True, "detail": ""},
+        "apt": {
+            "available": True,
+            "error": "",
+            "headers_package": f"linux-headers-{kernel}",
+            "modules_extra_package": f"linux-modules-extra-{kernel}",
+            "packages": {
+                f"linux-headers-{kernel}": {"installed": None, "candidate": "6.8.0-31.31"},
+                f"linux-modules-extra-{kernel}": {"installed": None, "candidate": "6.8.0-31.31"},
+            },
+        },
+        "disk": {"/": 200 * 10**9, "/var": 200 * 10**9},
+        "secure_boot": {"state": "disabled", "source": "mokutil", "detail": "SecureBoot disabled"},
+        "dkms_signing": {"configured": False, "detail": ""},
+        "amdgpu": {"loaded": False, "version": None, "dkms": False},
+        "packages": {"amdgpu-dkms": None, "rocm-core": None},
+        "errors": [],
+    }
+    base.update(over)
+    return base
+
+
+def judge(f: dict[str, Any], **host_vars: Any) -> preflight.Verdict:
+    return preflight.judge(f, {f"r9700_{k}": v for k, v in host_vars.items()}, MANIFEST)
+
+
+def check(verdict: preflight.Verdict, check_id: str) -> preflight.Check:
+    matches = [c for c in verdict.checks if c.id == check_id]
+    assert matches, f"no check {check_id}: {[c.id for c in verdict.checks]}"
+    return matches[0]
+
+
+# -- ROCm release resolution -------------------------------------------------------------
+
+
+def test_auto_resolves_to_the_newest_release_supporting_the_r9700_on_ubuntu_2404():
+    """`auto` must pick per host the newest manifest release for its GPUs and OS (noble suite)."""
+    v = judge(facts("ubuntu-24.04"))
+    assert v.ok, [c.one_line() for c in v.failures]
+    assert v.resolved.rocm_version == NEWEST
+    assert v.resolved.suite == "noble"
+    assert v.resolved.gfx_targets == ["gfx1201"]
+    assert v.resolved.amdgpu_repo_path == f"amdgpu/{MANIFEST.release(NEWEST).amdgpu}/ubuntu"
+    assert v.resolved.rocm_repo_path == f"rocm/apt/{MANIFEST.release(NEWEST).rocm_path}"
+    assert all(c.status != WARN for c in v.checks), [c.one_line() for c in v.warnings]
+
+
+def test_debian_12_gets_the_jammy_suite_with_a_best_effort_warning():
+    """AMD lists the R9700 only on Ubuntu; Debian 12 installs AMD's jammy packages, said as a WARN."""
+    v = judge(facts("debian-12"))
+    assert v.ok
+    assert v.resolved.suite == "jammy"
+    warning = check(v, "rocm.os_listed")
+    assert warning.status == WARN
+    assert "best effort" in warning.detail and "ubuntu-24.04" in warning.detail
+
+
+def test_rocm_632_on_an_r9700_is_refused_naming_the_releases_that_would_work():
+    """The article's ROCm 6.3.2 has no gfx1201: refuse, and say which releases would work."""
+    v = judge(facts("ubuntu-22.04"), rocm_version="6.3.2")
+    assert not v.ok
+    c = check(v, "rocm.version")
+    assert c.status == FAIL
+    assert "ROCm 6.3.2 does not support gfx1201 (AMD Radeon AI PRO R9700)" in c.detail
+    assert "releases that would work: " + ", ".join(R9700_RELEASES) in c.detail
+    assert "r9700_rocm_version" in c.fix
+    line = v.refusal("node1")
+    assert line.startswith("node1: preflight refused, nothing changed: ROCm 6.3.2 does not support gfx1201")
+    assert "\n" not in line
+
+
+def test_allow_unsupported_forces_a_pin_loudly():
+    """r9700_allow_unsupported honours the pin but must say so as a WARN, never silently."""
+    v = judge(facts("ubuntu-22.04"), rocm_version="6.3.2", allow_unsupported=True)
+    assert v.ok
+    assert v.resolved.rocm_version == "6.3.2" and v.resolved.forced
+    c = check(v, "rocm.version")
+    assert c.status == WARN and c.detail.startswith("FORCED by r9700_allow_unsupported")
+    assert v.resolved.suite == "jammy"
+
+
+def test_a_pin_the_manifest_supports_is_honoured():
+    """An explicit supported release is installed as pinned, not replaced by the newest."""
+    v = judge(facts("ubuntu-24.04"), rocm_version="6.4.1")
+    assert v.ok and v.resolved.rocm_version == "6.4.1"
+    assert v.resolved.amdgpu_repo_path == "amdgpu/6.4.1/ubuntu"
+
+
+def test_a_pin_missing_from_the_manifest_is_refused_listing_the_known_ones():
+    """A typo'd release (6.2.0) fails with the list of releases the manifest knows."""
+    c = check(judge(facts(), rocm_version="6.2.0"), "rocm.version")
+    assert c.status == FAIL
+    assert "6.2.0 is not in the manifest (known: " + ", ".join(MANIFEST.release_names()) in c.detail
+
+
+def test_an_os_no_release_supports_is_refused():
+    """Ubuntu 20.04 is not a system the roles install on: both the OS and the release checks fail."""
+    v = judge(facts("ubuntu-20.04"))
+    assert check(v, "os.release").status == FAIL
+    assert check(v, "rocm.version").status == FAIL
+
+
+# -- HSA override --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "status", "accepted"),
+    [
+        pytest.param("9.4.2", FAIL, "", id="mi300-target-on-gfx1201-refused"),
+        pytest.param("11.0.0", FAIL, "", id="rdna3-on-rdna4-refused"),
+        pytest.param("12.0.1", WARN, "12.0.1", id="native-value-accepted-as-pointless"),
+        pytest.param("12.0.0", WARN, "12.0.0", id="same-family-accepted-with-warning"),
+        pytest.param("gfx1201", FAIL, "", id="not-major-minor-stepping"),
+        pytest.param("", PASS, "", id="unset-needs-nothing"),
+    ],
+)
+def test_hsa_override_is_checked_against_the_detected_targets(value, status, accepted):
+    """FACTS.md: a cross-family override (9.4.2 on gfx1201) crashes the driver; it must be refused."""
+    v = judge(facts(), hsa_override_gfx_version=value)
+    c = check(v, "hsa.override")
+    assert c.status == status, c.one_line()
+    assert v.resolved.hsa_override_gfx_version == accepted
+    if value == "9.4.2":
+        assert "cross-family" in c.detail and "gfx942 (CDNA3)" in c.detail and "MI300X" in c.detail
+
+
+def test_an_override_beside_an_igpu_warns_that_it_mislabels_the_igpu():
+    """ROCm/ROCm#5696: a global override makes an iGPU report the discrete card's target."""
+    igpu = {"address": "0000:7c:00.0", "vendor": "0x1002", "device": "0x164e", "class": "0x030000"}
+    gpus = [*r9700(2), igpu]
+    c = check(judge(facts(gpus=gpus), hsa_override_gfx_version="12.0.1"), "hsa.override")
+    assert c.status == WARN and "integrated GPU" in c.detail
+
+
+# -- GPUs ------------------------------------------------------------------------------------
+
+
+def test_gpus_are_found_by_vendor_and_every_display_class():
+    """Omnia's grep missed "VGA compatible controller": 0x0300, 0x0302 and 0x0380 all count."""
+    gpus = [
+        {"address": "0000:03:00.0", "vendor": "0x1002", "device": "0x7551", "class": "0x030000"},
+        {"address": "0000:04:00.0", "vendor": "0x1002", "device": "0x7551", "class": "0x038000"},
+        {"address": "0000:05:00.0", "vendor": "0x1002", "device": "0x7551", "class": "0x030200"},
+        {"address": "0000:06:00.0", "vendor": "0x10de", "device": "0x2335", "class": "0x030200"},
+    ]
+    v = judge(facts(gpus=gpus), expected_gpus=3)
+    assert v.resolved.discrete_gpus == 3
+    assert check(v, "gpu.count").status == PASS
+
+
+@pytest.mark.parametrize(
+    ("expected", "status"),
+    [
+        pytest.param(4, PASS, id="four-of-four"),
+        pytest.param(8, FAIL, id="four-of-eight"),
+        pytest.param(None, SKIP, id="unset"),
+    ],
+)
+def test_gpu_count_is_compared_with_r9700_expected_gpus(expected, status):
+    """A card that fell off the bus must stop the node before it is provisioned as healthy."""
+    c = check(judge(facts(), expected_gpus=expected), "gpu.count")
+    assert c.status == status
+    if status == FAIL:
+        assert c.detail == "found 4 discrete AMD GPU(s), r9700_expected_gpus says 8"
+
+
+def test_expected_gpus_that_is_not_a_number_is_a_settings_failure():
+    """Bad host variables become one FAIL line instead of a traceback in the action plugin."""
+    c = check(judge(facts(), expected_gpus="four"), "settings")
+    assert c.status == FAIL and "r9700_expected_gpus='four'" in c.detail
+
+
+def test_a_node_without_an_amd_gpu_is_refused():
+    """Nothing to drive: refuse before installing a driver for hardware that is not there."""
+    v = judge(facts(gpus=[]))
+    assert check(v, "gpu.detected").status == FAIL
+    assert not v.ok
+
+
+def test_an_igpu_beside_discrete_cards_sets_rocr_visible_devices_to_the_discrete_ones():
+    """The iGPU must not become ROCm device 0: indices follow PCI order of all AMD GPUs."""
+    igpu = {"address": "0000:01:00.0", "vendor": "0x1002", "device": "0x164e", "class": "0x030000"}
+    gpus = [igpu, *r9700(2)]
+    v = judge(facts(gpus=gpus))
+    assert v.resolved.igpu_present
+    assert v.resolved.rocr_visible_devices == "1,2"
+    assert judge(facts()).resolved.rocr_visible_devices == ""
+
+
+def test_an_unknown_amd_display_device_is_a_warning_not_a_guess():
+    """An id the manifest lacks gets no gfx target: say so instead of assuming an R9700."""
+    unknown = {"address": "0000:09:00.0", "vendor": "0x1002", "device": "0x7590", "class": "0x030000"}
+    gpus = [*r9700(1), unknown]
+    c = check(judge(facts(gpus=gpus)), "gpu.known")
+    assert c.status == WARN and "1002:7590" in c.detail
+
+
+# -- kernel packages, disk, Secure Boot, apt lock, driver ------------------------------------
+
+
+def test_missing_kernel_headers_refuse_a_dkms_node_with_the_package_named():
+    """DKMS cannot build without linux-headers-$(uname -r): refuse before any change (R9)."""
+    f = facts("ubuntu-24.04")
+    f["apt"]["packages"]["linux-headers-6.8.0-31-generic"] = {"installed": None, "candidate": None}
+    v = judge(f)
+    c = check(v, "kernel.headers")
+    assert c.status == FAIL
+    assert "linux-headers-6.8.0-31-generic has no apt candidate" in c.detail
+    assert "upgrade the kernel and reboot" in c.fix
+    assert check(judge(f, driver_source="inbox"), "kernel.headers").status == SKIP
+
+
+def test_apt_that_cannot_answer_is_a_warning_not_a_refusal():
+    """A stale rocm.list with another Signed-By breaks apt-cache; r9700_repos removes it, so go on."""
+    f = facts()
+    f["apt"]["error"] = "E: Conflicting values set for option Signed-By regarding source http://x/ jammy"
+    f["apt"]["packages"]["linux-headers-6.1.0-18-amd64"] = {"installed": None, "candidate": None}
+    c = check(judge(f), "kernel.headers")
+    assert c.status == WARN and "Conflicting values" in c.detail
+
+
+def test_modules_extra_is_asked_for_on_ubuntu_only():
+    """Debian has no linux-modules-extra; on Ubuntu a missing one is worth a warning."""
+    ubuntu = facts("ubuntu-22.04")
+    ubuntu["apt"]["packages"]["linux-modules-extra-6.8.0-31-generic"] = {"installed": None, "candidate": None}
+    assert check(judge(ubuntu), "kernel.modules_extra").status == WARN
+    assert judge(facts("ubuntu-22.04")).resolved.modules_extra is True
+    assert check(judge(facts("debian-12")), "kernel.modules_extra").status == SKIP
+    assert judge(facts("debian-12")).resolved.modules_extra is False
+
+
+def test_too_little_disk_is_refused_with_the_threshold_named():
+    """Default 30 GB on / and /var (r9700_min_free_gb)."""
+    f = facts(disk={"/": 200 * 10**9, "/var": 12 * 10**9})
+    c = check(judge(f), "disk.var")
+    assert c.status == FAIL and c.detail == "only 12.0 GB free on /var, need 30 GB (r9700_min_free_gb)"
+    assert check(judge(f, min_free_gb=10), "disk.var").status == PASS
+
+
+@pytest.mark.parametrize(
+    ("state", "signing", "source", "status"),
+    [
+        pytest.param("enabled", False, "dkms", FAIL, id="enabled-unsigned-refused"),
+        pytest.param("enabled", True, "dkms", PASS, id="enabled-with-dkms-signing"),
+        pytest.param("enabled", False, "inbox", SKIP, id="inbox-builds-nothing"),
+        pytest.param("not_efi", False, "dkms", PASS, id="legacy-bios"),
+        pytest.param("unknown", False, "dkms", WARN, id="unknown-state"),
+    ],
+)
+def test_secure_boot_refuses_unsigned_dkms_with_the_options(state, signing, source, status):
+    """Unsigned DKMS modules do not load under Secure Boot; say the three ways out."""
+    f = facts(
+        secure_boot={"state": state, "source": "mokutil", "detail": ""}, dkms_signing={"configured": signing}
+    )
+    c = check(judge(f, driver_source=source), "secureboot")
+    assert c.status == status
+    if status == FAIL:
+        assert "disable Secure Boot" in c.fix and "mokutil --import" in c.fix and "inbox" in c.fix
+
+
+def test_an_apt_lock_still_held_names_the_process():
+    """R11: after waiting, name the PID and command line holding the dpkg lock."""
+    holder = {
+        "pid": 4242,
+        "command": "/usr/bin/python3 /usr/bin/unattended-upgrade",
+        "file": "/var/lib/dpkg/lock-frontend",
+    }
+    f = facts(apt_lock={"holders": [holder], "seen_holders": [holder], "waited_s": 600.0, "timeout_s": 600})
+    c = check(judge(f), "apt.lock")
+    assert c.status == FAIL
+    assert c.detail == (
+        "dpkg/apt lock still held after waiting 600 s: pid 4242 "
+        "(/usr/bin/python3 /usr/bin/unattended-upgrade) holds /var/lib/dpkg/lock-frontend"
+    )
+
+
+def test_a_lock_released_while_waiting_passes_and_says_who_was_waited_for():
+    """Waiting is normal on a fresh cloud node; report it, do not fail it."""
+    holder = {"pid": 77, "command": "apt-get update", "file": "/var/lib/apt/lists/lock"}
+    f = facts(apt_lock={"holders": [], "seen_holders": [holder], "waited_s": 12.5, "timeout_s": 600})
+    c = check(judge(f), "apt.lock")
+    assert (
+        c.status == PASS
+        and c.detail == "waited 12.5 s for pid 77 (apt-get update) to release the dpkg/apt lock"
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "amdgpu", "status", "words"),
+    [
+        pytest.param(
+            "present", {"loaded": False}, FAIL, "no amdgpu driver is loaded", id="present-needs-a-driver"
+        ),
+        pytest.param(
+            "present", {"loaded": True, "version": "6.16.6", "dkms": True}, PASS, "keeping", id="present-kept"
+        ),
+        pytest.param(
+            "dkms", {"loaded": True, "version": None, "dkms": False}, PASS, "replaces it", id="inbox-replaced"
+        ),
+        pytest.param("dkms", {"loaded": False}, PASS, "no amdgpu loaded", id="fresh-node"),
+    ],
+)
+def test_the_existing_driver_is_judged_under_the_driver_source_policy(source, amdgpu, status, words):
+    """dkms | inbox | present (R23): present leaves a working driver alone and refuses without one."""
+    c = check(judge(facts(amdgpu=amdgpu), driver_source=source), "driver.existing")
+    assert c.status == status and words in c.detail
+
+
+def test_inbox_with_amdgpu_dkms_installed_warns_that_dkms_wins():
+    """An installed amdgpu-dkms module loads instead of the inbox one the operator asked for."""
+    f = facts(packages={"amdgpu-dkms": "1:6.16.6.30200100-2255209.24.04"})
+    assert check(judge(f, driver_source="inbox"), "driver.existing").status == WARN
+
+
+@pytest.mark.parametrize(
+    ("manager", "setting", "runtime"),
+    [
+        pytest.param("systemd", "auto", True, id="real-server"),
+        pytest.param("sshd", "auto", False, id="lab-node"),
+        pytest.param("systemd", False, False, id="forced-off"),
+        pytest.param("sshd", "true", True, id="forced-on"),
+    ],
+)
+def test_runtime_steps_follow_the_init_system_unless_told(manager, setting, runtime):
+    """Lab nodes have no systemd: roles write files but skip update-grub, udevadm and reboots."""
+    assert judge(facts(service_manager=manager), apply_runtime=setting).resolved.runtime is runtime
+
+
+def test_a_failed_check_becomes_a_check_result_of_the_shared_contract():
+    """The doctor reports preflight checks with the DESIGN.md fields (id, subject, status, hint)."""
+    c = check(judge(facts(), rocm_version="6.3.2"), "rocm.version")
+    result = c.to_result("node1")
+    assert result.id == "preflight.rocm.version" and result.subject == "node1" and result.status == FAIL
+    assert result.hint == c.fix and result.evidence["detail"] == c.detail
+
+
+# -- facts gathered on the node (fake roots) ---------------------------------------------------
+
+
+def write(root: Path, path: str, content: str | bytes) -> None:
+    target = root / path.lstrip("/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        target.write_bytes(content)
+    else:
+        target.write_text(content)
+
+
+def pci_device(root: Path, address: str, vendor: str, device: str, pci_class: str, driver: str = "") -> None:
+    base = f"/sys/bus/pci/devices/{address}"
+    for name, value in (("vendor", vendor), ("device", device), ("class", pci_class), ("boot_vga", "0")):
+        write(root, f"{base}/{name}", value + "\n")
+    if driver:
+        (root / "sys/bus/pci/drivers" / driver).mkdir(parents=True, exist_ok=True)
+        os.symlink(f"../../../bus/pci/drivers/{driver}", root / base.lstrip("/") / "driver")
+
+
+@pytest.fixture
+def fake_root(tmp_path: Path) -> Path:
+    write(
+        tmp_path,
+        "/etc/os-release",
+        'PRETTY_NAME="Ubuntu 24.04.2 LTS"\nID=ubuntu\nVERSION_ID="24.04"\nVERSION_CODENAME=noble\n',
+    )
+    write(tmp_path, "/proc/sys/kernel/osrelease", "6.8.0-31-generic\n")
+    (tmp_path / "var").mkdir(exist_ok=True)
+    return tmp_path
+
+
+def test_facts_read_os_release_and_every_display_class_device_from_sysfs(fake_root):
+    """Display devices of any vendor are reported; the audio function of the card is not."""
+    pci_device(fake_root, "0000:03:00.0", "0x1002", "0x7551", "0x030000", driver="amdgpu")
+    pci_device(fake_root, "0000:03:00.1", "0x1002", "0xab40", "0x040300")
+    pci_device(fake_root, "0000:04:00.0", "0x1002", "0x7551", "0x038000")
+    f = nodefacts.gather({"root": str(fake_root)})
+    assert f["os"] == {
+        "id": "ubuntu",
+        "version_id": "24.04",
+        "codename": "noble",
+        "pretty_name": "Ubuntu 24.04.2 LTS",
+        "key": "ubuntu-24.04",
+    }
+    assert f["kernel"] == "6.8.0-31-generic"
+    assert [(d["address"], d["class"], d["driver"]) for d in f["pci"]["devices"]] == [
+        ("0000:03:00.0", "0x030000", "amdgpu"),
+        ("0000:04:00.0", "0x038000", ""),
+    ]
+    assert f["apt"]["headers_package"] == "linux-headers-6.8.0-31-generic"
+    assert f["secure_boot"]["state"] == "not_efi"
+    assert f["errors"] == []
+
+
+def test_the_labs_stand_in_devices_replace_sysfs(fake_root):
+    """r9700_lab_pci_devices is the lab's test aid; on real nodes sysfs is read."""
+    pci_device(fake_root, "0000:03:00.0", "0x10de", "0x2335", "0x030200")
+    lab = [{"address": "0000:0a:00.0", "vendor": "0x1002", "device": "0x7551", "class": "0x030000"}]
+    f = nodefacts.gather({"root": str(fake_root), "lab_pci_devices": lab})
+    assert f["pci"]["source"] == "r9700_lab_pci_devices"
+    assert [d["device"] for d in f["pci"]["devices"]] == ["0x7551"]
+
+
+def test_lock_holders_are_found_through_proc_fd_links(fake_root):
+    """fuser-free: a process with /var/lib/dpkg/lock-frontend open is named with its command line."""
+    write(fake_root, "/proc/4242/cmdline", "/usr/bin/python3\x00/usr/bin/unattended-upgrade\x00")
+    (fake_root / "proc/4242/fd").mkdir(parents=True)
+    os.symlink("/var/lib/dpkg/lock-frontend", fake_root / "proc/4242/fd/7")
+    os.symlink("/dev/null", fake_root / "proc/4242/fd/0")
+    (fake_root / "proc/99/fd").mkdir(parents=True)
+    assert nodefacts.find_lock_holders(str(fake_root), set()) == [
+        {
+            "pid": 4242,
+            "command": "/usr/bin/python3 /usr/bin/unattended-upgrade",
+            "file": "/var/lib/dpkg/lock-frontend",
+        }
+    ]
+    assert nodefacts.find_lock_holders(str(fake_root), {4242}) == []
+
+
+def test_waiting_for_the_lock_stops_when_it_is_released(fake_root):
+    """Preflight waits up to the timeout, polling, and remembers who it waited for."""
+    (fake_root / "proc/55/fd").mkdir(parents=True)
+    write(fake_root, "/proc/55/comm", "apt-get\n")
+    os.symlink("/var/lib/apt/lists/lock", fake_root / "proc/55/fd/3")
+    now = [0.0]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+        if now[0] >= 3:
+            os.unlink(fake_root / "proc/55/fd/3")
+
+    result = nodefacts.wait_for_locks(str(fake_root), 600, set(), sleep, lambda: now[0])
+    assert result["holders"] == []
+    assert result["seen_holders"] == [{"pid": 55, "command": "apt-get", "file": "/var/lib/apt/lists/lock"}]
+    assert result["waited_s"] == 3.0
+
+
+def test_waiting_gives_up_at_the_timeout_with_the_holder_still_named(fake_root):
+    (fake_root / "proc/56/fd").mkdir(parents=True)
+    write(fake_root, "/proc/56/cmdline", "flock\x00/var/lib/dpkg/lock\x00sleep\x00600\x00")
+    os.symlink("/var/lib/dpkg/lock", fake_root / "proc/56/fd/3")
+    now = [0.0]
+    result = nodefacts.wait_for_locks(
+        str(fake_root), 5, set(), lambda s: now.__setitem__(0, now[0] + s), lambda: now[0]
+    )
+    assert result["waited_s"] == 5.0
+    assert result["holders"][0]["command"] == "flock /var/lib/dpkg/lock sleep 600"
+
+
+@pytest.mark.parametrize(
+    ("efivar", "state"),
+    [
+        pytest.param(b"\x06\x00\x00\x00\x01", "enabled", id="enabled"),
+        pytest.param(b"\x06\x00\x00\x00\x00", "disabled", id="disabled"),
+    ],
+)
+def test_secure_boot_state_is_read_from_efivars_without_mokutil(fake_root, efivar, state):
+    """The 5th byte of the SecureBoot variable is its value (the first four are attributes)."""
+    write(fake_root, "/" + nodefacts.SECURE_BOOT_VAR, efivar)
+    assert nodefacts.read_secure_boot(str(fake_root), nodefacts.no_commands)["state"] == state
+
+
+def test_dkms_signing_counts_a_mok_pair_or_framework_settings(fake_root):
+    assert nodefacts.read_dkms_signing(str(fake_root))["configured"] is False
+    write(
+        fake_root,
+        "/etc/dkms/framework.conf",
+        '# mok_signing_key="/x"\nmok_signing_key=/root/mok.key\nmok_certificate=/root/mok.der\n',
+    )
+    assert nodefacts.read_dkms_signing(str(fake_root))["configured"] is True
+
+
+def test_a_loaded_amdgpu_with_a_module_version_is_amds_dkms_build(fake_root):
+    """The inbox driver has no /sys/module/amdgpu/version; AMD's DKMS module does."""
+    (fake_root / "sys/module/amdgpu").mkdir(parents=True)
+    inbox = nodefacts.read_amdgpu(str(fake_root), nodefacts.no_commands)
+    assert inbox["loaded"] and not inbox["dkms"]
+    write(fake_root, "/sys/module/amdgpu/version", "6.16.6\n")
+    assert nodefacts.read_amdgpu(str(fake_root), nodefacts.no_commands) == {
+        "loaded": True,
+        "version": "6.16.6",
+        "modinfo_version": None,
+        "modinfo_filename": None,
+        "dkms": True,
+    }
+
+
+def test_apt_policy_output_is_parsed_into_installed_and_candidate():
+    """Parsed from a recorded `apt-cache policy` output; an unknown package prints nothing."""
+    assert nodefacts.parse_apt_policy(APT_POLICY_RECORDED) == {
+        "linux-headers-amd64": {"installed": None, "candidate": "6.1.192-3"},
+        "ca-certificates": {"installed": "20230311+deb12u1", "candidate": "20250419~deb12u2"},
+    }
+    result = nodefacts.apt_candidates(
+        lambda argv, timeout: (0, APT_POLICY_RECORDED), ["linux-headers-amd64", "nope"]
+    )
+    assert result["packages"]["nope"] == {"installed": None, "candidate": None}
+    assert result["error"] == ""
+
+
+def test_nodefacts_runs_as_a_child_from_stdin_with_base64_arguments(fake_root):
+    """The role and the doctor run `python3 - ARGS < nodefacts.py`; the JSON must come back whole."""
+    pci_device(fake_root, "0000:03:00.0", "0x1002", "0x7551", "0x030000")
+    command, script = nodefacts.invocation({"root": str(fake_root), "lock_wait_s": 0}, python=sys.executable)
+    out = subprocess.run(command, shell=True, input=script, capture_output=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    f = json.loads(out.stdout)
+    assert f["schema"] == nodefacts.SCHEMA
+    assert f["os"]["key"] == "ubuntu-24.04"
+    verdict = preflight.judge(f, {"r9700_driver_source": "inbox", "r9700_min_free_gb": 0}, MANIFEST)
+    assert verdict.resolved.gfx_targets == ["gfx1201"]
+    assert verdict.resolved.suite == "noble"
+
+
+def test_bad_arguments_give_json_with_the_error_not_a_traceback():
+    out = subprocess.run(
+        [sys.executable, "-", "not-base64!"],
+        input=Path(nodefacts.__file__).read_bytes(),
+        capture_output=True,
+        timeout=60,
+    )
+    assert out.returncode == 0
+    assert json.loads(out.stdout)["errors"][0].startswith("bad arguments:")
+
+
+def test_verdict_serialises_for_the_ansible_fact_and_the_doctors_json():
+    v = judge(copy.deepcopy(facts()))
+    data = json.loads(json.dumps(v.to_dict()))
+    assert data["ok"] is True
+    assert data["resolved"]["rocm_version"] == NEWEST
+    assert {c["id"] for c in data["checks"]} >= {
+        "os.release",
+        "gpu.detected",
+        "rocm.version",
+        "apt.lock",
+        "secureboot",
+    }

@@ -78,8 +78,11 @@ def _role_variables(role: Path) -> dict[str, str]:
         names.update({str(key): "" for key in defaults})
     specs = _load_yaml(role / "meta" / "argument_specs.yml")
     if isinstance(specs, dict):
-        for entry in (specs.get("argument_specs") or {}).values():
-            for key, option in ((entry or {}).get("options") or {}).items():
+        # Only the `main` entry point is the user's interface; other entry points take
+        # parameters from the roles that include them (a user setting one would misfire).
+        entry = (specs.get("argument_specs") or {}).get("main") or {}
+        if isinstance(entry, dict):
+            for key, option in (entry.get("options") or {}).items():
                 description = option.get("description", "") if isinstance(option, dict) else ""
                 if isinstance(description, list):
                     description = " ".join(str(line) for line in description)

@@ -45,6 +45,7 @@ NOT_RUN = "NOT_RUN"
 
 REBOOT_FACT = "r9700_reboot_pending"
 REBOOT_REASONS_FACT = "r9700_reboot_reasons"  # optional: why, as a list of short texts
+VERSIONS_FACT = "r9700_versions"  # r9700_rocm: {"before": {...}, "after": {...}} package versions
 STOP_GRACE_S = 15.0
 # ansible-runner polls the cancel callback once per pexpect timeout: keep Ctrl-C responsive.
 PEXPECT_TIMEOUT_S = 1
@@ -103,6 +104,7 @@ class HostResult:
     failed_tasks: list[FailedTask] = field(default_factory=list)
     reboot_pending: bool = False
     reboot_reasons: list[str] = field(default_factory=list)
+    versions: dict[str, Any] = field(default_factory=dict)
     current_task: str | None = None  # started and not finished yet
     started: bool = False
     interrupted: bool = False
@@ -300,6 +302,8 @@ class _EventTracker:
                 result.reboot_pending = _truthy(facts[REBOOT_FACT])
             if isinstance(facts, dict) and isinstance(facts.get(REBOOT_REASONS_FACT), list):
                 result.reboot_reasons = [str(reason) for reason in facts[REBOOT_REASONS_FACT]]
+            if isinstance(facts, dict) and isinstance(facts.get(VERSIONS_FACT), dict):
+                result.versions = facts[VERSIONS_FACT]
         elif kind == "runner_on_failed" and data.get("ignore_errors"):
             result.ok += 1  # as Ansible's stats count it
             result.ignored += 1

@@ -163,5 +163,6 @@ def _host_entry(host: HostResult, address: str | None) -> dict[str, Any]:
         ],
         "reboot_pending": host.reboot_pending,
         "reboot_reasons": host.reboot_reasons,
+        "versions": host.versions,
         "interrupted_in": host.current_task if host.interrupted else None,
     }

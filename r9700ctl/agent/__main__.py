@@ -27,6 +27,7 @@ examples:
   python -m r9700ctl.agent --level quick --expected-gpus 4 --json /tmp/quick.json
   python -m r9700ctl.agent --level standard --expect-scaling 4:3.4,8:6.1 --skip p2p
   python -m r9700ctl.agent --level burnin --duration 7200
+  python -m r9700ctl.agent --level standard --json now.json --baseline last-month.json
 
 exit codes: 0 all good, 1 warnings only, 2 something failed, 3 could not run (no GPU, a step
 timed out, a result inconclusive), 64 bad option (one line on stderr, nothing ran)."""
@@ -161,6 +162,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="read /sys, /proc, /dev under DIR (for tests with a fake tree)",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="PREVIOUS.json",
+        help="compare every GB/s, TFLOPS and speedup figure with the same check and subject in this "
+        "earlier --json report (3-gate regression check; results baseline.*)",
+    )
     parser.add_argument("--list", action="store_true", help="list the checks of each level and exit")
     parser.add_argument("-v", "--verbose", action="store_true", help="progress lines on stderr")
     return parser
@@ -204,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             gpus=args.gpus,
             thresholds_path=args.thresholds,
             root=args.root,
+            baseline_path=args.baseline,
         )
 
         def progress(text: str) -> None:

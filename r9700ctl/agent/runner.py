@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from r9700ctl.agent import burnin, causes, checks, environment, gpus, levels, report, watchdog
+from r9700ctl.agent import baseline, burnin, causes, checks, environment, gpus, levels, report, watchdog
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.datafiles import DataFileError, gpu_models
 from r9700ctl.agent.journal import (
@@ -68,6 +68,7 @@ class Options:
     gpus: list[int] | None = None
     thresholds_path: Path | None = None
     root: Path = Path("/")
+    baseline_path: Path | None = None
 
 
 @dataclass
@@ -290,10 +291,21 @@ def validate_names(options: Options) -> None:
         raise AgentExit(f"--thresholds: {options.thresholds_path} is not a file", EXIT_BAD_INPUT)
 
 
+def load_baseline(options: Options) -> dict[str, Any] | None:
+    """The --baseline report, checked before anything runs (a bad file is bad input: exit 64)."""
+    if options.baseline_path is None:
+        return None
+    try:
+        return baseline.load(options.baseline_path)
+    except baseline.BaselineError as exc:
+        raise AgentExit(str(exc), EXIT_BAD_INPUT) from None
+
+
 def run(options: Options, progress: Callable[[str], None] | None = None) -> RunOutcome:
     say = progress or (lambda text: None)
     import_failures = checks.load_all()
     validate_names(options)
+    previous_report = load_baseline(options)
     params = levels.params_for(options.level, options.duration_s)
     if options.json_path is not None:
         report.remove_stale(options.json_path)
@@ -306,7 +318,9 @@ def run(options: Options, progress: Callable[[str], None] | None = None) -> RunO
         raise AgentExit(f"{exc} (pass --journal-dir DIR, or run as root)", EXIT_CANNOT_RUN) from exc
     status = "aborted"
     try:
-        outcome = _run_opened(options, params, journal, previous, import_failures, say, started_wall, started)
+        outcome = _run_opened(
+            options, params, journal, previous, import_failures, say, started_wall, started, previous_report
+        )
         status = outcome.report["status"]
         return outcome
     finally:
@@ -322,6 +336,7 @@ def _run_opened(
     say: Callable[[str], None],
     started_wall: str,
     started: float,
+    previous_report: dict[str, Any] | None = None,
 ) -> RunOutcome:
     results = previous_run_results(previous)
     for module, text in import_failures.items():
@@ -342,6 +357,12 @@ def _run_opened(
     say("discovering GPUs")
     discovery = gpus.discover(options.root, probe, tool_timeout_s=float(params["tools.timeout_s"]))
     selected = _select(discovery.gpus, options.gpus)
+    if previous_report is not None:
+        mismatch = baseline.model_mismatch(
+            previous_report, [g.model for g in selected], where=f"--baseline {options.baseline_path}"
+        )
+        if mismatch:
+            raise AgentExit(mismatch, EXIT_BAD_INPUT)
     try:
         thresholds = resolve(
             [g.model for g in selected], [g.vendor for g in selected], overrides=options.thresholds_path
@@ -378,6 +399,19 @@ def _run_opened(
         results.extend(_burn_in(measured, ctx, params, say))
     elif measured:
         results.extend(_measure_round(measured, ctx, params, say))
+    if previous_report is not None:
+        say(f"comparing with the baseline {options.baseline_path}")
+        results.extend(
+            baseline.baseline_results(
+                previous_report,
+                [r.to_dict() for r in results],
+                env,
+                baseline.config_from_thresholds(thresholds.values),
+                source_path=str(options.baseline_path),
+                level=options.level,
+                node=socket.gethostname(),
+            )
+        )
     causes.apply(
         results,
         vbios={g.subject: g.vbios for g in selected},
@@ -419,6 +453,16 @@ def _run_opened(
     doc["integrated_gpus"] = [g.to_dict() for g in discovery.ignored]
     doc["previous_run"] = (
         None if previous is None else {"run_id": previous.run_id, "rebooted": previous.rebooted}
+    )
+    doc["baseline"] = (
+        None
+        if previous_report is None
+        else {
+            "path": str(options.baseline_path),
+            "node": previous_report.get("node"),
+            "level": previous_report.get("level"),
+            "started": previous_report.get("started"),
+        }
     )
     if options.json_path is not None:
         report.write_json(options.json_path, doc)

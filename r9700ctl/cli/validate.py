@@ -52,6 +52,7 @@ Examples:
   r9700ctl validate --local --level config
   r9700ctl validate --local --level quick --expected-gpus 4 --json quick.json
   r9700ctl validate --local --level standard --expect-scaling 4:3.4,8:6.1
+  r9700ctl validate --local --level standard --json now.json --baseline before.json
 \b
 Exit codes: 0 all good, 1 warnings only, 2 something failed, 3 could not run
 (no GPU, a step timed out), 64 bad option."""
@@ -103,6 +104,13 @@ Exit codes: 0 all good, 1 warnings only, 2 something failed, 3 could not run
     metavar="FILE",
     help="Thresholds overriding the shipped ones (same layout). [env var: R9700CTL_THRESHOLDS]",
 )
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PREVIOUS.json",
+    help="Compare every GB/s, TFLOPS and speedup figure with an earlier --json report of this node "
+    "(3-gate regression check: results baseline.*).",
+)
 @click.pass_obj
 def validate(app: Application, inventory: Path | None, local: bool, **options: object) -> None:
     """Measure every GPU, link and node and judge the figures.
@@ -143,6 +151,7 @@ def _agent_args(options: dict[str, object], verbose: bool) -> list[str]:
         "gpus": "--gpus",
         "journal_dir": "--journal-dir",
         "thresholds": "--thresholds",
+        "baseline": "--baseline",
     }
     args: list[str] = []
     for key, flag in flags.items():

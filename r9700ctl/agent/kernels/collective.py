@@ -18,11 +18,17 @@ within the dtype's tolerance. The count of wrong elements is summed over ranks.
 
 On the CPU (gloo backend, the CI path) the same code runs with host timing. `fault` plants a
 failure for tests and for proving the check catches one: {"corrupt_rank": r} adds 1000 to one
-element of rank r's input; {"stall_rank": r, "stall_s": s} makes rank r sleep before joining.
+element of rank r's input; {"stall_rank": r, "stall_s": s} makes rank r sleep before joining;
+{"slowdown": f} makes every timed call last about f times as long (a pause of (f - 1) x the
+call's time measured before the windows, the same on every rank so pauses do not compound): a
+collective f times slower, whatever the machine's speed. The
+variable R9700CTL_TEST_ALLREDUCE_SLOWDOWN sets f from outside, for tests that run the whole
+collective check twice and need the second run slower (tests/unit/test_agent_baseline.py).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -40,6 +46,8 @@ PATTERN_PERIOD = 7
 DEFAULT_SIZES = tuple(s * timing.MiB for s in (1, 4, 16, 64, 256, 1024))
 DEFAULT_WINDOWS = 5
 DEFAULT_WARMUP = 5
+# Test-only: a planted slowdown factor for the timed all-reduces (unset in real runs).
+PLANTED_SLOWDOWN_ENV = "R9700CTL_TEST_ALLREDUCE_SLOWDOWN"
 
 
 def calls_for(size_bytes: int) -> int:
@@ -78,7 +86,25 @@ def _check(buf: torch.Tensor, name: str, rank: int, world_size: int, fault: dict
     return {"wrong": int(total.item()), "checked_elements": buf.numel() * world_size}
 
 
-def _timed(buf: torch.Tensor, rank: int, windows: int, calls: int, warmup: int) -> list[float]:
+def _planted_pause(buf: torch.Tensor, slowdown: float) -> float:
+    """Seconds to pause after each timed call for a planted `slowdown` (tests); 0 when none.
+
+    Measured on three untimed calls, then the largest over ranks: every rank pauses the same.
+    """
+    if slowdown <= 1:
+        return 0.0
+    began = time.perf_counter()
+    for _ in range(3):
+        dist.all_reduce(buf)
+    timing.synchronize(buf.device)
+    per_call = torch.tensor([(time.perf_counter() - began) / 3], dtype=torch.float64, device=buf.device)
+    dist.all_reduce(per_call, op=dist.ReduceOp.MAX)
+    return (slowdown - 1) * float(per_call.item())
+
+
+def _timed(
+    buf: torch.Tensor, rank: int, windows: int, calls: int, warmup: int, slowdown: float = 1.0
+) -> list[float]:
     """Seconds per all-reduce, averaged across ranks, one figure per window."""
     device = buf.device
     for _ in range(warmup):
@@ -86,6 +112,7 @@ def _timed(buf: torch.Tensor, rank: int, windows: int, calls: int, warmup: int) 
     timing.synchronize(device)
     out = []
     world = dist.get_world_size()
+    pause = _planted_pause(buf, slowdown)
     for _ in range(windows):
         buf.fill_(1.0 / world)  # refill outside the timed region: values stay bounded
         timing.synchronize(device)
@@ -95,6 +122,8 @@ def _timed(buf: torch.Tensor, rank: int, windows: int, calls: int, warmup: int) 
         timer.start()
         for _ in range(calls):
             dist.all_reduce(buf)
+            if pause:  # planted fault (tests only)
+                time.sleep(pause)
         timer.stop()
         seconds = torch.tensor([timer.seconds() / calls], dtype=torch.float64, device=device)
         dist.all_reduce(seconds)
@@ -121,6 +150,7 @@ def allreduce_sweep(
     fault = dict(fault or {})
     if fault.get("stall_rank") == rank:
         time.sleep(float(fault.get("stall_s", 3600)))
+    slowdown = float(fault.get("slowdown") or os.environ.get(PLANTED_SLOWDOWN_ENV) or 1.0)
     device = rank_device()
     elem = torch.tensor([], dtype=DTYPES[dtype]).element_size()
     rows = []
@@ -129,7 +159,7 @@ def allreduce_sweep(
         buf = torch.empty(count, dtype=DTYPES[dtype], device=device)
         check = _check(buf, dtype, rank, world_size, fault)
         calls = calls_per_window or calls_for(count * elem)
-        seconds = _timed(buf, rank, windows, calls, warmup)
+        seconds = _timed(buf, rank, windows, calls, warmup, slowdown)
         t = timing.median(seconds)
         rows.append(
             {
@@ -158,6 +188,7 @@ def allreduce_sweep(
         "windows": windows,
         "warmup": warmup,
         "bus_factor": bus_factor(world_size),
+        "planted_slowdown": slowdown,
         "formula": "busbw = S/t * 2(n-1)/n (nccl-tests doc/PERFORMANCE.md)",
         "versions": {**timing.versions(), "nccl": _nccl_version()},
     }

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from r9700ctl.cli.app import Application
+from r9700ctl.cli.options import group_option, inventory_argument, limit_option
 from r9700ctl.errors import BadInput
 
 if TYPE_CHECKING:
@@ -16,11 +17,9 @@ if TYPE_CHECKING:
 
     from r9700ctl.collect import CollectReport
 
-DEFAULT_GROUP = "r9700_nodes"
-
 
 @click.command()
-@click.argument("inventory", metavar="INVENTORY", type=click.Path(path_type=Path))
+@inventory_argument
 @click.option(
     "--out",
     "-o",
@@ -30,18 +29,8 @@ DEFAULT_GROUP = "r9700_nodes"
     type=click.Path(path_type=Path),
     help="Directory for the bundles: one subdirectory per host (created when missing).",
 )
-@click.option(
-    "--group",
-    "-g",
-    default=DEFAULT_GROUP,
-    show_default=True,
-    envvar="R9700CTL_GROUP",
-    show_envvar=True,
-    help="Inventory group holding the nodes.",
-)
-@click.option(
-    "--limit", "-l", metavar="PATTERN", help="Only these hosts of the group (Ansible host pattern)."
-)
+@group_option
+@limit_option
 @click.option(
     "--json",
     "json_path",

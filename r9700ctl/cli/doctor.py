@@ -10,13 +10,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from r9700ctl.cli.app import Application
+from r9700ctl.cli.options import group_option
 from r9700ctl.errors import BadInput, CannotRun
 
 if TYPE_CHECKING:
     from r9700ctl.bundle import BundleReport, FleetBundleReport
     from r9700ctl.doctor import DoctorReport, HostReport
-
-DEFAULT_GROUP = "r9700_nodes"
 
 
 @click.command()
@@ -28,15 +27,7 @@ DEFAULT_GROUP = "r9700_nodes"
     help="Diagnose a support bundle offline instead of contacting hosts: one node's bundle "
     "directory, or a directory of them as `r9700ctl collect --out DIR` writes.",
 )
-@click.option(
-    "--group",
-    "-g",
-    default=DEFAULT_GROUP,
-    show_default=True,
-    envvar="R9700CTL_GROUP",
-    show_envvar=True,
-    help="Inventory group holding the nodes.",
-)
+@group_option
 @click.option(
     "--json",
     "json_path",

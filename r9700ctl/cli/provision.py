@@ -7,28 +7,14 @@ from pathlib import Path
 import click
 
 from r9700ctl.cli.app import Application
+from r9700ctl.cli.options import group_option, inventory_argument, limit_option
 from r9700ctl.errors import BadInput
-
-DEFAULT_GROUP = "r9700_nodes"
 
 
 @click.command()
-@click.argument("inventory", metavar="INVENTORY", type=click.Path(path_type=Path))
-@click.option(
-    "--group",
-    "-g",
-    default=DEFAULT_GROUP,
-    show_default=True,
-    envvar="R9700CTL_GROUP",
-    show_envvar=True,
-    help="Inventory group holding the nodes.",
-)
-@click.option(
-    "--limit",
-    "-l",
-    metavar="PATTERN",
-    help="Only these hosts of the group (Ansible host pattern: node1,node2 or 'rack1:!node3').",
-)
+@inventory_argument
+@group_option
+@limit_option
 @click.option("--check", "-C", is_flag=True, help="Dry run: report what would change, change nothing.")
 @click.option("--diff", "-D", is_flag=True, help="Show the changes made to files (with --check: would make).")
 @click.option(

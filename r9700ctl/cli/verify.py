@@ -7,23 +7,14 @@ from pathlib import Path
 import click
 
 from r9700ctl.cli.app import Application
+from r9700ctl.cli.options import group_option, inventory_argument, limit_option
 from r9700ctl.errors import BadInput
 
 
 @click.command()
-@click.argument("inventory", metavar="INVENTORY", type=click.Path(path_type=Path))
-@click.option(
-    "--group",
-    "-g",
-    default="r9700_nodes",
-    show_default=True,
-    envvar="R9700CTL_GROUP",
-    show_envvar=True,
-    help="Inventory group holding the nodes.",
-)
-@click.option(
-    "--limit", "-l", metavar="PATTERN", help="Only these hosts of the group (Ansible host pattern)."
-)
+@inventory_argument
+@group_option
+@limit_option
 @click.option(
     "-k",
     "keyword",

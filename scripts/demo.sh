@@ -15,4 +15,4 @@ trap 'exit 130' INT TERM
 "$r9700ctl" lab up --nodes 2 --dir "$lab_dir"
 "$r9700ctl" provision "$lab_dir/inventory.ini" --json "$lab_dir/provision.json"
 "$r9700ctl" verify "$lab_dir/inventory.ini"
-echo "demo: provision report kept in $lab_dir/provision.json until the lab is removed"
+echo "demo: the provision report (JSON) is in $lab_dir/provision.json"

@@ -36,6 +36,8 @@ CONTROLLER_SET: dict[str, str] = {
     "r9700_group": "--group",
     "r9700_toolkit_version": "the installed r9700ctl version",
     "r9700_collect_dest": "--out of r9700ctl collect",
+    "r9700_validate_dest": "r9700ctl validate (a fresh directory per run)",
+    "r9700_validate_agent_archive": "r9700ctl validate (packed from its own package)",
 }
 
 

@@ -1,18 +1,25 @@
 """`r9700ctl validate`: measure GPUs, links and nodes and judge the figures.
 
-`--local` runs the on-node agent on this machine; running it on the nodes of an inventory
-(through Ansible) is not built yet.
+`--local` runs the on-node agent on this machine; with an INVENTORY it runs on every node
+through Ansible (r9700ctl.validate) and the fleet is judged as a whole (r9700ctl.fleet).
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from r9700ctl.cli.app import Application
-from r9700ctl.errors import BadInput, not_built
+from r9700ctl.cli.options import group_option, limit_option
+from r9700ctl.errors import BadInput
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from r9700ctl.validate import FleetReport, NodeOutcome
 
 LEVELS = ("config", "quick", "standard", "burnin")
 
@@ -49,16 +56,22 @@ Levels:
   burnin    soak for --duration seconds: drift, tail latency, throttling
 \b
 Examples:
+  r9700ctl validate inventory.ini                      # every node, config level, fleet verdict
+  r9700ctl validate inventory.ini --level quick --expected-gpus 4 --json fleet.json
+  r9700ctl validate inventory.ini --limit node03 --level standard -v
   r9700ctl validate --local --level config
   r9700ctl validate --local --level quick --expected-gpus 4 --json quick.json
   r9700ctl validate --local --level standard --expect-scaling 4:3.4,8:6.1
   r9700ctl validate --local --level standard --json now.json --baseline before.json
 \b
 Exit codes: 0 all good, 1 warnings only, 2 something failed, 3 could not run
-(no GPU, a step timed out), 64 bad option."""
+(no GPU, a step timed out; with INVENTORY also: a node unreachable or its agent wrote
+no report), 64 bad option or inventory (then no host was contacted)."""
 )
 @click.argument("inventory", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--local", is_flag=True, help="Run the validation agent on this machine.")
+@group_option
+@limit_option
 @click.option(
     "--level",
     type=click.Choice(LEVELS),
@@ -75,7 +88,8 @@ Exit codes: 0 all good, 1 warnings only, 2 something failed, 3 could not run
     "json_path",
     type=click.Path(dir_okay=False, path_type=Path),
     metavar="PATH",
-    help="Also write the report as JSON (schema r9700ctl.validate/1).",
+    help="Also write the report as JSON: schema r9700ctl.validate/1 with --local, "
+    "r9700ctl.validate-fleet/1 (every node's report + fleet results) with INVENTORY.",
 )
 @click.option(
     "--expected-gpus", type=click.IntRange(min=0), metavar="N", help="FAIL when fewer GPUs are found."
@@ -111,14 +125,32 @@ Exit codes: 0 all good, 1 warnings only, 2 something failed, 3 could not run
     help="Compare every GB/s, TFLOPS and speedup figure with an earlier --json report of this node "
     "(3-gate regression check: results baseline.*).",
 )
+@click.option(
+    "--verbose",
+    "-v",
+    count=True,
+    help="INVENTORY: every task result in the progress (-vv: Ansible's output).",
+)
 @click.pass_obj
-def validate(app: Application, inventory: Path | None, local: bool, **options: object) -> None:
+def validate(
+    app: Application, inventory: Path | None, local: bool, group: str, limit: str | None, **options: object
+) -> None:
     """Measure every GPU, link and node and judge the figures.
 
     With --local, the validation agent runs on this machine: per GPU, per pair and for the
     node it says PASS / WARN / FAIL with the figure, the threshold and the likely cause.
     Every GPU step runs in a child process with a timeout and is journaled first, so a run
     after a host reset names the step that was running.
+
+    \b
+    With INVENTORY, playbooks/validate.yml ships the agent to every node of the group at
+    once (it needs python3 there, plus PyTorch for quick/standard/burnin), runs it as root
+    and fetches each node's JSON report. Then each node's weakest figure per check (GB/s,
+    TFLOPS, speed-up, latency) is held against the fleet median: robust z beyond 3 in the
+    bad direction is WARN FLEET_OUTLIER, beyond 5 FAIL (needs 3+ nodes). The table shows
+    per node its status, checks passed/warn/fail and its worst finding with the hint.
+    --duration, --expect-scaling, --only, --skip, --gpus, --journal-dir, --thresholds and
+    --baseline are for --local only; --group and --limit for INVENTORY only.
     """
     if inventory is not None and local:
         raise BadInput(what="give an inventory or --local, not both", hint="--local validates this machine")
@@ -128,7 +160,10 @@ def validate(app: Application, inventory: Path | None, local: bool, **options: o
             hint="give an INVENTORY for the nodes, or --local for this machine; see r9700ctl validate --help",
         )
     if inventory is not None:
-        raise not_built("validate INVENTORY")
+        _validate_fleet(app, inventory, group, limit, options)
+        return
+    if limit is not None:
+        raise BadInput(what="--limit applies to an INVENTORY, not --local", hint="drop --limit")
     if options["duration"] is not None and options["level"] != "burnin":
         raise BadInput(what="--duration applies to --level burnin only", hint="add --level burnin")
 
@@ -137,6 +172,103 @@ def validate(app: Application, inventory: Path | None, local: bool, **options: o
     args = _agent_args(options, verbose=not app.plain and sys.stderr.isatty())
     code = run_agent(args, on_stdout=click.echo, on_stderr=lambda line: click.echo(line, err=True))
     click.get_current_context().exit(code)
+
+
+LOCAL_ONLY = {
+    "duration": "--duration",
+    "expect_scaling": "--expect-scaling",
+    "only": "--only",
+    "skip": "--skip",
+    "gpus": "--gpus",
+    "journal_dir": "--journal-dir",
+    "thresholds": "--thresholds",
+    "baseline": "--baseline",
+}
+
+
+def _validate_fleet(app: Application, inventory: Path, group: str, limit: str | None, options: dict) -> None:
+    """INVENTORY: the agent on every node through Ansible, then a table per node and the fleet findings."""
+    for key, flag in LOCAL_ONLY.items():
+        if options.get(key) is not None:
+            raise BadInput(
+                what=f"{flag} applies to --local only", hint=f"drop {flag} when giving an INVENTORY"
+            )
+    json_path = options.get("json_path")
+    if isinstance(json_path, Path) and not json_path.expanduser().resolve().parent.is_dir():
+        raise BadInput(
+            what="--json: the directory does not exist", where=str(json_path.parent), hint="create it first"
+        )
+    from r9700ctl.report import print_plain, write_json
+    from r9700ctl.report.progress import LiveProgress, PlainProgress
+    from r9700ctl.validate import validate_inventory
+
+    console = app.console()
+    verbosity = int(options.get("verbose") or 0)
+    renderer: LiveProgress | PlainProgress
+    renderer = PlainProgress(console, verbosity) if app.plain else LiveProgress(console, verbosity)
+    expected = options.get("expected_gpus")
+    with renderer:
+        report = validate_inventory(
+            inventory,
+            group,
+            level=str(options["level"]),
+            limit=limit,
+            expected_gpus=int(expected) if isinstance(expected, int) else None,
+            progress=renderer,
+        )
+    table = _nodes_table(report)
+    print_plain(console, table) if app.plain else console.print(table)
+    for line in _fleet_lines(report):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if isinstance(json_path, Path):
+        write_json(json_path, report.to_dict())
+    console.print(
+        f"fleet: {report.status} (exit {report.exit_code}); reports in {report.reports_dir}/<host>.json",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    click.get_current_context().exit(report.exit_code)
+
+
+def _nodes_table(report: FleetReport) -> Table:
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("node", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("pass/warn/fail", justify="right", no_wrap=True)
+    table.add_column("worst finding", overflow="fold", ratio=1)
+    for node in report.nodes:
+        counts = node.counts
+        numbers = f"{counts['passed']}/{counts['warn']}/{counts['fail']}" if node.report else "-"
+        table.add_row(node.host, node.status, numbers, Text(_worst_text(node)))
+    return table
+
+
+def _worst_text(node: NodeOutcome) -> str:
+    if node.report is None:
+        return node.error
+    finding = node.worst_finding()
+    if finding is None:
+        return "-"
+    text = f"{finding.get('id')} {finding.get('subject')}: {finding.get('status')}"
+    if finding.get("value") not in (None, ""):
+        text += f" {finding.get('value')} {finding.get('unit') or ''}".rstrip()
+    return f"{text}; {finding['hint']}" if finding.get("hint") else text
+
+
+def _fleet_lines(report: FleetReport) -> list[str]:
+    from r9700ctl.validate import fleet_results
+
+    if report.fleet.note:
+        return [report.fleet.note]
+    findings = fleet_results(report)
+    if not findings:
+        return [f"fleet: no outlier among {report.fleet.compared} compared figure(s)"]
+    return [f"{r.status} {r.id} {r.subject}: {r.hint}" for r in findings]
 
 
 def _agent_args(options: dict[str, object], verbose: bool) -> list[str]:

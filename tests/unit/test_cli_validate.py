@@ -78,11 +78,15 @@ def test_validate_with_both_an_inventory_and_local_is_bad_input():
     assert result.stderr.startswith("error: give an inventory or --local, not both")
 
 
-def test_validating_an_inventory_is_not_built_yet_and_changes_nothing():
+def test_validating_a_missing_inventory_is_one_line_and_exit_64():
+    """The fleet path checks its inventory before contacting anything, like provision."""
     result = r9700ctl("validate", "nodes.ini")
-    assert result.returncode == 3
-    assert result.stderr.count("\n") == 1
-    assert "'validate INVENTORY' is not built yet" in result.stderr and "nothing was changed" in result.stderr
+    assert result.returncode == 64
+    assert result.stdout == ""
+    assert result.stderr == (
+        "error: nodes.ini: inventory file not found (give the path of an INI or YAML "
+        "inventory; inventory/example.ini shows the format)\n"
+    )
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,154 @@
+"""Fleet-level judging: each node's figures against the fleet's median (validation.md 6.1 C12).
+
+The agent judges what one node can judge; only the controller sees every node. Per (check id,
+subject kind, metric), a node's figure is its weakest one (the slowest GPU, the slowest pair),
+and robust z = (x - median) / (1.4826 * MAD) says how far it sits from the fleet. A node in
+the bad direction beyond |z| > 3 gets WARN FLEET_OUTLIER, beyond 5 FAIL. With fewer than 3 nodes
+or no spread at all (MAD 0) there is nothing to compare against: no fleet verdict.
+
+Pure standard library: it reads the agents' report dicts and returns CheckResults.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from r9700ctl.agent.result import FAIL, PASS, WARN, CheckResult
+
+MIN_NODES = 3
+WARN_Z = 3.0
+FAIL_Z = 5.0
+MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution times this is its standard deviation
+HIGHER_IS_BETTER = frozenset({"GB/s", "TFLOPS", "x"})  # bandwidths, throughput, speed-ups
+LOWER_IS_BETTER = frozenset({"ms", "us", "s"})  # latencies and durations
+OUTLIER = "FLEET_OUTLIER"
+_GPU_INDEX = re.compile(r"gpu\d+")
+
+
+@dataclass(frozen=True)
+class MetricKey:
+    check: str
+    subject_kind: str  # "gpu", "gpu->gpu", "node", ...: GPU indices dropped
+    metric: str
+    unit: str
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.unit in HIGHER_IS_BETTER
+
+
+@dataclass
+class FleetJudgement:
+    results: list[CheckResult] = field(default_factory=list)
+    compared: int = 0  # metrics with a fleet verdict
+    note: str = ""  # why there is no fleet verdict, said once
+
+
+def robust_z(value: float, values: list[float]) -> float | None:
+    """(value - median) / (1.4826 * MAD); None when MAD is 0 (no spread to measure against)."""
+    median = statistics.median(values)
+    mad = statistics.median(abs(v - median) for v in values)
+    if mad == 0:
+        return None
+    return (value - median) / (MAD_TO_SIGMA * mad)
+
+
+def subject_kind(subject: str) -> str:
+    return _GPU_INDEX.sub("gpu", subject)
+
+
+def node_figures(report: Mapping[str, Any]) -> dict[MetricKey, tuple[float, str]]:
+    """A node's weakest figure per metric key, with the subject it came from."""
+    figures: dict[MetricKey, tuple[float, str]] = {}
+    for result in report.get("results") or []:
+        if not isinstance(result, Mapping):
+            continue
+        value, unit = result.get("value"), str(result.get("unit") or "")
+        if unit not in HIGHER_IS_BETTER | LOWER_IS_BETTER or not _is_number(value):
+            continue
+        key = MetricKey(
+            check=str(result.get("id", "")),
+            subject_kind=subject_kind(str(result.get("subject", ""))),
+            metric=str(result.get("metric", "")),
+            unit=unit,
+        )
+        number = float(value)
+        known = figures.get(key)
+        worse = known is None or (number < known[0] if key.higher_is_better else number > known[0])
+        if worse:
+            figures[key] = (number, str(result.get("subject", "")))
+    return figures
+
+
+def judge_fleet(reports: Mapping[str, Mapping[str, Any]]) -> FleetJudgement:
+    """Judge each node's figures against the fleet; `reports` maps node name -> agent report."""
+    per_node = {node: node_figures(report) for node, report in reports.items()}
+    keys = sorted({key for figures in per_node.values() for key in figures}, key=_sort_key)
+    judgement = FleetJudgement()
+    no_spread = 0
+    for key in keys:
+        values = {node: figures[key] for node, figures in per_node.items() if key in figures}
+        if len(values) < MIN_NODES:
+            continue
+        numbers = [number for number, _ in values.values()]
+        median = statistics.median(numbers)
+        mad = statistics.median(abs(n - median) for n in numbers)
+        if mad == 0:
+            no_spread += 1
+            continue
+        judgement.compared += 1
+        for node, (number, subject) in values.items():
+            z = (number - median) / (MAD_TO_SIGMA * mad)
+            judgement.results.append(_verdict(node, subject, key, number, median, z))
+    if judgement.compared == 0:
+        judgement.note = _no_verdict_note(len(reports), no_spread)
+    return judgement
+
+
+def _verdict(node: str, subject: str, key: MetricKey, value: float, median: float, z: float) -> CheckResult:
+    bad_z = -z if key.higher_is_better else z  # > 0 means worse than the fleet
+    status = FAIL if bad_z > FAIL_Z else WARN if bad_z > WARN_Z else PASS
+    direction = "higher" if key.higher_is_better else "lower"
+    hint = ""
+    if status != PASS:
+        hint = (
+            f"{OUTLIER}: {node} {subject} {value:g} {key.unit} vs fleet median {median:g} {key.unit} "
+            f"(z={z:+.1f}); compare its {key.check} results and link with the others'"
+        )
+    return CheckResult(
+        id=f"fleet.{key.check}",
+        subject=f"{node}:{subject}",
+        status=status,
+        metric=key.metric,
+        value=round(value, 4),
+        unit=key.unit,
+        threshold=f"robust z, bad direction: WARN > {WARN_Z:g}, FAIL > {FAIL_Z:g} ({direction} is better)",
+        hint=hint,
+        evidence={
+            "node": node,
+            "subject_kind": key.subject_kind,
+            "fleet_median": median,
+            "z": round(z, 3),
+        },
+    )
+
+
+def _no_verdict_note(nodes: int, no_spread: int) -> str:
+    if nodes < MIN_NODES:
+        return f"no fleet comparison: {nodes} node(s) with a report, it needs at least {MIN_NODES}"
+    if no_spread:
+        return "no fleet comparison: every shared figure is identical across nodes (MAD 0)"
+    return f"no fleet comparison: no figure in GB/s, TFLOPS, x or ms was measured on {MIN_NODES}+ nodes"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _sort_key(key: MetricKey) -> tuple[str, str, str, str]:
+    return (key.check, key.subject_kind, key.metric, key.unit)

@@ -255,14 +255,13 @@ def run_in_child(
     deadline = started + timeout_s
     try:
         status, value, error = _await_one(process, receiver, deadline, timeout_s)
-    finally:
+    finally:  # also when the agent itself is interrupted: no child and no output file left behind
         if process.is_alive():
             _kill_group(process)
         process.join(REAP_TIMEOUT_S)
         receiver.close()
-    return StepOutcome(
-        step_id, status, value, error, time.monotonic() - started, output=_read_output(output_path)
-    )
+        output = _read_output(output_path)
+    return StepOutcome(step_id, status, value, error, time.monotonic() - started, output=output)
 
 
 def _await_one(process: Any, receiver: Connection, deadline: float, timeout_s: float) -> tuple:
@@ -354,22 +353,16 @@ def run_ranks(
         status, values, error = _await_ranks(ranks, started + timeout_s, timeout_s)
     except Exception as exc:
         status, values, error = ERROR, [], f"could not start ranks: {type(exc).__name__}: {exc}"
-    finally:
+    finally:  # also when the agent itself is interrupted: no rank and no output file left behind
         for process, receiver in ranks:
             if process.is_alive():
                 _kill_group(process)
             process.join(REAP_TIMEOUT_S)
             receiver.close()
+        output = _read_output(output_path)
     value = values[0] if values and status == OK else {}
-    return StepOutcome(
-        step_id,
-        status,
-        value,
-        error,
-        time.monotonic() - started,
-        values if status == OK else [],
-        output=_read_output(output_path),
-    )
+    all_values = values if status == OK else []
+    return StepOutcome(step_id, status, value, error, time.monotonic() - started, all_values, output=output)
 
 
 def _await_ranks(ranks: list[tuple[Any, Connection]], deadline: float, timeout_s: float) -> tuple:

@@ -6,7 +6,9 @@ through Ansible (r9700ctl.validate) and the fleet is judged as a whole (r9700ctl
 
 from __future__ import annotations
 
+import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -63,6 +65,8 @@ Examples:
   r9700ctl validate --local --level quick --expected-gpus 4 --json quick.json
   r9700ctl validate --local --level standard --expect-scaling 4:3.4,8:6.1
   r9700ctl validate --local --level standard --json now.json --baseline before.json
+  r9700ctl validate inventory.ini --html fleet.html --junit fleet.xml
+  r9700ctl validate --local --prom /var/lib/node_exporter/textfile/r9700.prom
 \b
 Exit codes: 0 all good, 1 warnings only, 2 something failed, 3 could not run
 (no GPU, a step timed out; with INVENTORY also: a node unreachable or its agent wrote
@@ -90,6 +94,29 @@ no report), 64 bad option or inventory (then no host was contacted)."""
     metavar="PATH",
     help="Also write the report as JSON: schema r9700ctl.validate/1 with --local, "
     "r9700ctl.validate-fleet/1 (every node's report + fleet results) with INVENTORY.",
+)
+@click.option(
+    "--html",
+    "html_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="Also write a self-contained HTML page: per node its checks, worst first, and the environment.",
+)
+@click.option(
+    "--prom",
+    "prom_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="Also write a Prometheus textfile (node_exporter textfile collector; name it *.prom): "
+    "r9700ctl_validate_value, r9700ctl_validate_status (0 PASS, 1 WARN, 2 FAIL, 3 ERROR, -1 SKIP), "
+    "r9700ctl_validate_last_run_timestamp_seconds.",
+)
+@click.option(
+    "--junit",
+    "junit_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="Also write JUnit XML for CI: a testsuite per node, a testcase per check result.",
 )
 @click.option(
     "--expected-gpus", type=click.IntRange(min=0), metavar="N", help="FAIL when fewer GPUs are found."
@@ -159,6 +186,7 @@ def validate(
             what="nothing to validate",
             hint="give an INVENTORY for the nodes, or --local for this machine; see r9700ctl validate --help",
         )
+    _check_output_dirs(options)
     if inventory is not None:
         _validate_fleet(app, inventory, group, limit, options)
         return
@@ -169,9 +197,62 @@ def validate(
 
     from r9700ctl.agent.launch import run_agent
 
-    args = _agent_args(options, verbose=not app.plain and sys.stderr.isatty())
-    code = run_agent(args, on_stdout=click.echo, on_stderr=lambda line: click.echo(line, err=True))
+    with tempfile.TemporaryDirectory(prefix="r9700ctl-validate-") as scratch:
+        if _wanted_formats(options) and options.get("json_path") is None:
+            options = {**options, "json_path": Path(scratch) / "report.json"}  # the formats read it
+        args = _agent_args(options, verbose=not app.plain and sys.stderr.isatty())
+        code = run_agent(args, on_stdout=click.echo, on_stderr=lambda line: click.echo(line, err=True))
+        _write_formats_from_file(options)
     click.get_current_context().exit(code)
+
+
+FORMAT_OPTIONS = {
+    "html": ("html_path", "--html"),
+    "prom": ("prom_path", "--prom"),
+    "junit": ("junit_path", "--junit"),
+}
+
+
+def _wanted_formats(options: dict[str, object]) -> dict[str, Path]:
+    """The extra report formats asked for: renderer name -> output path."""
+    return {
+        name: value
+        for name, (key, _) in FORMAT_OPTIONS.items()
+        if isinstance(value := options.get(key), Path)
+    }
+
+
+def _check_output_dirs(options: dict[str, object]) -> None:
+    """Bad output paths are refused before anything runs (a 15-minute run must not end in 'no such dir')."""
+    outputs = {"--json": options.get("json_path")}
+    outputs.update({flag: options.get(key) for key, flag in FORMAT_OPTIONS.values()})
+    for flag, path in outputs.items():
+        if isinstance(path, Path) and not path.expanduser().resolve().parent.is_dir():
+            raise BadInput(
+                what=f"{flag}: the directory does not exist", where=str(path.parent), hint="create it first"
+            )
+
+
+def _write_formats(report: dict, options: dict[str, object]) -> None:
+    from r9700ctl.report.formats import RENDERERS, write_text
+
+    for name, path in _wanted_formats(options).items():
+        write_text(path.expanduser(), RENDERERS[name](report))
+
+
+def _write_formats_from_file(options: dict[str, object]) -> None:
+    """--local: the agent's JSON report is the source; without one there is nothing to render."""
+    if not _wanted_formats(options):
+        return
+    json_path = options["json_path"]
+    assert isinstance(json_path, Path)
+    try:
+        report = json.loads(json_path.expanduser().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        flags = ", ".join(flag for key, flag in FORMAT_OPTIONS.values() if options.get(key) is not None)
+        click.echo(f"r9700ctl: the agent wrote no report, so {flags} not written", err=True)
+        return
+    _write_formats(report, options)
 
 
 LOCAL_ONLY = {
@@ -194,10 +275,6 @@ def _validate_fleet(app: Application, inventory: Path, group: str, limit: str | 
                 what=f"{flag} applies to --local only", hint=f"drop {flag} when giving an INVENTORY"
             )
     json_path = options.get("json_path")
-    if isinstance(json_path, Path) and not json_path.expanduser().resolve().parent.is_dir():
-        raise BadInput(
-            what="--json: the directory does not exist", where=str(json_path.parent), hint="create it first"
-        )
     from r9700ctl.report import print_plain, write_json
     from r9700ctl.report.progress import LiveProgress, PlainProgress
     from r9700ctl.validate import validate_inventory
@@ -222,6 +299,7 @@ def _validate_fleet(app: Application, inventory: Path, group: str, limit: str | 
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     if isinstance(json_path, Path):
         write_json(json_path, report.to_dict())
+    _write_formats(report.to_dict(), options)
     console.print(
         f"fleet: {report.status} (exit {report.exit_code}); reports in {report.reports_dir}/<host>.json",
         markup=False,

@@ -1,0 +1,244 @@
+"""`r9700ctl validate` reports as HTML, Prometheus textfile and JUnit XML.
+
+Pure functions: each takes a validate report dict, one node's (r9700ctl.validate/1) or the
+fleet's (r9700ctl.validate-fleet/1), and returns text; `write_text` puts it on disk atomically.
+Both schemas are first normalised to a list of NodeReport (node, status, results), worst first.
+A fleet node that gave no report (unreachable, agent could not run) becomes one ERROR result
+`node.report`, so every format shows it; fleet-wide findings become the pseudo-node "fleet".
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from r9700ctl.agent.result import ERROR, SEVERITY, STATUSES, worst
+
+NODE_SCHEMA = "r9700ctl.validate/1"
+FLEET_SCHEMA = "r9700ctl.validate-fleet/1"
+# Prometheus has no strings: a number per status, SKIP below PASS so "> 0" means "look at it".
+STATUS_VALUES = {"PASS": 0, "WARN": 1, "FAIL": 2, "ERROR": 3, "INCONCLUSIVE": 3, "SKIP": -1}
+STATUS_HELP = "Check status: 0 PASS, 1 WARN, 2 FAIL, 3 ERROR or INCONCLUSIVE, -1 SKIP."
+
+
+class ReportFormatError(ValueError):
+    """The document is not a validate report this module knows."""
+
+
+@dataclass
+class NodeReport:
+    """One node's part of a report, as every format shows it."""
+
+    node: str
+    status: str
+    results: list[dict[str, Any]]
+    started: str = ""
+    environment: dict[str, Any] = field(default_factory=dict)
+
+
+def _severity(status: Any) -> int:
+    return SEVERITY.get(str(status), SEVERITY[ERROR])
+
+
+def _worst_first(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(results, key=lambda r: -_severity(r.get("status")))  # stable: agent order within a status
+
+
+def _known(status: Any) -> str:
+    return str(status) if status in STATUSES else ERROR
+
+
+def _node_from_agent_report(report: dict[str, Any], node: str = "") -> NodeReport:
+    results = [r for r in report.get("results") or [] if isinstance(r, dict)]
+    return NodeReport(
+        node=str(report.get("node") or node or "localhost"),
+        status=_known(report.get("status")),
+        results=_worst_first(results),
+        started=str(report.get("started") or ""),
+        environment=report.get("environment") if isinstance(report.get("environment"), dict) else {},
+    )
+
+
+def nodes_of(report: dict[str, Any]) -> list[NodeReport]:
+    """Either schema as a list of nodes, worst node first."""
+    schema = report.get("schema") if isinstance(report, dict) else None
+    if schema == NODE_SCHEMA:
+        return [_node_from_agent_report(report)]
+    if schema != FLEET_SCHEMA:
+        raise ReportFormatError(f"not a validate report (schema {schema!r})")
+    nodes: list[NodeReport] = []
+    for entry in report.get("nodes") or []:
+        host = str(entry.get("host") or "?")
+        if isinstance(entry.get("report"), dict):
+            nodes.append(_node_from_agent_report(entry["report"], host))
+            nodes[-1].node = host  # the inventory name is what the fleet table and alerts use
+            continue
+        missing = {
+            "id": "node.report",
+            "subject": "node",
+            "status": ERROR,
+            "hint": f"{entry.get('status', 'NO_REPORT')}: {entry.get('error') or 'no report'}",
+        }
+        nodes.append(NodeReport(host, ERROR, [missing], started=str(report.get("started") or "")))
+    fleet = [r for r in (report.get("fleet") or {}).get("results") or [] if isinstance(r, dict)]
+    if fleet:
+        statuses = [_known(r.get("status")) for r in fleet]
+        nodes.append(
+            NodeReport("fleet", worst(statuses), _worst_first(fleet), str(report.get("started") or ""))
+        )
+    return sorted(nodes, key=lambda n: -_severity(n.status))
+
+
+def _number(value: Any) -> float | None:
+    """A finite number, or None (strings, booleans and NaN are not figures)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _value_text(result: dict[str, Any]) -> str:
+    value = result.get("value")
+    if value is None or value == "":
+        return ""
+    number = _number(value)
+    text = f"{number:.4g}" if number is not None and isinstance(value, float) else str(value)
+    return f"{text} {result.get('unit') or ''}".strip()
+
+
+def _epoch(started: str) -> float | None:
+    try:
+        moment = datetime.fromisoformat(started.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+# --- HTML ----------------------------------------------------------------------------------------
+
+
+def render_html(report: dict[str, Any]) -> str:
+    """A self-contained page: inline CSS, no scripts, every text escaped (autoescape on)."""
+    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+    from r9700ctl import paths
+
+    env = Environment(
+        loader=FileSystemLoader(str(paths.content_dir("templates"))),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    nodes = nodes_of(report)
+    overall = _known(report.get("status")) if report.get("status") else worst([n.status for n in nodes])
+    return env.get_template("report.html.j2").render(
+        schema=report.get("schema"),
+        level=report.get("level") or "",
+        started=report.get("started") or "",
+        status=overall,
+        exit_code=report.get("exit_code"),
+        nodes=nodes,
+        value_text=_value_text,
+        notes=[str(n) for n in report.get("notes") or []],
+    )
+
+
+# --- Prometheus ----------------------------------------------------------------------------------
+
+
+def render_prometheus(report: dict[str, Any], now: float | None = None) -> str:
+    """node_exporter textfile format: figures, statuses and the run's time per node."""
+    from prometheus_client import CollectorRegistry, Gauge, generate_latest
+
+    registry = CollectorRegistry()
+    value = Gauge(
+        "r9700ctl_validate_value",
+        "Measured figure of a validate check (unit in the unit label).",
+        ["node", "check", "subject", "metric", "unit"],
+        registry=registry,
+    )
+    status = Gauge("r9700ctl_validate_status", STATUS_HELP, ["node", "check", "subject"], registry=registry)
+    node_status = Gauge(
+        "r9700ctl_validate_node_status",
+        "Worst check status of the node. " + STATUS_HELP,
+        ["node"],
+        registry=registry,
+    )
+    last_run = Gauge(
+        "r9700ctl_validate_last_run_timestamp_seconds",
+        "When the validate run that produced these figures started (Unix time).",
+        ["node"],
+        registry=registry,
+    )
+    fallback = now if now is not None else datetime.now(timezone.utc).timestamp()
+    for node in nodes_of(report):
+        node_status.labels(node.node).set(STATUS_VALUES[node.status])
+        last_run.labels(node.node).set(_epoch(node.started) or fallback)
+        for result in node.results:
+            check, subject = str(result.get("id") or ""), str(result.get("subject") or "")
+            status.labels(node.node, check, subject).set(STATUS_VALUES[_known(result.get("status"))])
+            number = _number(result.get("value"))
+            if number is not None:
+                metric, unit = str(result.get("metric") or ""), str(result.get("unit") or "")
+                value.labels(node.node, check, subject, metric, unit).set(number)
+    return generate_latest(registry).decode("utf-8")
+
+
+# --- JUnit ---------------------------------------------------------------------------------------
+
+
+def render_junit(report: dict[str, Any]) -> str:
+    """A testsuite per node, a testcase per result: FAIL failure, ERROR/INCONCLUSIVE error, SKIP skipped."""
+    from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
+
+    document = JUnitXml("r9700ctl validate")
+    for node in nodes_of(report):
+        suite = TestSuite(node.node)
+        if node.started:
+            suite.timestamp = node.started
+        for result in node.results:
+            case = TestCase(str(result.get("subject") or ""), classname=str(result.get("id") or ""))
+            verdict = _known(result.get("status"))
+            hint = str(result.get("hint") or "")
+            detail = "; ".join(
+                f"{label}: {text}"
+                for label, text in (
+                    ("status", verdict),
+                    ("value", _value_text(result)),
+                    ("threshold", str(result.get("threshold") or "")),
+                )
+                if text
+            )
+            if verdict == "FAIL":
+                case.result = [Failure(hint or detail, "FAIL")]
+            elif verdict in ("ERROR", "INCONCLUSIVE"):
+                case.result = [Error(hint or detail, verdict)]
+            elif verdict == "SKIP":
+                case.result = [Skipped(hint or "skipped")]
+            case.system_out = f"{detail}\n{hint}".strip() if hint else detail
+            suite.add_testcase(case)
+        suite.update_statistics()
+        document.add_testsuite(suite)
+    document.update_statistics()
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + document.tostring().decode("utf-8") + "\n"
+
+
+RENDERERS = {"html": render_html, "prom": render_prometheus, "junit": render_junit}
+
+
+def write_text(path: Path | str, text: str) -> Path:
+    """Write atomically (.tmp, fsync, rename): a scraper or CI never reads half a file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return path

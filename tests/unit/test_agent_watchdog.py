@@ -165,7 +165,11 @@ def _agent_like_parent(tmp_path, install_sigterm_handler: bool):
         "    except KeyboardInterrupt:\n"
         "        sys.exit(143)\n"
     )
-    parent = subprocess.Popen([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2])
+    parent = subprocess.Popen(  # TMPDIR: a SIGKILLed agent cannot remove its step output file
+        [sys.executable, "-c", code],
+        cwd=Path(__file__).resolve().parents[2],
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
     deadline = time.monotonic() + 60
     while not pid_file.exists() or not pid_file.read_text():
         assert parent.poll() is None and time.monotonic() < deadline

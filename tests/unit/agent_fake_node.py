@@ -10,6 +10,9 @@ topology and /dev nodes. Values are typical ones, not a recording of a particula
 from __future__ import annotations
 
 import os
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 GIB = 2**30
@@ -265,3 +268,36 @@ def r9700_node(
     node.load_module("amdgpu", "6.12.12")
     node.add_dev("dev/kfd")
     return node
+
+
+# --- running the agent as a user would (a real child process) ------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def agent_environment(tmp_path: Path) -> dict[str, str]:
+    """No torch, fake tools only: the agent's answers do not depend on the test machine."""
+    no_torch = tmp_path / "no-torch"
+    (no_torch / "torch").mkdir(parents=True)
+    (no_torch / "torch/__init__.py").write_text("raise ImportError('No module named torch (test)')\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    dmesg = bin_dir / "dmesg"
+    dmesg.write_text("#!/bin/sh\nexit 0\n")
+    dmesg.chmod(dmesg.stat().st_mode | stat.S_IEXEC)
+    variables = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "HSA_", "RCCL_", "HIP_"))}
+    variables.update(PYTHONPATH=f"{no_torch}{os.pathsep}{REPO}", PATH=str(bin_dir), NO_COLOR="1")
+    return variables
+
+
+def run_agent(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """`python -m r9700ctl.agent ARGS` in a child process with `env`."""
+    return subprocess.run(
+        [sys.executable, "-m", "r9700ctl.agent", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )

@@ -10,15 +10,11 @@ are bad input: one line, exit 64, nothing measured.
 from __future__ import annotations
 
 import json
-import os
-import stat
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from agent_fake_node import r9700_node
+from agent_fake_node import agent_environment, r9700_node, run_agent
 from click.testing import CliRunner
 
 from r9700ctl.agent import baseline, levels, report, thresholds
@@ -448,30 +444,10 @@ def test_a_planted_allreduce_slowdown_is_flagged_against_the_previous_run(tmp_pa
 
 @pytest.fixture
 def agent_env(tmp_path):
-    """No torch, fake tools only: the agent's answers do not depend on the test machine."""
-    no_torch = tmp_path / "no-torch"
-    (no_torch / "torch").mkdir(parents=True)
-    (no_torch / "torch/__init__.py").write_text("raise ImportError('No module named torch (test)')\n")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    dmesg = bin_dir / "dmesg"
-    dmesg.write_text("#!/bin/sh\nexit 0\n")
-    dmesg.chmod(dmesg.stat().st_mode | stat.S_IEXEC)
-    variables = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "HSA_", "RCCL_", "HIP_"))}
-    variables.update(PYTHONPATH=f"{no_torch}{os.pathsep}{REPO}", PATH=str(bin_dir), NO_COLOR="1")
-    return variables
+    return agent_environment(tmp_path)
 
 
-def _agent(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "r9700ctl.agent", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=120,
-        check=False,
-    )
+_agent = run_agent
 
 
 @pytest.mark.parametrize(

@@ -8,44 +8,22 @@ tests give the same answers whether or not the test machine has torch.
 from __future__ import annotations
 
 import json
-import os
-import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from agent_fake_node import r9700_node
+from agent_fake_node import agent_environment, r9700_node, run_agent
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def env(tmp_path):
-    """Environment for the agent: no torch, and only the fake tools this test writes on PATH."""
-    no_torch = tmp_path / "no-torch"
-    (no_torch / "torch").mkdir(parents=True)
-    (no_torch / "torch/__init__.py").write_text("raise ImportError('No module named torch (test)')\n")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    dmesg = bin_dir / "dmesg"
-    dmesg.write_text("#!/bin/sh\nexit 0\n")
-    dmesg.chmod(dmesg.stat().st_mode | stat.S_IEXEC)
-    variables = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "HSA_", "RCCL_", "HIP_"))}
-    variables.update(PYTHONPATH=f"{no_torch}{os.pathsep}{REPO}", PATH=str(bin_dir), NO_COLOR="1")
-    return variables
+    return agent_environment(tmp_path)
 
 
-def agent(env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "r9700ctl.agent", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-        timeout=120,
-        check=False,
-    )
+agent = run_agent
 
 
 def test_config_level_on_a_healthy_four_card_node_passes_and_writes_the_report(tmp_path, env):

@@ -8,31 +8,16 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 from click.testing import CliRunner
-from history_reports import REPO, four_gpus, recorded, slow_gpu
+from history_reports import four_gpus, recorded, slow_gpu
+from test_cli_validate import r9700ctl
 
 from r9700ctl.agent.result import exit_code_for, worst
 from r9700ctl.cli import cli
 from r9700ctl.history.record import record
 from r9700ctl.history.store import open_history
-
-
-def r9700ctl(*args: str) -> subprocess.CompletedProcess:
-    """The real console entry point, where errors become one line and an exit code."""
-    return subprocess.run(
-        [sys.executable, "-m", "r9700ctl", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-        check=False,
-        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "100"},
-    )
 
 
 @pytest.fixture

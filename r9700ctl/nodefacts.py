@@ -24,6 +24,7 @@ import base64
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -135,6 +136,99 @@ def read_pci_display_devices(root: str) -> list[dict[str, Any]]:
             }
         )
     return devices
+
+
+# Linux's resource flags (include/linux/ioport.h): a memory BAR, prefetchable, 64-bit.
+IORESOURCE_MEM = 0x00000200
+IORESOURCE_PREFETCH = 0x00002000
+IORESOURCE_MEM_64 = 0x00100000
+PCI_EXT_CAP_ID_ACS = 0x000D  # include/uapi/linux/pci_regs.h; control word at +6
+PCI_ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+
+
+def read_bars(device_dir: str) -> list[dict[str, Any]]:
+    """BARs 0-5 from sysfs `resource` ("start end flags" per line), sizes in bytes."""
+    try:
+        with open(os.path.join(device_dir, "resource"), encoding="ascii") as fh:
+            lines = fh.read().splitlines()[:6]
+    except OSError:
+        return []
+    bars = []
+    for index, line in enumerate(lines):
+        try:
+            start, end, flags = (int(part, 16) for part in line.split()[:3])
+        except ValueError:
+            continue
+        if end <= start:
+            continue
+        bars.append(
+            {
+                "index": index,
+                "size": end - start + 1,
+                "memory": bool(flags & IORESOURCE_MEM),
+                "prefetch": bool(flags & IORESOURCE_PREFETCH),
+                "mem64": bool(flags & IORESOURCE_MEM_64),
+            }
+        )
+    return bars
+
+
+def read_acs(config: bytes) -> dict[str, Any]:
+    """The ACS capability and control words from a config space dump (extended space needs root)."""
+    if len(config) <= 0x100:
+        return {"error": f"extended configuration space unreadable ({len(config)} bytes; needs root)"}
+    offset, seen = 0x100, set()
+    while offset and offset not in seen and offset + 8 <= len(config):
+        seen.add(offset)
+        header = int.from_bytes(config[offset : offset + 4], "little")
+        if header in (0, 0xFFFFFFFF):
+            break
+        if header & 0xFFFF == PCI_EXT_CAP_ID_ACS:
+            return {
+                "capability": int.from_bytes(config[offset + 4 : offset + 6], "little"),
+                "control": int.from_bytes(config[offset + 6 : offset + 8], "little"),
+            }
+        offset = (header >> 20) & 0xFFC
+    return {"capability": None, "control": None}
+
+
+def read_p2p(root: str, addresses: list[str]) -> dict[str, Any]:
+    """What PCIe peer-to-peer depends on, per GPU: BARs, VRAM, IOMMU group type, bridge path + ACS."""
+    base = _path(root, "/sys/bus/pci/devices")
+    gpus: dict[str, Any] = {}
+    bridges: dict[str, Any] = {}
+    for address in addresses:
+        device_dir = os.path.join(base, address)
+        if not os.path.isdir(device_dir):
+            continue
+        real = os.path.realpath(device_dir)
+        path = [part for part in real.split(os.sep) if PCI_ADDRESS.match(part)]
+        group_link = os.path.join(device_dir, "iommu_group")
+        group = os.path.basename(os.readlink(group_link)) if os.path.islink(group_link) else None
+        kind = None
+        if group is not None:
+            try:
+                with open(os.path.join(group_link, "type"), encoding="ascii") as fh:
+                    kind = fh.read().strip() or None
+            except OSError:
+                kind = None
+        vram = (_read(root, f"/sys/bus/pci/devices/{address}/mem_info_vram_total") or "").strip()
+        gpus[address] = {
+            "bars": read_bars(device_dir),
+            "vram_bytes": int(vram) if vram.isdigit() else None,
+            "iommu_group": group,
+            "iommu_type": kind,
+            "path": path or [address],
+        }
+        for bridge in path[:-1]:
+            if bridge in bridges:
+                continue
+            try:
+                with open(os.path.join(base, bridge, "config"), "rb") as fh:
+                    bridges[bridge] = read_acs(fh.read())
+            except OSError as exc:
+                bridges[bridge] = {"error": f"config space unreadable ({exc.strerror})"}
+    return {"source": "sysfs", "gpus": gpus, "bridges": bridges}
 
 
 def normalize_lab_devices(devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -406,6 +500,12 @@ def gather(
     facts["apt"] = apt_candidates(run, [headers, extra])
     facts["apt"]["headers_package"] = headers
     facts["apt"]["modules_extra_package"] = extra
+
+    amd = [d["address"] for d in facts["pci"]["devices"] if d.get("vendor") == "0x1002"]
+    if lab_devices:  # stand-ins have no sysfs entries: nothing to read, and P2P stays off
+        facts["p2p"] = {"source": "r9700_lab_pci_devices", "gpus": {}, "bridges": {}}
+    else:
+        facts["p2p"] = read_p2p(root, amd)
 
     facts["disk"] = {"/": free_bytes(root, "/"), "/var": free_bytes(root, "/var")}
     facts["secure_boot"] = read_secure_boot(root, run)

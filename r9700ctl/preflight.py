@@ -53,7 +53,6 @@ class Settings:
 
     rocm_version: str = "auto"
     allow_unsupported: bool = False
-    hsa_override_gfx_version: str = ""
     expected_gpus: int | None = None
     min_free_gb: float = 30.0
     driver_source: str = "dkms"
@@ -90,8 +89,6 @@ class Settings:
                     bad(name, value, "true or false")
                 else:
                     setattr(s, attr, parsed)
-        if get("r9700_hsa_override_gfx_version") is not None:
-            s.hsa_override_gfx_version = str(host_vars["r9700_hsa_override_gfx_version"]).strip()
         value = get("r9700_expected_gpus")
         if value is not None:
             try:
@@ -162,6 +159,10 @@ class Resolved:
     igpu_present: bool = False
     rocr_visible_devices: str = ""
     hsa_override_gfx_version: str = ""
+    # THE environment list ({name, value, reason, source}, by name) and the P2P decision behind
+    # part of it: r9700ctl/envlist.py, r9700ctl/p2p.py.
+    environment: list[dict[str, str]] = field(default_factory=list)
+    p2p: dict[str, Any] = field(default_factory=dict)
     driver_source: str = "dkms"
     driver_loaded: bool = False
     driver_version: str = ""
@@ -244,7 +245,6 @@ def judge(facts: Mapping[str, Any], host_vars: Mapping[str, Any], manifest: Mani
     res.igpu_present = any(g.known and not g.discrete for g in gpus) and bool(discrete)
     checks.extend(_check_gpus(gpus, settings, facts))
     checks.extend(_check_rocm(res, settings, manifest))
-    checks.append(_check_hsa_override(res, settings, gpus, manifest))
     checks.append(_check_lock(facts))
     checks.extend(_check_kernel_packages(res, settings, facts, manifest))
     checks.extend(_check_disk(settings, facts))
@@ -255,8 +255,36 @@ def judge(facts: Mapping[str, Any], host_vars: Mapping[str, Any], manifest: Mani
         res.runtime = facts.get("service_manager") == "systemd"
     else:
         res.runtime = settings.apply_runtime == "true"
-    res.rocr_visible_devices = _visible_devices(gpus) if res.igpu_present else ""
+    checks.extend(_compose_environment(res, settings, gpus, facts, host_vars, manifest))
     return Verdict(checks=checks, resolved=res)
+
+
+def _compose_environment(
+    res: Resolved,
+    settings: Settings,
+    gpus: list[Gpu],
+    facts: Mapping[str, Any],
+    host_vars: Mapping[str, Any],
+    manifest: Manifest,
+) -> list[Check]:
+    """THE environment list (r9700ctl/envlist.py): its checks here, its entries for r9700_env."""
+    from r9700ctl import envlist  # envlist imports this module's Check and Gpu
+
+    knobs, problems = envlist.EnvKnobs.from_vars(host_vars)
+    target = envlist.EnvTarget(
+        gpus=gpus,
+        manifest=manifest,
+        p2p_facts=facts.get("p2p") or {},
+        visible_auto=_visible_devices(gpus) if res.igpu_present else "",
+        allow_unsupported=settings.allow_unsupported,
+        rocm_version=res.rocm_version,
+    )
+    plan = envlist.compose(knobs, target)
+    res.environment = plan.to_dicts()
+    res.p2p = plan.p2p.to_dict()
+    res.hsa_override_gfx_version = plan.hsa_override
+    res.rocr_visible_devices = plan.rocr_visible_devices
+    return problems + plan.checks
 
 
 def _as_bool(value: Any) -> bool | None:
@@ -451,64 +479,6 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
             )
         )
     return checks
-
-
-def _check_hsa_override(res: Resolved, settings: Settings, gpus: list[Gpu], manifest: Manifest) -> Check:
-    value = settings.hsa_override_gfx_version
-    natives = sorted({g.gfx for g in gpus if g.known and g.discrete})
-    if not value:
-        native = ", ".join(natives) or "the detected GPUs"
-        return Check("hsa.override", PASS, f"HSA_OVERRIDE_GFX_VERSION not set (none needed for {native})")
-    fix_remove = "remove r9700_hsa_override_gfx_version (or set it to '')"
-    if not HSA_VERSION.match(value):
-        return Check(
-            "hsa.override",
-            FAIL,
-            f"r9700_hsa_override_gfx_version={value!r} is not major.minor.stepping (e.g. 12.0.1)",
-            fix_remove,
-        )
-    if not natives:
-        return Check(
-            "hsa.override",
-            FAIL,
-            f"HSA_OVERRIDE_GFX_VERSION={value} with no known AMD GPU to check it against",
-            fix_remove,
-        )
-    named = manifest.gfx_for_hsa_version(value)
-    named_family = manifest.gfx_family(named) if named else None
-    label = f"{value} is {named} ({named_family})" if named else f"{value} names no target the manifest knows"
-    for gfx in natives:
-        family = manifest.gfx_family(gfx)
-        native_version = manifest.hsa_version(gfx) or ""
-        same_family = (
-            (named_family == family) if named_family else value.split(".")[0] == native_version.split(".")[0]
-        )
-        if not same_family:
-            owner = _model_names(named, manifest)
-            return Check(
-                "hsa.override",
-                FAIL,
-                f"cross-family HSA override refused: {label}{owner}, the GPUs here are {gfx} ({family}); "
-                "a cross-family override crashes the driver (ROCm/rocm-systems#3531)",
-                fix_remove + f"; {gfx} needs no override",
-            )
-    res.hsa_override_gfx_version = value
-    if all(manifest.hsa_version(g) == value for g in natives):
-        detail = f"HSA_OVERRIDE_GFX_VERSION={value} only restates the native target {', '.join(natives)}"
-    else:
-        detail = (
-            f"HSA_OVERRIDE_GFX_VERSION={value} makes ROCm run {named or value} code on {', '.join(natives)}"
-        )
-    if any(g.known and not g.discrete for g in gpus):
-        detail += "; a global override also mislabels the integrated GPU (ROCm/ROCm#5696)"
-    return Check("hsa.override", WARN, detail, fix_remove + " unless a program lacks kernels for this target")
-
-
-def _model_names(gfx: str | None, manifest: Manifest) -> str:
-    if not gfx:
-        return ""
-    names = sorted({m.name for m in manifest.gpus.values() if m.gfx == gfx})
-    return f", the target of {', '.join(names)}" if names else ""
 
 
 def _check_lock(facts: Mapping[str, Any]) -> Check:

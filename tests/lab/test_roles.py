@@ -68,6 +68,18 @@ def test_provision_verify_and_a_second_run_that_changes_nothing(lab, tmp_path):
     assert {h["host"]: h["status"] for h in summary["hosts"]} == {name: "PASS" for name, _ in lab.nodes}
     assert all(h["passed"] > 30 for h in summary["hosts"])
 
+    # Issue 9, items 3 and 4: ONE environment list reaches system services through the systemd
+    # drop-in, and r9700_p2p: auto decides off where preflight sees no BAR/IOMMU/ACS facts (the
+    # lab's stand-in GPUs have none), with the reason in the summary and in node.json.
+    for name, _ in lab.nodes:
+        assert f"{name}: PCIe P2P off: no BAR, IOMMU or ACS facts for " in first.stdout
+        dropin = lab.ssh(name, "cat /etc/systemd/system.conf.d/90-r9700.conf")
+        assert dropin.returncode == 0, dropin.stderr
+        assert "[Manager]" in dropin.stdout and "DefaultEnvironment=NCCL_P2P_DISABLE=1" in dropin.stdout
+        record = json.loads(lab.ssh(name, "cat /etc/r9700ctl/node.json").stdout)
+        assert record["p2p"]["state"] == "off" and record["p2p"]["mode"] == "auto"
+        assert {e["name"]: e["value"] for e in record["environment"]} == {"NCCL_P2P_DISABLE": "1"}
+
     second, report = provision(lab.inventory, tmp_path, name="second")
     assert second.returncode == 0, second.stdout + second.stderr
     for name, result in hosts(report).items():
@@ -89,6 +101,25 @@ def test_rocm_632_on_a_stand_in_r9700_is_refused_with_the_releases_that_would_wo
         in error
     )
     assert "releases that would work: 6.4.1, 7.0.2, 7.1.1" in error
+    assert snapshot(lab, node) == before
+
+
+def test_an_hsa_override_in_env_extra_is_refused_like_the_override_itself(lab, tmp_path):
+    """Issue 9 item 3: the same check, the same message, whichever knob carries 9.4.2; nothing changes."""
+    node = lab.nodes[0][0]
+    before = snapshot(lab, node)
+    messages = []
+    for name, extra in (
+        ("knob", '{"r9700_hsa_override_gfx_version": "9.4.2"}'),
+        ("env", '{"r9700_env_extra": {"HSA_OVERRIDE_GFX_VERSION": "9.4.2"}}'),
+    ):
+        out, report = provision(lab.inventory, tmp_path, "--limit", node, "-e", extra, name=name)
+        assert out.returncode == 2, out.stdout + out.stderr
+        messages.append(hosts(report)[node]["failed_tasks"][0]["message"])
+    refusal = "preflight refused, nothing changed: cross-family HSA override refused: 9.4.2 is gfx942 (CDNA3)"
+    assert all(refusal in m for m in messages), messages
+    details = [m.split(" (fix: ")[0] for m in messages]
+    assert details[0] == details[1]
     assert snapshot(lab, node) == before
 
 

@@ -320,30 +320,73 @@ def read_secure_boot(root: str, run: Runner) -> dict[str, str]:
     return {"state": "unknown", "source": "efivars", "detail": "SecureBoot efivar too short"}
 
 
-def read_dkms_signing(root: str) -> dict[str, Any]:
-    """Whether DKMS will sign the modules it builds (a MOK key pair, or framework.conf settings)."""
-    if os.path.isfile(_path(root, "/var/lib/dkms/mok.key")) and os.path.isfile(
-        _path(root, "/var/lib/dkms/mok.pub")
-    ):
-        return {"configured": True, "detail": "/var/lib/dkms/mok.key and mok.pub present"}
-    conf_files = ["/etc/dkms/framework.conf"]
+# Where DKMS signs modules, as dkms's prepare_mok() decides (dkms-project/dkms, dkms.in):
+# mok_signing_key / mok_certificate from /etc/dkms/framework.conf and framework.conf.d/*.conf; unset
+# on Ubuntu, the MOK of Ubuntu's shim-signed (update-secureboot-policy --new-key makes it); elsewhere
+# (Debian) /var/lib/dkms/mok.key and mok.pub, which dkms creates itself when they are missing.
+UBUNTU_MOK = ("/var/lib/shim-signed/mok/MOK.priv", "/var/lib/shim-signed/mok/MOK.der")
+DKMS_MOK = ("/var/lib/dkms/mok.key", "/var/lib/dkms/mok.pub")
+# mokutil --test-key's answers (lcp/mokutil, src/mokutil.c print_skip_message / test_key).
+MOKUTIL_STATES = (
+    ("is already enrolled", "enrolled"),
+    ("is already in db", "enrolled"),
+    ("is already in the built-in trusted keyring", "enrolled"),
+    ("is already in the enrollment request", "pending"),
+    ("is blocked in", "blocked"),
+    ("is not enrolled", "not_enrolled"),
+)
+
+
+def read_framework_conf(root: str) -> dict[str, tuple[str, str]]:
+    """NAME -> (value, file) from dkms's framework.conf and framework.conf.d/*.conf (later files win)."""
+    files = ["/etc/dkms/framework.conf"]
     conf_dir = _path(root, "/etc/dkms/framework.conf.d")
     if os.path.isdir(conf_dir):
-        conf_files += [f"/etc/dkms/framework.conf.d/{n}" for n in sorted(os.listdir(conf_dir))]
-    settings = {}
-    for conf in conf_files:
+        files += [
+            f"/etc/dkms/framework.conf.d/{n}" for n in sorted(os.listdir(conf_dir)) if n.endswith(".conf")
+        ]
+    settings: dict[str, tuple[str, str]] = {}
+    for conf in files:
         for line in (_read(root, conf) or "").splitlines():
             key, sep, value = line.strip().partition("=")
-            if sep and not key.startswith("#") and value.strip().strip('"'):
-                settings[key.strip()] = (conf, value.strip().strip('"'))
-    if "mok_signing_key" in settings and "mok_certificate" in settings:
-        return {"configured": True, "detail": f"mok_signing_key set in {settings['mok_signing_key'][0]}"}
-    if "sign_tool" in settings:
-        return {"configured": True, "detail": f"sign_tool set in {settings['sign_tool'][0]}"}
-    return {
-        "configured": False,
-        "detail": "no /var/lib/dkms/mok.key + mok.pub and no signing key in framework.conf",
+            value = value.strip().strip('"').strip("'")
+            if sep and key and not key.startswith("#") and value:
+                settings[key.strip()] = (value, conf)
+    return settings
+
+
+def read_dkms_signing(root: str, os_id: str, kernel: str, run: Runner) -> dict[str, Any]:
+    """The key and certificate DKMS will sign amdgpu with, whether they exist and are enrolled."""
+    settings = read_framework_conf(root)
+    key, key_from = settings.get("mok_signing_key", ("", ""))
+    cert, cert_from = settings.get("mok_certificate", ("", ""))
+    if not key and os_id == "ubuntu":
+        (key, cert), origin = UBUNTU_MOK, "dkms's default on Ubuntu: the MOK of shim-signed"
+    else:
+        origin = f"mok_signing_key in {key_from}" if key else "dkms's default: its own MOK in /var/lib/dkms"
+        key = key or DKMS_MOK[0]
+        cert = cert or DKMS_MOK[1]
+        if cert_from:
+            origin += f", mok_certificate in {cert_from}"
+    key, cert = (p.replace("${kernelver}", kernel).replace("$kernelver", kernel) for p in (key, cert))
+    facts: dict[str, Any] = {
+        "key": key,
+        "certificate": cert,
+        "origin": origin,
+        "key_exists": key.startswith("pkcs11:") or os.path.isfile(_path(root, key)),
+        "certificate_exists": os.path.isfile(_path(root, cert)),
+        "enrolled": None,
+        "mokutil": "",
     }
+    if facts["certificate_exists"]:
+        out = run(["mokutil", "--test-key", cert], 30.0)
+        if out is None:
+            facts["enrolled"], facts["mokutil"] = "unknown", "mokutil not installed"
+        else:
+            text = out[1].strip()
+            facts["mokutil"] = text.splitlines()[0] if text else f"mokutil exited {out[0]} saying nothing"
+            facts["enrolled"] = next((state for said, state in MOKUTIL_STATES if said in text), "unknown")
+    return facts
 
 
 def find_lock_holders(root: str, own_pids: set[int]) -> list[dict[str, Any]]:
@@ -509,7 +552,7 @@ def gather(
 
     facts["disk"] = {"/": free_bytes(root, "/"), "/var": free_bytes(root, "/var")}
     facts["secure_boot"] = read_secure_boot(root, run)
-    facts["dkms_signing"] = read_dkms_signing(root)
+    facts["dkms_signing"] = read_dkms_signing(root, facts["os"]["id"], kernel, run)
     facts["amdgpu"] = read_amdgpu(root, run)
     facts["packages"] = read_installed(run, list(args.get("packages") or DEFAULT_PACKAGES))
     return facts

@@ -152,6 +152,7 @@ class Resolved:
     suite: str = ""
     rocm_repo_path: str = ""
     amdgpu_repo_path: str = ""
+    graphics_repo_path: str = ""  # "" for releases without the graphics repository (before 7.0)
     amdgpu_version: str = ""
     gfx_targets: list[str] = field(default_factory=list)
     gpus: list[dict[str, Any]] = field(default_factory=list)
@@ -462,6 +463,7 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
     repo = manifest.repository
     res.rocm_repo_path = repo.rocm_path_template.format(rocm_path=release.rocm_path)
     res.amdgpu_repo_path = repo.amdgpu_path_template.format(amdgpu_path=release.amdgpu)
+    res.graphics_repo_path = repo.graphics_path(release)
     res.amdgpu_version = release.amdgpu
     res.pytorch_image = release.pytorch_image
     unlisted = sorted(
@@ -594,28 +596,14 @@ def _check_disk(settings: Settings, facts: Mapping[str, Any]) -> list[Check]:
 
 
 def _check_secure_boot(settings: Settings, facts: Mapping[str, Any]) -> Check:
+    """Under Secure Boot, amdgpu loads only if signed with an enrolled key: the one DKMS signs with."""
     sb = facts.get("secure_boot") or {}
     state = sb.get("state", "unknown")
-    signing = facts.get("dkms_signing") or {}
     if settings.driver_source != "dkms":
         return Check(
             "secureboot",
             SKIP,
             f"Secure Boot {state}; r9700_driver_source={settings.driver_source} builds nothing",
-        )
-    if state == "enabled" and not signing.get("configured"):
-        return Check(
-            "secureboot",
-            FAIL,
-            "Secure Boot is enabled and DKMS module signing is not configured: the kernel would refuse "
-            "the unsigned amdgpu module",
-            "either disable Secure Boot in the firmware setup; or create a MOK key pair in "
-            "/var/lib/dkms (mok.key, mok.pub), enroll it with 'mokutil --import /var/lib/dkms/mok.pub' "
-            "and reboot to confirm; or use r9700_driver_source: inbox",
-        )
-    if state == "enabled":
-        return Check(
-            "secureboot", PASS, f"Secure Boot enabled; DKMS signs modules ({signing.get('detail', '')})"
         )
     if state == "unknown":
         return Check(
@@ -624,7 +612,71 @@ def _check_secure_boot(settings: Settings, facts: Mapping[str, Any]) -> Check:
             f"Secure Boot state unknown ({sb.get('detail', '')})",
             "check with 'mokutil --sb-state'",
         )
-    return Check("secureboot", PASS, f"Secure Boot {state.replace('_', ' ')}")
+    if state != "enabled":
+        return Check("secureboot", PASS, f"Secure Boot {state.replace('_', ' ')}")
+    signing = facts.get("dkms_signing") or {}
+    os_id = str((facts.get("os") or {}).get("id") or "")
+    key, cert = signing.get("key", ""), signing.get("certificate", "")
+    if not key or not cert:  # facts of an older nodefacts: say so rather than guess a key
+        return Check("secureboot", WARN, "Secure Boot is enabled; DKMS's signing key was not reported")
+    signs = f"DKMS signs amdgpu with {key} + {cert} ({signing.get('origin', '')})"
+    other_ways = "; or disable Secure Boot in the firmware setup; or use r9700_driver_source: inbox"
+    if not (signing.get("key_exists") and signing.get("certificate_exists")):
+        return Check(
+            "secureboot",
+            FAIL,
+            f"Secure Boot is enabled and {key} / {cert} do not exist yet: DKMS would make a new key at "
+            "build time that the firmware does not trust, and the kernel would refuse amdgpu",
+            _make_and_enroll(os_id, key, cert) + other_ways,
+            {"signing": dict(signing)},
+        )
+    enrolled = signing.get("enrolled")
+    said = signing.get("mokutil", "")
+    if enrolled == "enrolled":
+        return Check("secureboot", PASS, f"Secure Boot enabled; {signs}, enrolled ({said})")
+    if enrolled == "pending":
+        return Check(
+            "secureboot",
+            WARN,
+            f"Secure Boot enabled; {signs}, enrollment requested but not confirmed ({said})",
+            "at the next boot choose 'Enroll MOK' in the blue MOK Manager screen and type the password "
+            "given to mokutil --import",
+        )
+    if enrolled == "unknown":
+        return Check(
+            "secureboot",
+            WARN,
+            f"Secure Boot enabled; {signs}; whether it is enrolled is unknown ({said})",
+            f"install mokutil and run: mokutil --test-key {cert}",
+        )
+    return Check(
+        "secureboot",
+        FAIL,
+        f"Secure Boot is enabled and {signs}, which the firmware does not trust ({said or enrolled}): "
+        "the kernel would refuse amdgpu",
+        _enroll(os_id, cert) + other_ways,
+        {"signing": dict(signing)},
+    )
+
+
+def _enroll(os_id: str, cert: str) -> str:
+    """How to enroll DKMS's certificate on this OS (then confirm it in MOK Manager at the next boot)."""
+    if os_id == "ubuntu" and cert == "/var/lib/shim-signed/mok/MOK.der":
+        command = "sudo update-secureboot-policy --enroll-key"
+    else:
+        command = f"sudo mokutil --import {cert}"
+    return f"enroll it: {command}, reboot and choose 'Enroll MOK' in the MOK Manager screen"
+
+
+def _make_and_enroll(os_id: str, key: str, cert: str) -> str:
+    if os_id == "ubuntu" and cert == "/var/lib/shim-signed/mok/MOK.der":
+        make = "sudo update-secureboot-policy --new-key"
+    else:  # the command dkms itself runs (dkms.in prepare_mok), so the key is where DKMS looks
+        make = (
+            "sudo openssl req -new -x509 -nodes -days 36500 -subj '/CN=DKMS module signing key' "
+            f"-newkey rsa:2048 -keyout {key} -addext extendedKeyUsage=codeSigning -outform DER -out {cert}"
+        )
+    return f"create the key first ({make}), then {_enroll(os_id, cert)}"
 
 
 def _check_driver(res: Resolved, settings: Settings, facts: Mapping[str, Any]) -> Check:

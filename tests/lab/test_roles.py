@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -55,6 +56,18 @@ def snapshot(lab: Any, node: str) -> str:
     return out.stdout
 
 
+def apt_simulation(lab: Any, node: str, sources: str) -> subprocess.CompletedProcess[str]:
+    """`apt-get install -s rocm` with only the named .sources files, in scratch lists (the node keeps its own)."""
+    script = (
+        "d=$(mktemp -d) && mkdir -p $d/parts $d/lists/partial $d/cache/archives/partial && "
+        f"for f in {sources}; do cp /etc/apt/sources.list.d/$f $d/parts/; done && "
+        'o="-o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts=$d/parts '
+        '-o Dir::State::Lists=$d/lists -o Dir::Cache=$d/cache" && '
+        "apt-get $o update -qq && apt-get $o install -s rocm; rc=$?; rm -rf $d; exit $rc"
+    )
+    return lab.ssh(node, f"sudo sh -c {shlex.quote(script)}")
+
+
 def test_provision_verify_and_a_second_run_that_changes_nothing(lab, tmp_path):
     """R1: the first run provisions both nodes, verify passes, a second run changes and reboots nothing."""
     first, report = provision(lab.inventory, tmp_path, name="first")
@@ -79,6 +92,15 @@ def test_provision_verify_and_a_second_run_that_changes_nothing(lab, tmp_path):
         record = json.loads(lab.ssh(name, "cat /etc/r9700ctl/node.json").stdout)
         assert record["p2p"]["state"] == "off" and record["p2p"]["mode"] == "auto"
         assert {e["name"]: e["value"] for e in record["environment"]} == {"NCCL_P2P_DISABLE": "1"}
+
+    # Item 1: ROCm 7.x needs its graphics repository: with only rocm.sources and amdgpu.sources,
+    # `rocm` is not installable (the stand-in rocdecode depends on mesa-amdgpu-va-drivers, as AMD's does).
+    node = lab.nodes[0][0]
+    with_graphics = apt_simulation(lab, node, "rocm.sources amdgpu.sources rocm-graphics.sources")
+    assert with_graphics.returncode == 0, with_graphics.stdout + with_graphics.stderr
+    without = apt_simulation(lab, node, "rocm.sources amdgpu.sources")
+    assert without.returncode != 0
+    assert "rocdecode : Depends: mesa-amdgpu-va-drivers but it is not installable" in without.stdout
 
     second, report = provision(lab.inventory, tmp_path, name="second")
     assert second.returncode == 0, second.stdout + second.stderr

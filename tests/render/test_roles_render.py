@@ -44,6 +44,8 @@ def repos_registered(changed: bool = True, policy: str = "") -> dict[str, Any]:
         "__r9700_repos_keyring_copy": {"changed": changed},
         "__r9700_repos_rocm_source": {"changed": changed},
         "__r9700_repos_amdgpu_source": {"changed": changed},
+        "__r9700_repos_graphics_source": {"changed": changed},
+        "__r9700_repos_graphics_removed": {"changed": False},
         "__r9700_repos_pin": {"changed": changed},
         "__r9700_repos_policy": {"stdout": policy},
     }
@@ -176,6 +178,64 @@ def test_a_key_with_another_fingerprint_is_refused_before_any_source_is_written(
 def test_a_fingerprint_with_spaces_is_accepted_as_gpg_prints_it():
     spaced = " ".join(TEST_KEY_FPR[i : i + 4] for i in range(0, 40, 4)).lower()
     RoleRender("r9700_repos", context(r9700_repo_key_fingerprint=spaced), repos_registered()).run()
+
+
+# AMD's ROCm 7.x Ubuntu instructions, verbatim but for the substitutions (ROCm/rocm-install-on-linux,
+# docs/install/install-methods/package-manager/package-manager-ubuntu.rst): /etc/apt/sources.list.d/rocm.list
+AMD_7X_ROCM_LIST = """\
+deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/rocm/apt/{v} {codename} main
+deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/graphics/{v}/ubuntu {codename} main
+"""  # noqa: E501 (AMD's lines as documented)
+
+
+def one_line_source(line: str) -> dict[str, Any]:
+    """A one-line apt source as deb822 fields (sources.list(5))."""
+    match = re.fullmatch(r"(deb) \[(.*)\] (\S+) (\S+) (.+)", line)
+    assert match, line
+    options = dict(option.split("=", 1) for option in match.group(2).split())
+    return {
+        "types": [match.group(1)],
+        "architectures": options["arch"].split(","),
+        "signed_by": options["signed-by"],
+        "uris": [match.group(3)],
+        "suites": [match.group(4)],
+        "components": match.group(5).split(),
+    }
+
+
+def deb822_args(task) -> dict[str, Any]:
+    return {
+        key: task.args[key] for key in ("types", "architectures", "signed_by", "uris", "suites", "components")
+    }
+
+
+@pytest.mark.parametrize("version", ["7.0.2", "7.1.1", "7.2.3"])
+@pytest.mark.parametrize("os_key", ["ubuntu-24.04", "ubuntu-22.04"])
+def test_rocm_7x_gets_the_rocm_and_graphics_sources_exactly_as_amd_documents_them(version, os_key):
+    """Issue 9 item 1: without graphics/<version>/ubuntu, `apt install rocm` fails on 7.x."""
+    repos = RoleRender("r9700_repos", context(os_key, r9700_rocm_version=version), repos_registered()).run()
+    codename = {"ubuntu-24.04": "noble", "ubuntu-22.04": "jammy"}[os_key]
+    rocm_line, graphics_line = AMD_7X_ROCM_LIST.format(v=version, codename=codename).splitlines()
+    assert deb822_args(repos.task("Configure | Add the ROCm repository")) == one_line_source(rocm_line)
+    graphics = repos.task("Configure | Add the graphics repository")
+    assert graphics.args["state"] == "present" and graphics.args["name"] == "rocm-graphics"
+    assert repos.task("Configure | Remove a graphics repository left by").skipped
+    assert deb822_args(graphics) == one_line_source(graphics_line)
+
+
+def test_a_6x_release_has_no_graphics_source_and_a_stale_one_is_removed():
+    """ROCm 6.4.x kept mesa-amdgpu-* in amdgpu/<ver>/ubuntu: no graphics repository to add."""
+    repos = RoleRender("r9700_repos", context(r9700_rocm_version="6.4.1"), repos_registered()).run()
+    assert repos.task("Configure | Add the graphics repository").skipped
+    removed = repos.task("Configure | Remove a graphics repository left by a 7.x release")
+    assert removed.args == {"path": "/etc/apt/sources.list.d/rocm-graphics.sources", "state": "absent"}
+
+
+def test_a_mirror_serves_the_graphics_repository_under_its_own_base_url():
+    repos = RoleRender("r9700_repos", context(mirror=MIRROR), repos_registered()).run()
+    assert repos.task("Configure | Add the graphics repository").args["uris"] == [
+        f"{MIRROR}/graphics/7.1.1/ubuntu"
+    ]
 
 
 def test_legacy_sources_are_removed_before_apt_is_first_asked_for_anything():

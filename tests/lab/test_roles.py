@@ -57,12 +57,17 @@ def snapshot(lab: Any, node: str) -> str:
 
 
 def apt_simulation(lab: Any, node: str, sources: str) -> subprocess.CompletedProcess[str]:
-    """`apt-get install -s rocm` with only the named .sources files, in scratch lists (the node keeps its own)."""
+    """`apt-get install -s rocm` on a node with nothing installed, from only the named .sources files.
+
+    Scratch lists, cache and an empty dpkg status: the node's own apt state is not touched.
+    """
     script = (
-        "d=$(mktemp -d) && mkdir -p $d/parts $d/lists/partial $d/cache/archives/partial && "
+        "d=$(mktemp -d) && chmod 755 $d && mkdir -p $d/parts $d/lists/partial $d/cache/archives/partial && "
+        ": > $d/status && "
         f"for f in {sources}; do cp /etc/apt/sources.list.d/$f $d/parts/; done && "
         'o="-o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts=$d/parts '
-        '-o Dir::State::Lists=$d/lists -o Dir::Cache=$d/cache" && '
+        "-o Dir::State::status=$d/status -o Dir::State::Lists=$d/lists -o Dir::Cache=$d/cache "
+        '-o APT::Sandbox::User=root" && '
         "apt-get $o update -qq && apt-get $o install -s rocm; rc=$?; rm -rf $d; exit $rc"
     )
     return lab.ssh(node, f"sudo sh -c {shlex.quote(script)}")

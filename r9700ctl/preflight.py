@@ -21,6 +21,10 @@ from r9700ctl.manifest import AMD_PCI_VENDOR, Manifest, version_key
 DRIVER_SOURCES = ("dkms", "inbox", "present")
 RUNTIME_CHOICES = ("auto", "true", "false")
 GB = 1000**3
+# "ROCm doesn't currently support integrated graphics. Should your system have an AMD IGP installed,
+# disable it in the BIOS prior to using ROCm. If the driver can enumerate the IGP, the ROCm runtime
+# may crash the system, even if told to omit it via HIP_VISIBLE_DEVICES."
+IGPU_SOURCE = "https://rocm.docs.amd.com/projects/install-on-linux/en/docs-6.2.0/install/amdgpu-install.html"
 HSA_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
 
@@ -368,9 +372,13 @@ def _check_gpus(gpus: list[Gpu], settings: Settings, facts: Mapping[str, Any]) -
         checks.append(
             Check(
                 "gpu.igpu",
-                PASS,
-                f"integrated {igpus[0].name} at {igpus[0].address} beside discrete cards: "
-                "ROCR_VISIBLE_DEVICES keeps ROCm on the discrete cards",
+                WARN,
+                f"integrated {igpus[0].name} at {igpus[0].address} beside discrete cards: AMD says ROCm does "
+                "not support integrated graphics and may crash the system if the driver can enumerate it, "
+                "even when told to omit it by environment variable; ROCR_VISIBLE_DEVICES is set to the "
+                "discrete cards meanwhile",
+                "disable the integrated GPU in the BIOS/UEFI setup (AMD's ROCm installation prerequisites)",
+                {"source": IGPU_SOURCE},
             )
         )
     if settings.expected_gpus is None:
@@ -471,12 +479,14 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
     )
     if unlisted and res.os_key in release.os:
         systems = sorted({s for t in unlisted for s in (release.listed_systems(t) or [])})
+        note = str((manifest.os_release(res.os_key) or {}).get("radeon_note") or "").strip()
         checks.append(
             Check(
                 "rocm.os_listed",
                 WARN,
                 f"AMD lists {', '.join(unlisted)} for ROCm {res.rocm_version} only on {', '.join(systems)}; "
-                f"{res.os_key} is best effort (AMD's {res.os_key} instructions use the {res.suite} packages)",
+                f"{res.os_key} is best effort (AMD's {res.os_key} instructions use the {res.suite} packages)"
+                + (f". {note}" if note else ""),
                 f"for vendor support use {' or '.join(systems)}",
             )
         )

@@ -62,11 +62,14 @@ def _judge_rocm_support(d: Diagnosis, version: str, evidence: Evidence) -> None:
         if release is None and not supporting:
             d.add("rocm.target_unknown", INFO, f"no ROCm release in r9700ctl's manifest lists {target}")
             continue
-        if release is None and version_key(version) >= version_key(supporting[0]):
+        if release is None:  # an unknown patch release is not judged as its neighbour
+            newer = version_key(version) >= version_key(supporting[0])
             d.add(
-                "rocm.newer_than_manifest",
-                INFO,
-                f"ROCm {version} is not in r9700ctl's manifest; {target} is supported from {supporting[0]}",
+                "rocm.not_in_manifest",
+                INFO if newer else WARN,
+                f"ROCm {version} is not in the manifest, so whether it supports {target} is not judged; "
+                f"r9700ctl knows {target} in {', '.join(supporting)}",
+                fix="" if newer else f"install one of {', '.join(supporting)} (r9700_rocm_version: auto)",
                 evidence=[evidence],
             )
             continue
@@ -85,13 +88,14 @@ def _judge_rocm_support(d: Diagnosis, version: str, evidence: Evidence) -> None:
 
 
 def _release_for(d: Diagnosis, version: str) -> Any:
-    """The manifest release for a version string: exact, else the newest with the same major.minor."""
-    releases = d.manifest.releases
-    if version in releases:
-        return releases[version]
-    minor = ".".join(version.split(".")[:2])
-    same = [name for name in d.manifest.release_names() if ".".join(name.split(".")[:2]) == minor]
-    return releases[same[-1]] if same else None
+    """The manifest release of exactly this version (6.4.0 is not 6.4.1: 6.4.0 has no gfx1201), else None."""
+    return d.manifest.releases.get(_release_number(version))
+
+
+def _release_number(version: str) -> str:
+    """"6.4.1" from the forms tools print: 6.4.1, 6.4.1-83, 6.4.1.60401-83~24.04."""
+    match = re.match(r"(\d+\.\d+\.\d+)", version.strip())
+    return match.group(1) if match else version.strip()
 
 
 def _names_for(d: Diagnosis, target: str) -> str:
@@ -369,12 +373,14 @@ def rule_dkms(d: Diagnosis) -> None:
             )
     if not entries:
         if report.entries or not report.error:
+            # A supported choice (r9700_driver_source: inbox), not a fault: said, not warned about.
             d.add(
                 "dkms.no_amdgpu",
-                WARN if d.amd_gpus else INFO,
-                "no amdgpu DKMS module: the kernel's own (inbox) amdgpu driver is in use",
-                fix="install amdgpu-dkms from AMD's repository for the ROCm release (r9700ctl provision "
-                "does)",
+                INFO,
+                "no amdgpu DKMS module: the kernel's own (inbox) amdgpu driver is in use, a supported choice "
+                "(r9700_driver_source: inbox); AMD's amdgpu-dkms carries newer fixes for new cards",
+                fix="nothing to do unless the driver misbehaves; then install amdgpu-dkms from AMD's "
+                "repository for the ROCm release (r9700ctl provision with r9700_driver_source: dkms)",
                 evidence=[Evidence("dkms-status.txt", None, "no amdgpu entry")],
             )
         return

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+REPO = Path(__file__).resolve().parents[2]
 # Files a refused node must not see changed (R9).
 WATCHED = "/etc/apt /etc/modprobe.d /etc/default/grub.d"
 
@@ -85,6 +86,24 @@ def test_provision_verify_and_a_second_run_that_changes_nothing(lab, tmp_path):
     summary = json.loads((tmp_path / "verify.json").read_text())
     assert {h["host"]: h["status"] for h in summary["hosts"]} == {name: "PASS" for name, _ in lab.nodes}
     assert all(h["passed"] > 30 for h in summary["hosts"])
+
+    # Item 7: a plain `pip install .` (no test extra) verifies as well: checks run, none unjudged.
+    venv = tmp_path / "plain-venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    installed = subprocess.run(
+        [str(venv / "bin/pip"), "install", "-q", str(REPO)], capture_output=True, text=True, timeout=1200
+    )
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    plain = subprocess.run(
+        [str(venv / "bin/r9700ctl"), "verify", str(lab.inventory), "--json", str(tmp_path / "plain.json")],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        env={**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "NO_COLOR": "1", "COLUMNS": "200"},
+    )
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    hosts_checked = json.loads((tmp_path / "plain.json").read_text())["hosts"]
+    assert all(h["status"] == "PASS" and h["passed"] > 30 for h in hosts_checked), hosts_checked
 
     # Issue 9, items 3 and 4: ONE environment list reaches system services through the systemd
     # drop-in, and r9700_p2p: auto decides off where preflight sees no BAR/IOMMU/ACS facts (the

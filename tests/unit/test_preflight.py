@@ -127,6 +127,11 @@ def test_debian_12_gets_the_jammy_suite_with_a_best_effort_warning():
     warning = check(v, "rocm.os_listed")
     assert warning.status == WARN
     assert "best effort" in warning.detail and "ubuntu-24.04" in warning.detail
+    assert warning.detail.endswith(
+        "AMD lists Debian 12 for Instinct GPUs only, never for a Radeon: Debian 12 is r9700ctl's lab OS "
+        "and best effort for R9700 nodes; Ubuntu 24.04 and 22.04 are the supported systems"
+    )
+    assert "Instinct" not in check(judge(facts("ubuntu-24.04")), "rocm.version").detail
 
 
 def test_rocm_632_on_an_r9700_is_refused_naming_the_releases_that_would_work():
@@ -259,6 +264,19 @@ def test_an_igpu_beside_discrete_cards_sets_rocr_visible_devices_to_the_discrete
     assert v.resolved.igpu_present
     assert v.resolved.rocr_visible_devices == "1,2"
     assert judge(facts()).resolved.rocr_visible_devices == ""
+
+
+def test_an_igpu_is_a_warning_with_amds_advice_to_disable_it_in_the_bios():
+    """Issue 9 item 5: AMD's prerequisites say to disable the iGPU; hiding it may still crash ROCm."""
+    igpu = {"address": "0000:01:00.0", "vendor": "0x1002", "device": "0x164e", "class": "0x030000"}
+    v = judge(facts(gpus=[igpu, *r9700(2)]))
+    c = check(v, "gpu.igpu")
+    assert c.status == WARN and v.ok  # a warning, not a refusal: the node still gets ROCR_VISIBLE_DEVICES
+    assert c.fix == (
+        "disable the integrated GPU in the BIOS/UEFI setup (AMD's ROCm installation prerequisites)"
+    )
+    assert "may crash the system" in c.detail
+    assert c.evidence["source"].startswith("https://rocm.docs.amd.com/")
 
 
 def test_an_unknown_amd_display_device_is_a_warning_not_a_guess():

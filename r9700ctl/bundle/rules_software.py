@@ -93,7 +93,7 @@ def _release_for(d: Diagnosis, version: str) -> Any:
 
 
 def _release_number(version: str) -> str:
-    """"6.4.1" from the forms tools print: 6.4.1, 6.4.1-83, 6.4.1.60401-83~24.04."""
+    """The release number from the forms tools print (6.4.1, 6.4.1-83, 6.4.1.60401-83~24.04): 6.4.1."""
     match = re.match(r"(\d+\.\d+\.\d+)", version.strip())
     return match.group(1) if match else version.strip()
 

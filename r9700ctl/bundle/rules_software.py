@@ -27,6 +27,9 @@ def rule_versions(d: Diagnosis) -> None:
     rocm = _rocm_version(d)
     if rocm:
         d.versions["rocm"] = rocm[0]
+    dkms_package = installed_packages(d).get("amdgpu-dkms")
+    if dkms_package:
+        d.versions["amdgpu-dkms"] = dkms_package[0]
     runtime = getattr(_rocminfo(d), "runtime_version", None)
     if runtime:
         d.versions["hsa_runtime"] = runtime
@@ -36,7 +39,12 @@ def rule_versions(d: Diagnosis) -> None:
         return
     if rocm is None:
         d.cannot_judge(
-            "whether the installed ROCm supports the GPUs", "amd-smi.txt", "amd-smi-static.json", "env.txt"
+            "whether the installed ROCm supports the GPUs",
+            "rocm-version.txt",
+            "packages.txt",
+            "amd-smi.txt",
+            "amd-smi-static.json",
+            "env.txt",
         )
         return
     if not d.gfx_targets:
@@ -137,7 +145,25 @@ def _amdsmi(d: Diagnosis, name: str) -> Any:
     return d.bundle.parsed(name, amdsmi.parse) if d.bundle.has(name) else None
 
 
+def installed_packages(d: Diagnosis) -> dict[str, tuple[str, int]]:
+    """packages.txt (dpkg-query -W, tab-separated package, version, status): name -> (version, line)
+    of the packages dpkg has installed ("ii")."""
+    found: dict[str, tuple[str, int]] = {}
+    for number, line in enumerate(d.bundle.lines("packages.txt"), start=1):
+        parts = line.split("\t")
+        if len(parts) >= 3 and parts[2].startswith("ii") and parts[1]:
+            found[parts[0]] = (parts[1], number)
+    return found
+
+
 def _rocm_version(d: Diagnosis) -> tuple[str, Evidence] | None:
+    """The installed ROCm release: rocm-core's /opt/rocm/.info/version or package first, tools after."""
+    first = find_line(d.bundle.lines("rocm-version.txt"), r"^\d+\.\d+\.\d+")
+    if first:
+        return _release_number(first[1]), Evidence("rocm-version.txt", first[0], first[1].strip())
+    core = installed_packages(d).get("rocm-core")
+    if core:
+        return _release_number(core[0]), Evidence("packages.txt", core[1], f"rocm-core {core[0]}")
     for name in ("amd-smi.txt", "amd-smi-static.json", "amd-smi-list.json", "amd-smi-metric.json"):
         version = getattr(_amdsmi(d, name), "rocm_version", None)
         if version:

@@ -417,3 +417,28 @@ def test_a_rocm_version_is_matched_exactly_and_an_unknown_one_is_not_in_the_mani
     assert finding.severity == severity
     assert finding.detail.startswith(f"ROCm {version} is not in the manifest")
     assert "rocm.unsupported_gpu" not in {f.id for f in diagnose_bundle(bundle).findings}
+
+
+@pytest.mark.parametrize(
+    ("files", "version", "finding"),
+    [
+        ({"rocm-version.txt": "6.4.0-47\n"}, "6.4.0", "rocm.not_in_manifest"),
+        (
+            {"packages.txt": "rocm-core\t7.1.1.70101-38~24.04\tii \nrocminfo\t1.0.0.70101-38~24.04\tii \n"},
+            "7.1.1",
+            None,
+        ),
+        ({"packages.txt": "rocm-core\t6.3.2.60302-66~22.04\tii \n"}, "6.3.2", "rocm.unsupported_gpu"),
+    ],
+    ids=["info-version-file", "rocm-core-package", "rocm-core-6.3.2"],
+)
+def test_the_rocm_release_is_judged_from_collects_package_versions_without_amd_smi(
+    tmp_path, files, version, finding
+):
+    """Issue 9 item 6: collect records /opt/rocm/.info/version and dpkg-query's versions, so a node
+    whose amd-smi is missing or broken still gets its ROCm release judged."""
+    bundle = bundle_from(tmp_path, "r9700-3x", files)  # rocminfo only: no amd-smi in this recording
+    report = diagnose_bundle(bundle)
+    assert report.versions["rocm"] == version
+    ids = {f.id for f in report.findings}
+    assert (finding in ids) if finding else not ids & {"rocm.not_in_manifest", "rocm.unsupported_gpu"}

@@ -59,6 +59,7 @@ class Settings:
     driver_source: str = "dkms"
     apt_lock_timeout: float = 600.0
     apply_runtime: str = "auto"
+    known_issue_workarounds_skip: tuple[str, ...] = ()  # issue ids, or "all"
 
     @classmethod
     def from_vars(cls, host_vars: Mapping[str, Any]) -> tuple[Settings, list[Check]]:
@@ -130,6 +131,10 @@ class Settings:
                 bad("r9700_apply_runtime", value, "auto, true or false")
             else:
                 s.apply_runtime = "true" if parsed else "false"
+        value = get("r9700_known_issue_workarounds_skip")
+        if value is not None:
+            items = value if isinstance(value, (list, tuple)) else str(value).replace(",", " ").split()
+            s.known_issue_workarounds_skip = tuple(str(item).strip() for item in items if str(item).strip())
         return s, problems
 
 
@@ -179,6 +184,12 @@ class Resolved:
     package_driver: str = "amdgpu-dkms"
     pytorch_image: str = ""
     installed_before: dict[str, str | None] = field(default_factory=dict)
+    # How the release was chosen ("auto -> 7.1.1; skipped 7.2.3: known issue ..."), the known
+    # issues that apply with the chosen release (see _check_known_issues), and the variables of the
+    # default workarounds r9700_env adds to the one environment list.
+    rocm_choice: str = ""
+    known_issues: list[dict[str, Any]] = field(default_factory=list)
+    known_issue_env: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -244,6 +255,7 @@ def judge(facts: Mapping[str, Any], host_vars: Mapping[str, Any], manifest: Mani
     res.igpu_present = any(g.known and not g.discrete for g in gpus) and bool(discrete)
     checks.extend(_check_gpus(gpus, settings, facts))
     checks.extend(_check_rocm(res, settings, manifest))
+    checks.extend(_check_known_issues(res, settings, manifest))
     checks.append(_check_hsa_override(res, settings, gpus, manifest))
     checks.append(_check_lock(facts))
     checks.extend(_check_kernel_packages(res, settings, facts, manifest))
@@ -383,10 +395,26 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
                 )
             )
             return checks
-        res.rocm_version = working[-1]
-        checks.append(
-            Check("rocm.version", PASS, f"auto -> ROCm {res.rocm_version} (newest supporting {target_text})")
+        from r9700ctl.known_issues import auto_release, issues
+
+        choice = auto_release(issues(manifest), _node_gpus(res), working)
+        res.rocm_version = choice.release or working[-1]
+        res.rocm_choice = f"auto -> ROCm {res.rocm_version} (newest supporting {target_text}" + (
+            f"; {choice.skipped_text()})" if choice.skipped else ")"
         )
+        if choice.all_blocked:
+            blockers = ", ".join(sorted({i.id for _, found in choice.skipped for i in found}))
+            checks.append(
+                Check(
+                    "rocm.version",
+                    WARN,
+                    f"{res.rocm_choice}; every release supporting {target_text} has a blocking known issue "
+                    f"for this node ({blockers})",
+                    "see `r9700ctl known-issues` for the workarounds, which provision applies by default",
+                )
+            )
+        else:
+            checks.append(Check("rocm.version", PASS, res.rocm_choice))
     else:
         release = manifest.release(wanted)
         known = manifest.release_names()
@@ -426,7 +454,8 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
                 return checks
         else:
             res.rocm_version = wanted
-            checks.append(Check("rocm.version", PASS, f"ROCm {wanted} (pinned) supports {target_text}"))
+            res.rocm_choice = f"ROCm {wanted} (pinned) supports {target_text}"
+            checks.append(Check("rocm.version", PASS, res.rocm_choice))
 
     release = manifest.release(res.rocm_version)
     assert release is not None
@@ -450,6 +479,70 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
                 f"for vendor support use {' or '.join(systems)}",
             )
         )
+    return checks
+
+
+def _node_gpus(res: Resolved) -> list[tuple[str | None, str | None]]:
+    return [(g["pci_id"], g["gfx"]) for g in res.gpus if g["discrete"] and g["known"]]
+
+
+def _check_known_issues(res: Resolved, settings: Settings, manifest: Manifest) -> list[Check]:
+    """The known issues of the node's GPUs with the chosen release, and which workarounds provision applies.
+
+    A default workaround's variables go into `known_issue_env` (r9700_env renders them with the rest
+    of the environment) unless r9700_known_issue_workarounds_skip names the issue (or "all"); a
+    workaround owned by a policy variable (r9700_p2p) is that
+    policy's to apply. A blocking issue on a pinned release is a warning that names the release
+    `auto` would choose.
+    """
+    from r9700ctl.known_issues import NodeView, applicable, issues
+
+    if not res.rocm_version:
+        return []
+    known = issues(manifest)
+    found = applicable(known, NodeView(gpus=tuple(_node_gpus(res)), rocm=res.rocm_version))
+    checks = []
+    for item in found:
+        issue = item.issue
+        skipped = bool({"all", issue.id} & set(settings.known_issue_workarounds_skip))
+        ours = issue.applied_by_default and not issue.policy and not skipped
+        applied_env = issue.workaround_env if ours else {}
+        res.known_issue_env.update(applied_env)
+        if applied_env:
+            in_force = "applied: " + ", ".join(f"{k}={v}" for k, v in applied_env.items())
+        elif issue.policy and issue.applied_by_default:
+            in_force = f"through {issue.policy}"
+        elif issue.applied_by_default:
+            in_force = "not applied (r9700_known_issue_workarounds_skip)"
+        else:
+            in_force = "advice only"
+        res.known_issues.append(
+            {
+                "id": issue.id,
+                "title": issue.title,
+                "blocking": issue.blocking,
+                "false_signal": issue.false_signal,
+                "workaround": issue.workaround_short(),
+                "workaround_env": issue.workaround_env,
+                "in_force": in_force,
+                "source": issue.sources[0],
+            }
+        )
+        if issue.blocking:
+            better = issue.workaround.get("release")
+            checks.append(
+                Check(
+                    f"known_issue.{issue.id}",
+                    WARN,
+                    f"ROCm {res.rocm_version} has known issue {issue.id} on {item.gpus} "
+                    f"{'/'.join(res.gfx_targets)} GPU(s): {issue.title}; workaround {in_force}",
+                    (f"set r9700_rocm_version to {better} or auto to avoid it; " if better else "")
+                    + f"see {issue.sources[0]}",
+                )
+            )
+    if found:
+        listed = "; ".join(f"{k['id']} ({k['in_force']})" for k in res.known_issues)
+        checks.append(Check("known_issues", PASS, f"known issues of this node: {listed}"))
     return checks
 
 

@@ -7,7 +7,9 @@ redacted) and ansible-runner's artifacts (command, job_events/, stdout, rc, stat
 Conventions the roles follow:
 - a role that needs a reboot it may not do itself sets the fact `r9700_reboot_pending: true`
   (ansible.builtin.set_fact), and may say why in `r9700_reboot_reasons` (a list of texts);
-  the runner collects both from the events of that host.
+  the runner collects both from the events of that host;
+- r9700_preflight's host fact `r9700_resolved` carries `rocm_choice` (how the release was chosen,
+  with the releases `auto` skipped) and `known_issues`; the runner keeps both for the summary.
 
 Secrets: the become password goes to ansible-runner's in-memory `passwords` map (pexpect answers
 ansible-playbook's "BECOME password:" prompt); env files are suppressed so it is never written.
@@ -45,6 +47,7 @@ NOT_RUN = "NOT_RUN"
 
 REBOOT_FACT = "r9700_reboot_pending"
 REBOOT_REASONS_FACT = "r9700_reboot_reasons"  # optional: why, as a list of short texts
+RESOLVED_FACT = "r9700_resolved"  # r9700_preflight: rocm_choice and known_issues are kept
 VERSIONS_FACT = "r9700_versions"  # r9700_rocm: {"before": {...}, "after": {...}} package versions
 STOP_GRACE_S = 15.0
 # ansible-runner polls the cancel callback once per pexpect timeout: keep Ctrl-C responsive.
@@ -105,6 +108,8 @@ class HostResult:
     reboot_pending: bool = False
     reboot_reasons: list[str] = field(default_factory=list)
     versions: dict[str, Any] = field(default_factory=dict)
+    rocm_choice: str = ""
+    known_issues: list[dict[str, Any]] = field(default_factory=list)
     current_task: str | None = None  # started and not finished yet
     started: bool = False
     interrupted: bool = False
@@ -304,6 +309,10 @@ class _EventTracker:
                 result.reboot_reasons = [str(reason) for reason in facts[REBOOT_REASONS_FACT]]
             if isinstance(facts, dict) and isinstance(facts.get(VERSIONS_FACT), dict):
                 result.versions = facts[VERSIONS_FACT]
+            resolved = facts.get(RESOLVED_FACT) if isinstance(facts, dict) else None
+            if isinstance(resolved, dict):
+                result.rocm_choice = str(resolved.get("rocm_choice") or "")
+                result.known_issues = [k for k in resolved.get("known_issues") or [] if isinstance(k, dict)]
         elif kind == "runner_on_failed" and data.get("ignore_errors"):
             result.ok += 1  # as Ansible's stats count it
             result.ignored += 1

@@ -158,9 +158,15 @@ def test_check_mode_on_a_fresh_node_finishes_without_failing(make_lab, tmp_path)
 
 
 def _resolved_release(lab: Any) -> str:
-    """The release `auto` picks for a lab node: the newest in the manifest supporting gfx1201 on Debian 12."""
-    from r9700ctl import manifest
+    """The release `auto` picks for a lab node: the newest in the manifest supporting gfx1201 on Debian 12
+    with no blocking known issue for the node's R9700s (several cards skip 7.2.x: RCCL hang)."""
+    from r9700ctl import known_issues, manifest
 
-    release = manifest.load().newest_supporting({"gfx1201"}, "debian-12")
-    assert release
-    return manifest.load().release(release).rocm_path
+    data = manifest.load()
+    choice = known_issues.auto_release(
+        known_issues.issues(data),
+        [("1002:7551", "gfx1201")] * lab.gpus,
+        data.releases_supporting({"gfx1201"}, "debian-12"),
+    )
+    assert choice.release
+    return data.release(choice.release).rocm_path

@@ -26,6 +26,7 @@ ARGUMENT_SPEC = {
     "apt_lock_timeout": {"type": "float", "default": 600.0},
     "apt_update": {"type": "bool", "default": True},
     "apply_runtime": {"type": "str", "default": "auto"},
+    "known_issue_workarounds_skip": {"type": "list", "elements": "str", "default": []},
     "lab_pci_devices": {"type": "raw", "default": []},
 }
 
@@ -84,6 +85,7 @@ class ActionModule(ActionBase):
             "r9700_driver_source": args["driver_source"],
             "r9700_apt_lock_timeout": args["apt_lock_timeout"],
             "r9700_apply_runtime": args["apply_runtime"],
+            "r9700_known_issue_workarounds_skip": args["known_issue_workarounds_skip"],
         }
         verdict = preflight.judge(facts, host_vars, manifest_module.load())
         checks = [{"id": c.id, "status": c.status, "detail": c.detail, "fix": c.fix} for c in verdict.checks]

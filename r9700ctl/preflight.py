@@ -21,6 +21,10 @@ from r9700ctl.manifest import AMD_PCI_VENDOR, Manifest, version_key
 DRIVER_SOURCES = ("dkms", "inbox", "present")
 RUNTIME_CHOICES = ("auto", "true", "false")
 GB = 1000**3
+# "ROCm doesn't currently support integrated graphics. Should your system have an AMD IGP installed,
+# disable it in the BIOS prior to using ROCm. If the driver can enumerate the IGP, the ROCm runtime
+# may crash the system, even if told to omit it via HIP_VISIBLE_DEVICES."
+IGPU_SOURCE = "https://rocm.docs.amd.com/projects/install-on-linux/en/docs-6.2.0/install/amdgpu-install.html"
 HSA_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
 
@@ -53,7 +57,6 @@ class Settings:
 
     rocm_version: str = "auto"
     allow_unsupported: bool = False
-    hsa_override_gfx_version: str = ""
     expected_gpus: int | None = None
     min_free_gb: float = 30.0
     driver_source: str = "dkms"
@@ -91,8 +94,6 @@ class Settings:
                     bad(name, value, "true or false")
                 else:
                     setattr(s, attr, parsed)
-        if get("r9700_hsa_override_gfx_version") is not None:
-            s.hsa_override_gfx_version = str(host_vars["r9700_hsa_override_gfx_version"]).strip()
         value = get("r9700_expected_gpus")
         if value is not None:
             try:
@@ -160,6 +161,7 @@ class Resolved:
     suite: str = ""
     rocm_repo_path: str = ""
     amdgpu_repo_path: str = ""
+    graphics_repo_path: str = ""  # "" for releases without the graphics repository (before 7.0)
     amdgpu_version: str = ""
     gfx_targets: list[str] = field(default_factory=list)
     gpus: list[dict[str, Any]] = field(default_factory=list)
@@ -167,6 +169,10 @@ class Resolved:
     igpu_present: bool = False
     rocr_visible_devices: str = ""
     hsa_override_gfx_version: str = ""
+    # THE environment list ({name, value, reason, source}, by name) and the P2P decision behind
+    # part of it: r9700ctl/envlist.py, r9700ctl/p2p.py.
+    environment: list[dict[str, str]] = field(default_factory=list)
+    p2p: dict[str, Any] = field(default_factory=dict)
     driver_source: str = "dkms"
     driver_loaded: bool = False
     driver_version: str = ""
@@ -184,12 +190,11 @@ class Resolved:
     package_driver: str = "amdgpu-dkms"
     pytorch_image: str = ""
     installed_before: dict[str, str | None] = field(default_factory=dict)
-    # How the release was chosen ("auto -> 7.1.1; skipped 7.2.3: known issue ..."), the known
-    # issues that apply with the chosen release (see _check_known_issues), and the variables of the
-    # default workarounds r9700_env adds to the one environment list.
+    # How the release was chosen ("auto -> 7.1.1; skipped 7.2.3: known issue ..."), and the known
+    # issues that apply with it, each with the workaround in force in `environment`
+    # (_check_known_issues; their default workarounds' variables are entries of `environment`).
     rocm_choice: str = ""
     known_issues: list[dict[str, Any]] = field(default_factory=list)
-    known_issue_env: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -255,8 +260,7 @@ def judge(facts: Mapping[str, Any], host_vars: Mapping[str, Any], manifest: Mani
     res.igpu_present = any(g.known and not g.discrete for g in gpus) and bool(discrete)
     checks.extend(_check_gpus(gpus, settings, facts))
     checks.extend(_check_rocm(res, settings, manifest))
-    checks.extend(_check_known_issues(res, settings, manifest))
-    checks.append(_check_hsa_override(res, settings, gpus, manifest))
+    known = _known_issues(res, manifest)
     checks.append(_check_lock(facts))
     checks.extend(_check_kernel_packages(res, settings, facts, manifest))
     checks.extend(_check_disk(settings, facts))
@@ -267,8 +271,40 @@ def judge(facts: Mapping[str, Any], host_vars: Mapping[str, Any], manifest: Mani
         res.runtime = facts.get("service_manager") == "systemd"
     else:
         res.runtime = settings.apply_runtime == "true"
-    res.rocr_visible_devices = _visible_devices(gpus) if res.igpu_present else ""
+    workarounds = _workarounds(known, settings)
+    checks.extend(_compose_environment(res, settings, gpus, facts, host_vars, manifest, workarounds))
+    checks.extend(_check_known_issues(res, known, settings))
     return Verdict(checks=checks, resolved=res)
+
+
+def _compose_environment(
+    res: Resolved,
+    settings: Settings,
+    gpus: list[Gpu],
+    facts: Mapping[str, Any],
+    host_vars: Mapping[str, Any],
+    manifest: Manifest,
+    workarounds: dict[str, tuple[str, str, str]],
+) -> list[Check]:
+    """THE environment list (r9700ctl/envlist.py): its checks here, its entries for r9700_env."""
+    from r9700ctl import envlist  # envlist imports this module's Check and Gpu
+
+    knobs, problems = envlist.EnvKnobs.from_vars(host_vars)
+    target = envlist.EnvTarget(
+        gpus=gpus,
+        manifest=manifest,
+        p2p_facts=facts.get("p2p") or {},
+        visible_auto=_visible_devices(gpus) if res.igpu_present else "",
+        allow_unsupported=settings.allow_unsupported,
+        rocm_version=res.rocm_version,
+        known_issue_workarounds=workarounds,
+    )
+    plan = envlist.compose(knobs, target)
+    res.environment = plan.to_dicts()
+    res.p2p = plan.p2p.to_dict()
+    res.hsa_override_gfx_version = plan.hsa_override
+    res.rocr_visible_devices = plan.rocr_visible_devices
+    return problems + plan.checks
 
 
 def _as_bool(value: Any) -> bool | None:
@@ -351,9 +387,13 @@ def _check_gpus(gpus: list[Gpu], settings: Settings, facts: Mapping[str, Any]) -
         checks.append(
             Check(
                 "gpu.igpu",
-                PASS,
-                f"integrated {igpus[0].name} at {igpus[0].address} beside discrete cards: "
-                "ROCR_VISIBLE_DEVICES keeps ROCm on the discrete cards",
+                WARN,
+                f"integrated {igpus[0].name} at {igpus[0].address} beside discrete cards: AMD says ROCm does "
+                "not support integrated graphics and may crash the system if the driver can enumerate it, "
+                "even when told to omit it by environment variable; ROCR_VISIBLE_DEVICES is set to the "
+                "discrete cards meanwhile",
+                "disable the integrated GPU in the BIOS/UEFI setup (AMD's ROCm installation prerequisites)",
+                {"source": IGPU_SOURCE},
             )
         )
     if settings.expected_gpus is None:
@@ -463,6 +503,7 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
     repo = manifest.repository
     res.rocm_repo_path = repo.rocm_path_template.format(rocm_path=release.rocm_path)
     res.amdgpu_repo_path = repo.amdgpu_path_template.format(amdgpu_path=release.amdgpu)
+    res.graphics_repo_path = repo.graphics_path(release)
     res.amdgpu_version = release.amdgpu
     res.pytorch_image = release.pytorch_image
     unlisted = sorted(
@@ -470,12 +511,14 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
     )
     if unlisted and res.os_key in release.os:
         systems = sorted({s for t in unlisted for s in (release.listed_systems(t) or [])})
+        note = str((manifest.os_release(res.os_key) or {}).get("radeon_note") or "").strip()
         checks.append(
             Check(
                 "rocm.os_listed",
                 WARN,
                 f"AMD lists {', '.join(unlisted)} for ROCm {res.rocm_version} only on {', '.join(systems)}; "
-                f"{res.os_key} is best effort (AMD's {res.os_key} instructions use the {res.suite} packages)",
+                f"{res.os_key} is best effort (AMD's {res.os_key} instructions use the {res.suite} packages)"
+                + (f". {note}" if note else ""),
                 f"for vendor support use {' or '.join(systems)}",
             )
         )
@@ -486,34 +529,55 @@ def _node_gpus(res: Resolved) -> list[tuple[str | None, str | None]]:
     return [(g["pci_id"], g["gfx"]) for g in res.gpus if g["discrete"] and g["known"]]
 
 
-def _check_known_issues(res: Resolved, settings: Settings, manifest: Manifest) -> list[Check]:
-    """The known issues of the node's GPUs with the chosen release, and which workarounds provision applies.
-
-    A default workaround's variables go into `known_issue_env` (r9700_env renders them with the rest
-    of the environment) unless r9700_known_issue_workarounds_skip names the issue (or "all"); a
-    workaround owned by a policy variable (r9700_p2p) is that
-    policy's to apply. A blocking issue on a pinned release is a warning that names the release
-    `auto` would choose.
-    """
+def _known_issues(res: Resolved, manifest: Manifest) -> list[Any]:
+    """The known issues (Match) of the node's GPUs with the chosen release."""
     from r9700ctl.known_issues import NodeView, applicable, issues
 
     if not res.rocm_version:
         return []
-    known = issues(manifest)
-    found = applicable(known, NodeView(gpus=tuple(_node_gpus(res)), rocm=res.rocm_version))
+    return applicable(issues(manifest), NodeView(gpus=tuple(_node_gpus(res)), rocm=res.rocm_version))
+
+
+def _skipped(issue_id: str, settings: Settings) -> bool:
+    return bool({"all", issue_id} & set(settings.known_issue_workarounds_skip))
+
+
+def _workarounds(found: list[Any], settings: Settings) -> dict[str, tuple[str, str, str]]:
+    """The default workarounds' variables for the environment list: NAME -> (value, reason, source).
+
+    Not those r9700_known_issue_workarounds_skip names, nor those a policy variable owns (r9700_p2p
+    decides NCCL_P2P_DISABLE from the node's facts).
+    """
+    entries: dict[str, tuple[str, str, str]] = {}
+    for item in found:
+        issue = item.issue
+        if issue.applied_by_default and not issue.policy and not _skipped(issue.id, settings):
+            reason = f"workaround of known issue {issue.id}: {issue.title}"
+            for name, value in issue.workaround_env.items():
+                entries[name] = (value, reason, issue.sources[0])
+    return entries
+
+
+def _check_known_issues(res: Resolved, found: list[Any], settings: Settings) -> list[Check]:
+    """Each known issue of the node with the workaround in force in the environment list, into
+    `res.known_issues` (node.json, doctor, the provision summary). A blocking issue on the chosen
+    (pinned) release is a warning naming the release `auto` would choose; `auto` never chooses one
+    while another release supports the node."""
+    env = {e["name"]: e["value"] for e in res.environment}
     checks = []
     for item in found:
         issue = item.issue
-        skipped = bool({"all", issue.id} & set(settings.known_issue_workarounds_skip))
-        ours = issue.applied_by_default and not issue.policy and not skipped
-        applied_env = issue.workaround_env if ours else {}
-        res.known_issue_env.update(applied_env)
-        if applied_env:
-            in_force = "applied: " + ", ".join(f"{k}={v}" for k, v in applied_env.items())
-        elif issue.policy and issue.applied_by_default:
-            in_force = f"through {issue.policy}"
-        elif issue.applied_by_default:
+        wanted = issue.workaround_env
+        if wanted and all(env.get(k) == v for k, v in wanted.items()):
+            in_force = "in force: " + ", ".join(f"{k}={v}" for k, v in wanted.items())
+            in_force += f" (through {issue.policy})" if issue.policy else ""
+        elif wanted and _skipped(issue.id, settings):
             in_force = "not applied (r9700_known_issue_workarounds_skip)"
+        elif wanted and issue.policy:
+            in_force = f"not in force: {issue.policy} {res.p2p.get('reason', 'decided otherwise')}"
+        elif wanted:
+            said = ", ".join(f"{k}={env[k]}" for k in wanted if k in env) or "unset"
+            in_force = f"not in force: the environment list has {said} (r9700_env)"
         else:
             in_force = "advice only"
         res.known_issues.append(
@@ -523,7 +587,7 @@ def _check_known_issues(res: Resolved, settings: Settings, manifest: Manifest) -
                 "blocking": issue.blocking,
                 "false_signal": issue.false_signal,
                 "workaround": issue.workaround_short(),
-                "workaround_env": issue.workaround_env,
+                "workaround_env": wanted,
                 "in_force": in_force,
                 "source": issue.sources[0],
             }
@@ -544,64 +608,6 @@ def _check_known_issues(res: Resolved, settings: Settings, manifest: Manifest) -
         listed = "; ".join(f"{k['id']} ({k['in_force']})" for k in res.known_issues)
         checks.append(Check("known_issues", PASS, f"known issues of this node: {listed}"))
     return checks
-
-
-def _check_hsa_override(res: Resolved, settings: Settings, gpus: list[Gpu], manifest: Manifest) -> Check:
-    value = settings.hsa_override_gfx_version
-    natives = sorted({g.gfx for g in gpus if g.known and g.discrete})
-    if not value:
-        native = ", ".join(natives) or "the detected GPUs"
-        return Check("hsa.override", PASS, f"HSA_OVERRIDE_GFX_VERSION not set (none needed for {native})")
-    fix_remove = "remove r9700_hsa_override_gfx_version (or set it to '')"
-    if not HSA_VERSION.match(value):
-        return Check(
-            "hsa.override",
-            FAIL,
-            f"r9700_hsa_override_gfx_version={value!r} is not major.minor.stepping (e.g. 12.0.1)",
-            fix_remove,
-        )
-    if not natives:
-        return Check(
-            "hsa.override",
-            FAIL,
-            f"HSA_OVERRIDE_GFX_VERSION={value} with no known AMD GPU to check it against",
-            fix_remove,
-        )
-    named = manifest.gfx_for_hsa_version(value)
-    named_family = manifest.gfx_family(named) if named else None
-    label = f"{value} is {named} ({named_family})" if named else f"{value} names no target the manifest knows"
-    for gfx in natives:
-        family = manifest.gfx_family(gfx)
-        native_version = manifest.hsa_version(gfx) or ""
-        same_family = (
-            (named_family == family) if named_family else value.split(".")[0] == native_version.split(".")[0]
-        )
-        if not same_family:
-            owner = _model_names(named, manifest)
-            return Check(
-                "hsa.override",
-                FAIL,
-                f"cross-family HSA override refused: {label}{owner}, the GPUs here are {gfx} ({family}); "
-                "a cross-family override crashes the driver (ROCm/rocm-systems#3531)",
-                fix_remove + f"; {gfx} needs no override",
-            )
-    res.hsa_override_gfx_version = value
-    if all(manifest.hsa_version(g) == value for g in natives):
-        detail = f"HSA_OVERRIDE_GFX_VERSION={value} only restates the native target {', '.join(natives)}"
-    else:
-        detail = (
-            f"HSA_OVERRIDE_GFX_VERSION={value} makes ROCm run {named or value} code on {', '.join(natives)}"
-        )
-    if any(g.known and not g.discrete for g in gpus):
-        detail += "; a global override also mislabels the integrated GPU (ROCm/ROCm#5696)"
-    return Check("hsa.override", WARN, detail, fix_remove + " unless a program lacks kernels for this target")
-
-
-def _model_names(gfx: str | None, manifest: Manifest) -> str:
-    if not gfx:
-        return ""
-    names = sorted({m.name for m in manifest.gpus.values() if m.gfx == gfx})
-    return f", the target of {', '.join(names)}" if names else ""
 
 
 def _check_lock(facts: Mapping[str, Any]) -> Check:
@@ -717,28 +723,14 @@ def _check_disk(settings: Settings, facts: Mapping[str, Any]) -> list[Check]:
 
 
 def _check_secure_boot(settings: Settings, facts: Mapping[str, Any]) -> Check:
+    """Under Secure Boot, amdgpu loads only if signed with an enrolled key: the one DKMS signs with."""
     sb = facts.get("secure_boot") or {}
     state = sb.get("state", "unknown")
-    signing = facts.get("dkms_signing") or {}
     if settings.driver_source != "dkms":
         return Check(
             "secureboot",
             SKIP,
             f"Secure Boot {state}; r9700_driver_source={settings.driver_source} builds nothing",
-        )
-    if state == "enabled" and not signing.get("configured"):
-        return Check(
-            "secureboot",
-            FAIL,
-            "Secure Boot is enabled and DKMS module signing is not configured: the kernel would refuse "
-            "the unsigned amdgpu module",
-            "either disable Secure Boot in the firmware setup; or create a MOK key pair in "
-            "/var/lib/dkms (mok.key, mok.pub), enroll it with 'mokutil --import /var/lib/dkms/mok.pub' "
-            "and reboot to confirm; or use r9700_driver_source: inbox",
-        )
-    if state == "enabled":
-        return Check(
-            "secureboot", PASS, f"Secure Boot enabled; DKMS signs modules ({signing.get('detail', '')})"
         )
     if state == "unknown":
         return Check(
@@ -747,7 +739,71 @@ def _check_secure_boot(settings: Settings, facts: Mapping[str, Any]) -> Check:
             f"Secure Boot state unknown ({sb.get('detail', '')})",
             "check with 'mokutil --sb-state'",
         )
-    return Check("secureboot", PASS, f"Secure Boot {state.replace('_', ' ')}")
+    if state != "enabled":
+        return Check("secureboot", PASS, f"Secure Boot {state.replace('_', ' ')}")
+    signing = facts.get("dkms_signing") or {}
+    os_id = str((facts.get("os") or {}).get("id") or "")
+    key, cert = signing.get("key", ""), signing.get("certificate", "")
+    if not key or not cert:  # facts of an older nodefacts: say so rather than guess a key
+        return Check("secureboot", WARN, "Secure Boot is enabled; DKMS's signing key was not reported")
+    signs = f"DKMS signs amdgpu with {key} + {cert} ({signing.get('origin', '')})"
+    other_ways = "; or disable Secure Boot in the firmware setup; or use r9700_driver_source: inbox"
+    if not (signing.get("key_exists") and signing.get("certificate_exists")):
+        return Check(
+            "secureboot",
+            FAIL,
+            f"Secure Boot is enabled and {key} / {cert} do not exist yet: DKMS would make a new key at "
+            "build time that the firmware does not trust, and the kernel would refuse amdgpu",
+            _make_and_enroll(os_id, key, cert) + other_ways,
+            {"signing": dict(signing)},
+        )
+    enrolled = signing.get("enrolled")
+    said = signing.get("mokutil", "")
+    if enrolled == "enrolled":
+        return Check("secureboot", PASS, f"Secure Boot enabled; {signs}, enrolled ({said})")
+    if enrolled == "pending":
+        return Check(
+            "secureboot",
+            WARN,
+            f"Secure Boot enabled; {signs}, enrollment requested but not confirmed ({said})",
+            "at the next boot choose 'Enroll MOK' in the blue MOK Manager screen and type the password "
+            "given to mokutil --import",
+        )
+    if enrolled == "unknown":
+        return Check(
+            "secureboot",
+            WARN,
+            f"Secure Boot enabled; {signs}; whether it is enrolled is unknown ({said})",
+            f"install mokutil and run: mokutil --test-key {cert}",
+        )
+    return Check(
+        "secureboot",
+        FAIL,
+        f"Secure Boot is enabled and {signs}, which the firmware does not trust ({said or enrolled}): "
+        "the kernel would refuse amdgpu",
+        _enroll(os_id, cert) + other_ways,
+        {"signing": dict(signing)},
+    )
+
+
+def _enroll(os_id: str, cert: str) -> str:
+    """How to enroll DKMS's certificate on this OS (then confirm it in MOK Manager at the next boot)."""
+    if os_id == "ubuntu" and cert == "/var/lib/shim-signed/mok/MOK.der":
+        command = "sudo update-secureboot-policy --enroll-key"
+    else:
+        command = f"sudo mokutil --import {cert}"
+    return f"enroll it: {command}, reboot and choose 'Enroll MOK' in the MOK Manager screen"
+
+
+def _make_and_enroll(os_id: str, key: str, cert: str) -> str:
+    if os_id == "ubuntu" and cert == "/var/lib/shim-signed/mok/MOK.der":
+        make = "sudo update-secureboot-policy --new-key"
+    else:  # the command dkms itself runs (dkms.in prepare_mok), so the key is where DKMS looks
+        make = (
+            "sudo openssl req -new -x509 -nodes -days 36500 -subj '/CN=DKMS module signing key' "
+            f"-newkey rsa:2048 -keyout {key} -addext extendedKeyUsage=codeSigning -outform DER -out {cert}"
+        )
+    return f"create the key first ({make}), then {_enroll(os_id, cert)}"
 
 
 def _check_driver(res: Resolved, settings: Settings, facts: Mapping[str, Any]) -> Check:

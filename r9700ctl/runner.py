@@ -47,8 +47,9 @@ NOT_RUN = "NOT_RUN"
 
 REBOOT_FACT = "r9700_reboot_pending"
 REBOOT_REASONS_FACT = "r9700_reboot_reasons"  # optional: why, as a list of short texts
-RESOLVED_FACT = "r9700_resolved"  # r9700_preflight: rocm_choice and known_issues are kept
 VERSIONS_FACT = "r9700_versions"  # r9700_rocm: {"before": {...}, "after": {...}} package versions
+# r9700_preflight: its "p2p" (the node's PCIe P2P decision), "rocm_choice" and "known_issues"
+RESOLVED_FACT = "r9700_resolved"
 STOP_GRACE_S = 15.0
 # ansible-runner polls the cancel callback once per pexpect timeout: keep Ctrl-C responsive.
 PEXPECT_TIMEOUT_S = 1
@@ -110,6 +111,7 @@ class HostResult:
     versions: dict[str, Any] = field(default_factory=dict)
     rocm_choice: str = ""
     known_issues: list[dict[str, Any]] = field(default_factory=list)
+    p2p: dict[str, Any] = field(default_factory=dict)  # state and reason (r9700ctl/p2p.py)
     current_task: str | None = None  # started and not finished yet
     started: bool = False
     interrupted: bool = False
@@ -310,7 +312,9 @@ class _EventTracker:
             if isinstance(facts, dict) and isinstance(facts.get(VERSIONS_FACT), dict):
                 result.versions = facts[VERSIONS_FACT]
             resolved = facts.get(RESOLVED_FACT) if isinstance(facts, dict) else None
-            if isinstance(resolved, dict):
+            if isinstance(resolved, dict) and isinstance(resolved.get("p2p"), dict):
+                result.p2p = resolved["p2p"]
+            if isinstance(resolved, dict):  # r9700_preflight's host fact
                 result.rocm_choice = str(resolved.get("rocm_choice") or "")
                 result.known_issues = [k for k in resolved.get("known_issues") or [] if isinstance(k, dict)]
         elif kind == "runner_on_failed" and data.get("ignore_errors"):

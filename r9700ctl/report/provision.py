@@ -125,6 +125,9 @@ def closing_lines(outcome: ProvisionOutcome) -> list[str]:
             lines.append(f"{host.host}: {kind} at '{task.task}': {task.message}")
     lines += known_issue_lines(outcome.hosts)
     for host in outcome.hosts:
+        if host.p2p.get("reason") and not host.errors:
+            lines.append(f"{host.host}: PCIe P2P {host.p2p['reason']}")
+    for host in outcome.hosts:
         if host.reboot_pending:
             why = f" ({'; '.join(host.reboot_reasons)})" if host.reboot_reasons else ""
             lines.append(f"{host.host}: reboot pending{why}")
@@ -183,5 +186,6 @@ def _host_entry(host: HostResult, address: str | None) -> dict[str, Any]:
         "versions": host.versions,
         "rocm_choice": host.rocm_choice,
         "known_issues": host.known_issues,
+        "p2p": host.p2p or None,
         "interrupted_in": host.current_task if host.interrupted else None,
     }

@@ -74,6 +74,7 @@ def test_counts_first_error_line_and_reboot_flag_come_from_the_events(
             r9700_reboot_reasons: [amdgpu-dkms installed]
             r9700_versions: {before: {}, after: {rocm: "6.4.1.60401-83~24.04"}}
             r9700_resolved:
+              p2p: {state: "off", reason: "off: 1 GPU(s), no peer to talk to"}
               rocm_choice: "auto -> ROCm 7.1.1 (newest supporting gfx1201; skipped 7.2.3: known issue x)"
               known_issues: [{id: x, title: X hangs, blocking: true, in_force: "applied: A=1", source: "https://e/1"}]
         - name: Not on this host
@@ -106,6 +107,7 @@ def test_counts_first_error_line_and_reboot_flag_come_from_the_events(
     assert host.status == FAILED
     assert (host.reboot_pending, host.reboot_reasons) == (True, ["amdgpu-dkms installed"])
     assert host.versions == {"before": {}, "after": {"rocm": "6.4.1.60401-83~24.04"}}
+    assert host.p2p == {"state": "off", "reason": "off: 1 GPU(s), no peer to talk to"}
     assert known_issue_lines([host]) == [
         "localhost: auto -> ROCm 7.1.1 (newest supporting gfx1201; skipped 7.2.3: known issue x)",
         "localhost: known issue x: X hangs; workaround applied: A=1; see https://e/1",

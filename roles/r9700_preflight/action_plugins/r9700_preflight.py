@@ -28,6 +28,18 @@ ARGUMENT_SPEC = {
     "apply_runtime": {"type": "str", "default": "auto"},
     "known_issue_workarounds_skip": {"type": "list", "elements": "str", "default": []},
     "lab_pci_devices": {"type": "raw", "default": []},
+    # The r9700_env role's knobs: the environment list is composed and checked here, before any
+    # change (r9700ctl/envlist.py). None = not given: the judge applies the role's defaults.
+    "env": {"type": "raw", "default": None},
+    "env_extra": {"type": "raw", "default": None},
+    "rocr_visible_devices": {"type": "raw", "default": None},
+    "p2p": {"type": "raw", "default": None},
+}
+ENV_KNOBS = {
+    "env": "r9700_env",
+    "env_extra": "r9700_env_extra",
+    "rocr_visible_devices": "r9700_rocr_visible_devices",
+    "p2p": "r9700_p2p",
 }
 
 
@@ -87,6 +99,7 @@ class ActionModule(ActionBase):
             "r9700_apply_runtime": args["apply_runtime"],
             "r9700_known_issue_workarounds_skip": args["known_issue_workarounds_skip"],
         }
+        host_vars.update({name: args[arg] for arg, name in ENV_KNOBS.items() if args[arg] is not None})
         verdict = preflight.judge(facts, host_vars, manifest_module.load())
         checks = [{"id": c.id, "status": c.status, "detail": c.detail, "fix": c.fix} for c in verdict.checks]
         result["changed"] = False

@@ -81,6 +81,14 @@ def doctor(
     the node's bundle directory.
 
     \b
+    Both modes list the known issues of each node's GPUs and release (`r9700ctl
+    known-issues`) with the source and the workaround; a bundle whose environment
+    re-creates one (HSA_ENABLE_IPC_MODE_LEGACY=1 in env.txt) or shows its signs is a
+    finding. amdgpu's kernel-log trouble (ring timeouts, MES failures, page faults with
+    or without PCIe AER, resets and failed resets, a card lost from the bus) is counted
+    per GPU and explained.
+
+    \b
     Examples:
       r9700ctl doctor inventory.ini
       r9700ctl doctor inventory.ini --accept-new-host-keys --json doctor.json

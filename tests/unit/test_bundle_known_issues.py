@@ -244,3 +244,28 @@ def test_the_smu_hang_message_of_6101_is_recognised():
     """ROCm/legacy-rocm-build#6101 (lobo235) quotes the message 5,262 times over; no full line was posted."""
     line = "[ 1234.567890] amdgpu 0000:03:00.0: amdgpu: SMU is in hanged state, failed to send smu message!"
     assert dmesg.parse(line).kinds == {"smu_hang": 1}
+
+
+def test_doctor_bundle_prints_the_known_issues_with_source_and_workaround():
+    from click.testing import CliRunner
+
+    from r9700ctl.cli import cli
+
+    result = CliRunner().invoke(
+        cli, ["doctor", "--bundle", str(RECORDED / "r9700-2x")], catch_exceptions=False
+    )
+
+    assert result.exit_code == 1, result.output
+    lines = result.output.splitlines()
+    head = lines.index(
+        "  known issue r9700-rccl-72-hang: applies (env.txt missing: workaround unknown); "
+        "workaround NCCL_PROTO=Simple or ROCm 7.1.1"
+    )
+    assert lines[head + 1] == (
+        "    RCCL collectives deadlock on two or more gfx1201 GPUs with ROCm 7.2.x "
+        "(https://github.com/vllm-project/vllm/issues/40980)"
+    )
+    assert any(
+        line.startswith("  WARN  known issue r9700-rccl-72-hang applies to this node") for line in lines
+    )
+    assert "        evidence: amd-smi.txt:3: | AMD-SMI 26.2.1+fc0010cf6a" in result.output

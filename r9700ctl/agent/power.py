@@ -139,14 +139,20 @@ def parse_margin(value: Any) -> tuple[float, list[str]]:
     return margin, []
 
 
+def _cap_watts(value: Any) -> float | None:
+    """Whole watts > 0: `amd-smi set --power-cap` takes an integer, and the card keeps whole watts."""
+    watts = _watts(value)
+    return watts if watts is not None and watts.is_integer() else None
+
+
 def parse_caps(cap_w: Any, by_gpu: Any) -> tuple[float | None, dict[str, float], list[str]]:
-    """r9700_power_cap_w (every GPU) and r9700_power_cap_w_by_gpu (PCI address -> watts)."""
+    """r9700_power_cap_w (every GPU) and r9700_power_cap_w_by_gpu (PCI address -> whole watts)."""
     problems = []
     node_cap = None
     if cap_w not in (None, ""):
-        node_cap = _watts(cap_w)
+        node_cap = _cap_watts(cap_w)
         if node_cap is None:
-            problems.append(f"r9700_power_cap_w must be watts (a number > 0) or null, got {cap_w!r}")
+            problems.append(f"r9700_power_cap_w must be whole watts (an integer > 0) or null, got {cap_w!r}")
     caps: dict[str, float] = {}
     if by_gpu not in (None, "", {}):
         if not isinstance(by_gpu, Mapping):
@@ -155,14 +161,14 @@ def parse_caps(cap_w: Any, by_gpu: Any) -> tuple[float | None, dict[str, float],
             )
         else:
             for raw, value in by_gpu.items():
-                address, watts = normalise_address(raw), _watts(value)
+                address, watts = normalise_address(raw), _cap_watts(value)
                 if address is None:
                     problems.append(
                         f"r9700_power_cap_w_by_gpu: {raw!r} is not a PCI address such as 0000:03:00.0"
                     )
                 elif watts is None:
                     problems.append(
-                        f"r9700_power_cap_w_by_gpu.{raw} must be watts (a number > 0), got {value!r}"
+                        f"r9700_power_cap_w_by_gpu.{raw} must be whole watts (an integer > 0), got {value!r}"
                     )
                 else:
                     caps[address] = watts

@@ -97,11 +97,11 @@ def test_per_gpu_caps_override_the_node_cap_and_must_name_a_gpu_of_the_node():
     ]
 
 
-@pytest.mark.parametrize("cap", [-5, 0, "lots", True])
+@pytest.mark.parametrize("cap", [-5, 0, "lots", True, 250.5])
 def test_a_cap_that_is_not_positive_watts_is_refused(cap):
     _, _, problems = power.parse_caps(cap, None)
 
-    assert problems and "r9700_power_cap_w must be watts" in problems[0]
+    assert problems and "r9700_power_cap_w must be whole watts" in problems[0]
 
 
 def test_a_cap_outside_the_cards_own_range_is_refused_with_the_range():
@@ -111,7 +111,8 @@ def test_a_cap_outside_the_cards_own_range_is_refused_with_the_range():
     assert power.check_caps({"0000:0b:00.0": 95.0}, ranges, "amd-smi static") == []
     (problem,) = power.check_caps({"0000:0b:00.0": 250.0}, ranges, "amd-smi static")
     assert problem == (
-        "0000:0b:00.0: 250 W is outside the 94-100 W this card accepts (amd-smi static); choose a cap in that range"
+        "0000:0b:00.0: 250 W is outside the 94-100 W this card accepts (amd-smi static); "
+        "choose a cap in that range"
     )
 
 

@@ -674,5 +674,5 @@ def test_a_malformed_power_setting_is_a_settings_failure():
     verdict = judge(facts(), power_cap_w="lots", psu_margin=1.5)
 
     details = [c.detail for c in verdict.failures]
-    assert any("r9700_power_cap_w must be watts" in d for d in details)
+    assert any("r9700_power_cap_w must be whole watts" in d for d in details)
     assert any("r9700_psu_margin must be a fraction" in d for d in details)

@@ -27,6 +27,11 @@ ARGUMENT_SPEC = {
     "apt_update": {"type": "bool", "default": True},
     "apply_runtime": {"type": "str", "default": "auto"},
     "lab_pci_devices": {"type": "raw", "default": []},
+    # r9700_power's interface: the PSU budget is judged here, before anything changes.
+    "power_cap_w": {"type": "raw", "default": None},
+    "power_cap_w_by_gpu": {"type": "raw", "default": {}},
+    "psus": {"type": "raw", "default": {}},
+    "psu_margin": {"type": "raw", "default": None},
 }
 
 
@@ -84,6 +89,10 @@ class ActionModule(ActionBase):
             "r9700_driver_source": args["driver_source"],
             "r9700_apt_lock_timeout": args["apt_lock_timeout"],
             "r9700_apply_runtime": args["apply_runtime"],
+            "r9700_power_cap_w": args["power_cap_w"],
+            "r9700_power_cap_w_by_gpu": args["power_cap_w_by_gpu"],
+            "r9700_psus": args["psus"],
+            "r9700_psu_margin": args["psu_margin"],
         }
         verdict = preflight.judge(facts, host_vars, manifest_module.load())
         checks = [{"id": c.id, "status": c.status, "detail": c.detail, "fix": c.fix} for c in verdict.checks]

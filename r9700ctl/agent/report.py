@@ -42,10 +42,6 @@ def build(
     steps: list[dict[str, Any]] | None = None,
     notes: list[str] | None = None,
 ) -> dict[str, Any]:
-    statuses = [r.status for r in results]
-    status = worst(statuses)
-    if status == SKIP and PASS in statuses:
-        status = PASS  # a skipped check does not make a passing node "skipped"
     return {
         "schema": SCHEMA,
         "node": node,
@@ -57,12 +53,23 @@ def build(
         "model": model,
         "model_reason": model_reason,
         "results": [r.to_dict() for r in results],
-        "status": status,
-        "exit_code": exit_code_for(statuses),
-        "counts": {s: statuses.count(s) for s in sorted(set(statuses), key=lambda s: -SEVERITY[s])},
+        **verdict([r.status for r in results]),
         "journal": journal,
         "steps": steps or [],
         "notes": notes or [],
+    }
+
+
+def verdict(statuses: list[str]) -> dict[str, Any]:
+    """The report's status, exit_code and counts from its results' statuses (also used when the
+    controller adds results to a node's report, e.g. a comparison with the history)."""
+    status = worst(statuses)
+    if status == SKIP and PASS in statuses:
+        status = PASS  # a skipped check does not make a passing node "skipped"
+    return {
+        "status": status,
+        "exit_code": exit_code_for(statuses),
+        "counts": {s: statuses.count(s) for s in sorted(set(statuses), key=lambda s: -SEVERITY[s])},
     }
 
 

@@ -545,9 +545,7 @@ def test_the_preflight_task_hands_the_inventory_values_to_the_judge():
 
 # `amd-smi static --json` of a real card (RX 6600: power cap 94-100 W, at 0000:0b:00.0); the
 # stand-in amd-smi of the lab prints the same file.
-RECORDED_STATIC = (
-    Path(__file__).resolve().parents[2] / "r9700ctl/data/recorded/rx6600-1x/amd-smi-static.json"
-)
+RECORDED_STATIC = Path(__file__).resolve().parents[2] / "r9700ctl/data/recorded/rx6600-1x/amd-smi-static.json"
 
 
 def power_registered(rc: int = 0, stderr: str = "") -> dict[str, Any]:
@@ -560,8 +558,14 @@ def test_a_cap_inside_the_cards_range_gets_a_policy_file_an_applier_and_an_enabl
     power = RoleRender("r9700_power", ctx, power_registered()).run()
 
     policy = json.loads(power.task("Configure | Write the node's power policy").args["content"])
-    assert policy == {"schema": "r9700ctl.power/1", "caps_w": {"0000:0b:00.0": 95.0}, "psus": [], "margin": 0.1}
-    unit = power.task("Configure | Write the oneshot unit").files["/etc/systemd/system/r9700-power-cap.service"]
+    assert policy == {
+        "schema": "r9700ctl.power/1",
+        "caps_w": {"0000:0b:00.0": 95.0},
+        "psus": [],
+        "margin": 0.1,
+    }
+    unit_task = power.task("Configure | Write the oneshot unit")
+    unit = unit_task.files["/etc/systemd/system/r9700-power-cap.service"]
     assert "Type=oneshot" in unit and "WantedBy=multi-user.target" in unit
     assert (
         "ExecStart=/usr/bin/python3 /usr/local/sbin/r9700-power-cap apply --policy /etc/r9700ctl/power.json"
@@ -578,7 +582,8 @@ def test_a_cap_inside_the_cards_range_gets_a_policy_file_an_applier_and_an_enabl
 
 def test_files_only_nodes_get_the_enabled_unit_but_no_cap_is_set_now():
     """The lab and image builds run no systemd: the unit applies the caps at next boot."""
-    power = RoleRender("r9700_power", context(r9700_power_cap_w=95, service_manager="sshd"), power_registered())
+    ctx = context(r9700_power_cap_w=95, service_manager="sshd")
+    power = RoleRender("r9700_power", ctx, power_registered())
 
     assert power.run().task("Apply | Set the caps now").skipped
     assert not power.task("Configure | Enable the unit").skipped
@@ -602,7 +607,8 @@ def test_a_per_gpu_cap_must_name_a_card_amd_smi_lists():
 
 
 def test_without_a_working_amd_smi_no_cap_is_set_blind():
-    power = RoleRender("r9700_power", context(r9700_power_cap_w=95), power_registered(2, "amd-smi: not found"))
+    ctx = context(r9700_power_cap_w=95)
+    power = RoleRender("r9700_power", ctx, power_registered(2, "amd-smi: not found"))
 
     with pytest.raises(AssertFailed, match=r"amd-smi static --json failed \(rc 2: amd-smi: not found\)"):
         power.run()

@@ -200,18 +200,32 @@ def new_reports_dir(root: Path, started: datetime) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{stamp}-", dir=root))
 
 
-def pack_agent(archive: Path) -> Path:
-    """The agent's files from this r9700ctl's package directory, laid out as r9700ctl/... in a .tar.gz."""
+def pack_agent(archive: Path, extra: tuple[str, ...] = ()) -> Path:
+    """The agent's files (plus `extra`, paths under the package) as r9700ctl/... in a .tar.gz.
+
+    Byte-for-byte the same for the same files (sorted, no times, owners or gzip name), so a
+    role that copies it to a node changes nothing when nothing changed.
+    """
+    import gzip
+
     from r9700ctl import paths
 
     package = paths.data_file("manifest.yaml").parent.parent
 
     def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
-        return None if "__pycache__" in info.name or info.name.endswith(".pyc") else info
+        if "__pycache__" in info.name or info.name.endswith(".pyc"):
+            return None
+        info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "root", "root"
+        info.mode = 0o755 if info.isdir() else 0o644
+        return info
 
     tmp = archive.with_name(archive.name + ".tmp")
-    with tarfile.open(tmp, "w:gz") as tar:
-        for name in AGENT_FILES:
+    with (
+        open(tmp, "wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as zipped,
+        tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar,
+    ):
+        for name in (*AGENT_FILES, *extra):
             tar.add(package / name, arcname=f"r9700ctl/{name}", filter=keep)
     tmp.replace(archive)
     return archive

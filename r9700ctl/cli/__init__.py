@@ -17,6 +17,7 @@ COMMANDS = {
     "provision": "r9700ctl.cli.provision:provision",
     "validate": "r9700ctl.cli.validate:validate",
     "history": "r9700ctl.cli.history:history",
+    "monitoring": "r9700ctl.cli.monitoring:monitoring",
     "doctor": "r9700ctl.cli.doctor:doctor",
     "collect": "r9700ctl.cli.collect:collect",
     "verify": "r9700ctl.cli.verify:verify",

@@ -109,8 +109,9 @@ no report), 64 bad option or inventory (then no host was contacted)."""
     type=click.Path(dir_okay=False, path_type=Path),
     metavar="PATH",
     help="Also write a Prometheus textfile (node_exporter textfile collector; name it *.prom): "
-    "r9700ctl_validate_value, r9700ctl_validate_status (0 PASS, 1 WARN, 2 FAIL, 3 ERROR, -1 SKIP), "
-    "r9700ctl_validate_last_run_timestamp_seconds.",
+    "r9700_check_status (0 PASS, 1 WARN, 2 FAIL, 3 ERROR or INCONCLUSIVE, -1 SKIP), r9700_check_value, "
+    "r9700_node_status, r9700_last_run_timestamp_seconds and per GPU link, temperature, clocks, power, "
+    "VRAM (docs/monitoring.md).",
 )
 @click.option(
     "--junit",

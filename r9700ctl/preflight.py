@@ -22,6 +22,10 @@ from r9700ctl.manifest import AMD_PCI_VENDOR, Manifest, version_key
 DRIVER_SOURCES = ("dkms", "inbox", "present")
 RUNTIME_CHOICES = ("auto", "true", "false")
 GB = 1000**3
+# "ROCm doesn't currently support integrated graphics. Should your system have an AMD IGP installed,
+# disable it in the BIOS prior to using ROCm. If the driver can enumerate the IGP, the ROCm runtime
+# may crash the system, even if told to omit it via HIP_VISIBLE_DEVICES."
+IGPU_SOURCE = "https://rocm.docs.amd.com/projects/install-on-linux/en/docs-6.2.0/install/amdgpu-install.html"
 HSA_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
 
@@ -54,7 +58,6 @@ class Settings:
 
     rocm_version: str = "auto"
     allow_unsupported: bool = False
-    hsa_override_gfx_version: str = ""
     expected_gpus: int | None = None
     min_free_gb: float = 30.0
     driver_source: str = "dkms"
@@ -96,8 +99,6 @@ class Settings:
                     bad(name, value, "true or false")
                 else:
                     setattr(s, attr, parsed)
-        if get("r9700_hsa_override_gfx_version") is not None:
-            s.hsa_override_gfx_version = str(host_vars["r9700_hsa_override_gfx_version"]).strip()
         value = get("r9700_expected_gpus")
         if value is not None:
             try:
@@ -170,6 +171,7 @@ class Resolved:
     suite: str = ""
     rocm_repo_path: str = ""
     amdgpu_repo_path: str = ""
+    graphics_repo_path: str = ""  # "" for releases without the graphics repository (before 7.0)
     amdgpu_version: str = ""
     gfx_targets: list[str] = field(default_factory=list)
     gpus: list[dict[str, Any]] = field(default_factory=list)
@@ -177,6 +179,10 @@ class Resolved:
     igpu_present: bool = False
     rocr_visible_devices: str = ""
     hsa_override_gfx_version: str = ""
+    # THE environment list ({name, value, reason, source}, by name) and the P2P decision behind
+    # part of it: r9700ctl/envlist.py, r9700ctl/p2p.py.
+    environment: list[dict[str, str]] = field(default_factory=list)
+    p2p: dict[str, Any] = field(default_factory=dict)
     driver_source: str = "dkms"
     driver_loaded: bool = False
     driver_version: str = ""
@@ -259,7 +265,6 @@ def judge(facts: Mapping[str, Any], host_vars: Mapping[str, Any], manifest: Mani
     res.igpu_present = any(g.known and not g.discrete for g in gpus) and bool(discrete)
     checks.extend(_check_gpus(gpus, settings, facts))
     checks.extend(_check_rocm(res, settings, manifest))
-    checks.append(_check_hsa_override(res, settings, gpus, manifest))
     checks.append(_check_lock(facts))
     checks.extend(_check_kernel_packages(res, settings, facts, manifest))
     checks.extend(_check_disk(settings, facts))
@@ -271,8 +276,36 @@ def judge(facts: Mapping[str, Any], host_vars: Mapping[str, Any], manifest: Mani
         res.runtime = facts.get("service_manager") == "systemd"
     else:
         res.runtime = settings.apply_runtime == "true"
-    res.rocr_visible_devices = _visible_devices(gpus) if res.igpu_present else ""
+    checks.extend(_compose_environment(res, settings, gpus, facts, host_vars, manifest))
     return Verdict(checks=checks, resolved=res)
+
+
+def _compose_environment(
+    res: Resolved,
+    settings: Settings,
+    gpus: list[Gpu],
+    facts: Mapping[str, Any],
+    host_vars: Mapping[str, Any],
+    manifest: Manifest,
+) -> list[Check]:
+    """THE environment list (r9700ctl/envlist.py): its checks here, its entries for r9700_env."""
+    from r9700ctl import envlist  # envlist imports this module's Check and Gpu
+
+    knobs, problems = envlist.EnvKnobs.from_vars(host_vars)
+    target = envlist.EnvTarget(
+        gpus=gpus,
+        manifest=manifest,
+        p2p_facts=facts.get("p2p") or {},
+        visible_auto=_visible_devices(gpus) if res.igpu_present else "",
+        allow_unsupported=settings.allow_unsupported,
+        rocm_version=res.rocm_version,
+    )
+    plan = envlist.compose(knobs, target)
+    res.environment = plan.to_dicts()
+    res.p2p = plan.p2p.to_dict()
+    res.hsa_override_gfx_version = plan.hsa_override
+    res.rocr_visible_devices = plan.rocr_visible_devices
+    return problems + plan.checks
 
 
 def _as_bool(value: Any) -> bool | None:
@@ -355,9 +388,13 @@ def _check_gpus(gpus: list[Gpu], settings: Settings, facts: Mapping[str, Any]) -
         checks.append(
             Check(
                 "gpu.igpu",
-                PASS,
-                f"integrated {igpus[0].name} at {igpus[0].address} beside discrete cards: "
-                "ROCR_VISIBLE_DEVICES keeps ROCm on the discrete cards",
+                WARN,
+                f"integrated {igpus[0].name} at {igpus[0].address} beside discrete cards: AMD says ROCm does "
+                "not support integrated graphics and may crash the system if the driver can enumerate it, "
+                "even when told to omit it by environment variable; ROCR_VISIBLE_DEVICES is set to the "
+                "discrete cards meanwhile",
+                "disable the integrated GPU in the BIOS/UEFI setup (AMD's ROCm installation prerequisites)",
+                {"source": IGPU_SOURCE},
             )
         )
     if settings.expected_gpus is None:
@@ -450,6 +487,7 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
     repo = manifest.repository
     res.rocm_repo_path = repo.rocm_path_template.format(rocm_path=release.rocm_path)
     res.amdgpu_repo_path = repo.amdgpu_path_template.format(amdgpu_path=release.amdgpu)
+    res.graphics_repo_path = repo.graphics_path(release)
     res.amdgpu_version = release.amdgpu
     res.pytorch_image = release.pytorch_image
     unlisted = sorted(
@@ -457,74 +495,18 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
     )
     if unlisted and res.os_key in release.os:
         systems = sorted({s for t in unlisted for s in (release.listed_systems(t) or [])})
+        note = str((manifest.os_release(res.os_key) or {}).get("radeon_note") or "").strip()
         checks.append(
             Check(
                 "rocm.os_listed",
                 WARN,
                 f"AMD lists {', '.join(unlisted)} for ROCm {res.rocm_version} only on {', '.join(systems)}; "
-                f"{res.os_key} is best effort (AMD's {res.os_key} instructions use the {res.suite} packages)",
+                f"{res.os_key} is best effort (AMD's {res.os_key} instructions use the {res.suite} packages)"
+                + (f". {note}" if note else ""),
                 f"for vendor support use {' or '.join(systems)}",
             )
         )
     return checks
-
-
-def _check_hsa_override(res: Resolved, settings: Settings, gpus: list[Gpu], manifest: Manifest) -> Check:
-    value = settings.hsa_override_gfx_version
-    natives = sorted({g.gfx for g in gpus if g.known and g.discrete})
-    if not value:
-        native = ", ".join(natives) or "the detected GPUs"
-        return Check("hsa.override", PASS, f"HSA_OVERRIDE_GFX_VERSION not set (none needed for {native})")
-    fix_remove = "remove r9700_hsa_override_gfx_version (or set it to '')"
-    if not HSA_VERSION.match(value):
-        return Check(
-            "hsa.override",
-            FAIL,
-            f"r9700_hsa_override_gfx_version={value!r} is not major.minor.stepping (e.g. 12.0.1)",
-            fix_remove,
-        )
-    if not natives:
-        return Check(
-            "hsa.override",
-            FAIL,
-            f"HSA_OVERRIDE_GFX_VERSION={value} with no known AMD GPU to check it against",
-            fix_remove,
-        )
-    named = manifest.gfx_for_hsa_version(value)
-    named_family = manifest.gfx_family(named) if named else None
-    label = f"{value} is {named} ({named_family})" if named else f"{value} names no target the manifest knows"
-    for gfx in natives:
-        family = manifest.gfx_family(gfx)
-        native_version = manifest.hsa_version(gfx) or ""
-        same_family = (
-            (named_family == family) if named_family else value.split(".")[0] == native_version.split(".")[0]
-        )
-        if not same_family:
-            owner = _model_names(named, manifest)
-            return Check(
-                "hsa.override",
-                FAIL,
-                f"cross-family HSA override refused: {label}{owner}, the GPUs here are {gfx} ({family}); "
-                "a cross-family override crashes the driver (ROCm/rocm-systems#3531)",
-                fix_remove + f"; {gfx} needs no override",
-            )
-    res.hsa_override_gfx_version = value
-    if all(manifest.hsa_version(g) == value for g in natives):
-        detail = f"HSA_OVERRIDE_GFX_VERSION={value} only restates the native target {', '.join(natives)}"
-    else:
-        detail = (
-            f"HSA_OVERRIDE_GFX_VERSION={value} makes ROCm run {named or value} code on {', '.join(natives)}"
-        )
-    if any(g.known and not g.discrete for g in gpus):
-        detail += "; a global override also mislabels the integrated GPU (ROCm/ROCm#5696)"
-    return Check("hsa.override", WARN, detail, fix_remove + " unless a program lacks kernels for this target")
-
-
-def _model_names(gfx: str | None, manifest: Manifest) -> str:
-    if not gfx:
-        return ""
-    names = sorted({m.name for m in manifest.gpus.values() if m.gfx == gfx})
-    return f", the target of {', '.join(names)}" if names else ""
 
 
 def _check_lock(facts: Mapping[str, Any]) -> Check:
@@ -640,28 +622,14 @@ def _check_disk(settings: Settings, facts: Mapping[str, Any]) -> list[Check]:
 
 
 def _check_secure_boot(settings: Settings, facts: Mapping[str, Any]) -> Check:
+    """Under Secure Boot, amdgpu loads only if signed with an enrolled key: the one DKMS signs with."""
     sb = facts.get("secure_boot") or {}
     state = sb.get("state", "unknown")
-    signing = facts.get("dkms_signing") or {}
     if settings.driver_source != "dkms":
         return Check(
             "secureboot",
             SKIP,
             f"Secure Boot {state}; r9700_driver_source={settings.driver_source} builds nothing",
-        )
-    if state == "enabled" and not signing.get("configured"):
-        return Check(
-            "secureboot",
-            FAIL,
-            "Secure Boot is enabled and DKMS module signing is not configured: the kernel would refuse "
-            "the unsigned amdgpu module",
-            "either disable Secure Boot in the firmware setup; or create a MOK key pair in "
-            "/var/lib/dkms (mok.key, mok.pub), enroll it with 'mokutil --import /var/lib/dkms/mok.pub' "
-            "and reboot to confirm; or use r9700_driver_source: inbox",
-        )
-    if state == "enabled":
-        return Check(
-            "secureboot", PASS, f"Secure Boot enabled; DKMS signs modules ({signing.get('detail', '')})"
         )
     if state == "unknown":
         return Check(
@@ -670,7 +638,71 @@ def _check_secure_boot(settings: Settings, facts: Mapping[str, Any]) -> Check:
             f"Secure Boot state unknown ({sb.get('detail', '')})",
             "check with 'mokutil --sb-state'",
         )
-    return Check("secureboot", PASS, f"Secure Boot {state.replace('_', ' ')}")
+    if state != "enabled":
+        return Check("secureboot", PASS, f"Secure Boot {state.replace('_', ' ')}")
+    signing = facts.get("dkms_signing") or {}
+    os_id = str((facts.get("os") or {}).get("id") or "")
+    key, cert = signing.get("key", ""), signing.get("certificate", "")
+    if not key or not cert:  # facts of an older nodefacts: say so rather than guess a key
+        return Check("secureboot", WARN, "Secure Boot is enabled; DKMS's signing key was not reported")
+    signs = f"DKMS signs amdgpu with {key} + {cert} ({signing.get('origin', '')})"
+    other_ways = "; or disable Secure Boot in the firmware setup; or use r9700_driver_source: inbox"
+    if not (signing.get("key_exists") and signing.get("certificate_exists")):
+        return Check(
+            "secureboot",
+            FAIL,
+            f"Secure Boot is enabled and {key} / {cert} do not exist yet: DKMS would make a new key at "
+            "build time that the firmware does not trust, and the kernel would refuse amdgpu",
+            _make_and_enroll(os_id, key, cert) + other_ways,
+            {"signing": dict(signing)},
+        )
+    enrolled = signing.get("enrolled")
+    said = signing.get("mokutil", "")
+    if enrolled == "enrolled":
+        return Check("secureboot", PASS, f"Secure Boot enabled; {signs}, enrolled ({said})")
+    if enrolled == "pending":
+        return Check(
+            "secureboot",
+            WARN,
+            f"Secure Boot enabled; {signs}, enrollment requested but not confirmed ({said})",
+            "at the next boot choose 'Enroll MOK' in the blue MOK Manager screen and type the password "
+            "given to mokutil --import",
+        )
+    if enrolled == "unknown":
+        return Check(
+            "secureboot",
+            WARN,
+            f"Secure Boot enabled; {signs}; whether it is enrolled is unknown ({said})",
+            f"install mokutil and run: mokutil --test-key {cert}",
+        )
+    return Check(
+        "secureboot",
+        FAIL,
+        f"Secure Boot is enabled and {signs}, which the firmware does not trust ({said or enrolled}): "
+        "the kernel would refuse amdgpu",
+        _enroll(os_id, cert) + other_ways,
+        {"signing": dict(signing)},
+    )
+
+
+def _enroll(os_id: str, cert: str) -> str:
+    """How to enroll DKMS's certificate on this OS (then confirm it in MOK Manager at the next boot)."""
+    if os_id == "ubuntu" and cert == "/var/lib/shim-signed/mok/MOK.der":
+        command = "sudo update-secureboot-policy --enroll-key"
+    else:
+        command = f"sudo mokutil --import {cert}"
+    return f"enroll it: {command}, reboot and choose 'Enroll MOK' in the MOK Manager screen"
+
+
+def _make_and_enroll(os_id: str, key: str, cert: str) -> str:
+    if os_id == "ubuntu" and cert == "/var/lib/shim-signed/mok/MOK.der":
+        make = "sudo update-secureboot-policy --new-key"
+    else:  # the command dkms itself runs (dkms.in prepare_mok), so the key is where DKMS looks
+        make = (
+            "sudo openssl req -new -x509 -nodes -days 36500 -subj '/CN=DKMS module signing key' "
+            f"-newkey rsa:2048 -keyout {key} -addext extendedKeyUsage=codeSigning -outform DER -out {cert}"
+        )
+    return f"create the key first ({make}), then {_enroll(os_id, cert)}"
 
 
 def _check_driver(res: Resolved, settings: Settings, facts: Mapping[str, Any]) -> Check:

@@ -101,7 +101,7 @@ def node_facts(os_key: str, gpus: int, igpu: bool = False) -> dict[str, Any]:
         },
         "disk": {"/": 100 * 10**9, "/var": 100 * 10**9},
         "secure_boot": {"state": "not_efi"},
-        "dkms_signing": {"configured": False},
+        "dkms_signing": {"key": "/var/lib/dkms/mok.key", "certificate": "/var/lib/dkms/mok.pub"},
         "amdgpu": {"loaded": False},
         "packages": {"amdgpu-dkms": None, "rocm-core": None},
         "errors": [],

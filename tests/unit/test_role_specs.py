@@ -32,6 +32,7 @@ PROVISIONING = [
 PUBLIC_FACTS = {
     "r9700_resolved",
     "r9700_preflight",
+    "r9700_environment",
     "r9700_reboot_pending",
     "r9700_reboot_reasons",
     "r9700_versions",

@@ -16,13 +16,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from r9700ctl.agent.result import ERROR, SEVERITY, STATUSES, worst
+from r9700ctl.agent.result import ERROR, EXIT_CODES, SEVERITY, SKIP, STATUSES, overall, worst
 
 NODE_SCHEMA = "r9700ctl.validate/1"
 FLEET_SCHEMA = "r9700ctl.validate-fleet/1"
-# Prometheus has no strings: a number per status, SKIP below PASS so "> 0" means "look at it".
-STATUS_VALUES = {"PASS": 0, "WARN": 1, "FAIL": 2, "ERROR": 3, "INCONCLUSIVE": 3, "SKIP": -1}
-STATUS_HELP = "Check status: 0 PASS, 1 WARN, 2 FAIL, 3 ERROR or INCONCLUSIVE, -1 SKIP."
+# Prometheus has no strings: a number per status (the exit code of a run with that worst status,
+# r9700ctl.agent.result.EXIT_CODES), SKIP below PASS so "> 0" means "look at it".
+STATUS_VALUES = {**EXIT_CODES, SKIP: -1}
+STATUS_HELP = (
+    "Check status: 0 PASS, 1 WARN, 2 FAIL, 3 ERROR, 4 INCONCLUSIVE (not judged: see the hint), -1 SKIP."
+)
 
 
 class ReportFormatError(ValueError):
@@ -88,7 +91,7 @@ def nodes_of(report: dict[str, Any]) -> list[NodeReport]:
     if fleet:
         statuses = [_known(r.get("status")) for r in fleet]
         nodes.append(
-            NodeReport("fleet", worst(statuses), _worst_first(fleet), str(report.get("started") or ""))
+            NodeReport("fleet", overall(statuses), _worst_first(fleet), str(report.get("started") or ""))
         )
     return sorted(nodes, key=lambda n: -_severity(n.status))
 
@@ -136,12 +139,12 @@ def render_html(report: dict[str, Any]) -> str:
         lstrip_blocks=True,
     )
     nodes = nodes_of(report)
-    overall = _known(report.get("status")) if report.get("status") else worst([n.status for n in nodes])
+    run_status = _known(report.get("status")) if report.get("status") else worst([n.status for n in nodes])
     return env.get_template("report.html.j2").render(
         schema=report.get("schema"),
         level=report.get("level") or "",
         started=report.get("started") or "",
-        status=overall,
+        status=run_status,
         exit_code=report.get("exit_code"),
         nodes=nodes,
         value_text=_value_text,
@@ -194,7 +197,8 @@ def render_prometheus(report: dict[str, Any], now: float | None = None) -> str:
 
 
 def render_junit(report: dict[str, Any]) -> str:
-    """A testsuite per node, a testcase per result: FAIL failure, ERROR/INCONCLUSIVE error, SKIP skipped."""
+    """A testsuite per node, a testcase per result: FAIL failure, ERROR error, INCONCLUSIVE and SKIP
+    skipped (INCONCLUSIVE with type "INCONCLUSIVE" and the reason: nothing was judged, nothing broke)."""
     from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
     document = JUnitXml("r9700ctl validate")
@@ -217,8 +221,10 @@ def render_junit(report: dict[str, Any]) -> str:
             )
             if verdict == "FAIL":
                 case.result = [Failure(hint or detail, "FAIL")]
-            elif verdict in ("ERROR", "INCONCLUSIVE"):
+            elif verdict == "ERROR":
                 case.result = [Error(hint or detail, verdict)]
+            elif verdict == "INCONCLUSIVE":
+                case.result = [Skipped(f"INCONCLUSIVE: {hint or detail}", "INCONCLUSIVE")]
             elif verdict == "SKIP":
                 case.result = [Skipped(hint or "skipped")]
             case.system_out = f"{detail}\n{hint}".strip() if hint else detail

@@ -13,6 +13,7 @@ checks (BadInput, exit 64). The exit code follows the contract of DESIGN.md:
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,6 +76,8 @@ def provision(
 ) -> ProvisionOutcome:
     """Check everything, then run the playbook. The password is asked only once the checks passed."""
     from r9700ctl import __version__
+    from r9700ctl.agentpack import pack
+    from r9700ctl.monitoring import NODE_FILES
     from r9700ctl.paths import playbook as installed_playbook
 
     if options.forks is not None and options.forks < 1:
@@ -86,22 +89,31 @@ def provision(
     forks = options.forks or min(len(checked.hosts), MAX_DEFAULT_FORKS)
     password = ask_become_password() if ask_become_password else None
 
-    request = RunRequest(
-        playbook=options.playbook or installed_playbook(PLAYBOOK),
-        inventory=checked.path,
-        limit=options.limit,
-        check=options.check,
-        diff=options.diff,
-        tags=split_tags(options.tags),
-        skip_tags=split_tags(options.skip_tags),
-        extra_vars={**user_vars, "r9700_group": options.group, "r9700_toolkit_version": __version__},
-        forks=forks,
-        become_password=password or None,
-        verbosity=options.verbosity,
-        envvars=dict(options.envvars),
-        runs_dir=options.runs_dir,
-    )
-    run = run_playbook(request, on_progress=on_progress)
+    with tempfile.TemporaryDirectory(prefix="r9700ctl-provision-") as scratch:
+        # The agent for r9700_monitoring (used where r9700_monitoring_enabled): byte-identical
+        # for the same r9700ctl, so a second provision changes nothing on the node.
+        archive = pack(Path(scratch) / "agent.tar.gz", extra=NODE_FILES)
+        request = RunRequest(
+            playbook=options.playbook or installed_playbook(PLAYBOOK),
+            inventory=checked.path,
+            limit=options.limit,
+            check=options.check,
+            diff=options.diff,
+            tags=split_tags(options.tags),
+            skip_tags=split_tags(options.skip_tags),
+            extra_vars={
+                **user_vars,
+                "r9700_group": options.group,
+                "r9700_toolkit_version": __version__,
+                "r9700_monitoring_agent_archive": str(archive),
+            },
+            forks=forks,
+            become_password=password or None,
+            verbosity=options.verbosity,
+            envvars=dict(options.envvars),
+            runs_dir=options.runs_dir,
+        )
+        run = run_playbook(request, on_progress=on_progress)
     hosts = _in_inventory_order(checked, run)
     outcome = ProvisionOutcome(
         options=options,

@@ -16,11 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from r9700ctl.agent.result import ERROR, STATUSES, CheckResult, exit_code_for, worst
 from r9700ctl.errors import EXIT_CANNOT_RUN, CannotRun
 from r9700ctl.fleet import FleetJudgement, judge_fleet
+
+if TYPE_CHECKING:
+    from r9700ctl.history.runs import HistoryPlan
 
 SCHEMA = "r9700ctl.validate-fleet/1"
 AGENT_SCHEMA = "r9700ctl.validate/1"
@@ -82,6 +85,7 @@ class FleetReport:
     run_status: str = ""
     started: str = ""
     notes: list[str] = field(default_factory=list)
+    comparisons: dict[str, list[CheckResult]] = field(default_factory=dict)  # node -> baseline.*
 
     @property
     def status(self) -> str:
@@ -90,10 +94,17 @@ class FleetReport:
 
     @property
     def exit_code(self) -> int:
-        """0/1/2 from the worst result; 3 when a node was unreachable or its agent could not run."""
+        """0/1/2/4 from the worst result; 3 when a node was unreachable or its agent could not run."""
         if any(n.status in (UNREACHABLE, NO_REPORT) for n in self.nodes):
             return EXIT_CANNOT_RUN
         return exit_code_for([self.status])
+
+    def restated(self) -> FleetReport:
+        """Each node's status read again from its report (after results were added to it)."""
+        for node in self.nodes:
+            if node.report is not None and node.report.get("status") in STATUSES:
+                node.status = str(node.report["status"])
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         from r9700ctl import __version__
@@ -128,8 +139,10 @@ def validate_inventory(
     allow_busy: bool = False,
     progress: Callable[[Any], None] | None = None,
     reports_root: Path | None = None,
+    history: HistoryPlan | None = None,
 ) -> FleetReport:
-    """Check the inventory, run playbooks/validate.yml on its nodes and judge what they reported."""
+    """Check the inventory, run playbooks/validate.yml on its nodes, judge what they reported,
+    then compare with the history and record the run there (`history`, when given)."""
     from r9700ctl import agentpack, paths, runner
     from r9700ctl.inventory import load_inventory
 
@@ -165,7 +178,7 @@ def validate_inventory(
 
     nodes = [read_node(host.name, reports_dir, result.hosts.get(host.name)) for host in inventory.hosts]
     reports = {n.host: n.report for n in nodes if n.report is not None}
-    return FleetReport(
+    report = FleetReport(
         level=level,
         nodes=nodes,
         fleet=judge_fleet(reports),
@@ -174,6 +187,11 @@ def validate_inventory(
         run_status=result.status,
         started=started.isoformat(timespec="seconds"),
     )
+    if history is not None:
+        report.comparisons = history.after_run(
+            reports, lambda: report.restated().to_dict(), scope="inventory", source=str(reports_dir)
+        )
+    return report
 
 
 def new_reports_dir(root: Path, started: datetime) -> Path:

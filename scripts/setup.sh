@@ -28,6 +28,25 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The tests' own services and browser: Prometheus (the lab monitoring test scrapes lab nodes with
+# it; promtool checks the generated configuration) and headless Chromium (the HTML report test).
+if [ $want_test = 1 ]; then
+    test_missing=()
+    for p in prometheus chromium fonts-dejavu-core; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || test_missing+=("$p")
+    done
+    if [ ${#test_missing[@]} -gt 0 ]; then
+        if [ "$(id -u)" -ne 0 ]; then
+            echo "setup: missing test packages: ${test_missing[*]} (sudo apt-get install ${test_missing[*]})" >&2
+            exit 3
+        fi
+        echo "setup: installing ${test_missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends "${test_missing[@]}" >/dev/null
+    fi
+fi
+
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi

@@ -1,4 +1,5 @@
-"""Shared test settings: plain output and fixed width, so CLI output is stable; the agent's data.
+"""Shared test settings: plain output and fixed width, so CLI output is stable; a history per test;
+the agent's data.
 
 The agent reads its data files as the JSON the controller writes when it packs the agent
 (r9700ctl.agentpack). Tests get the same: the agent is staged once per session, in-process
@@ -26,3 +27,9 @@ def _agent_data():
     yield datafiles.DATA_DIR
     datafiles.DATA_DIR = saved
     datafiles._cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def _own_history(monkeypatch, tmp_path_factory):
+    """Every validate run is recorded: tests record into a database of their own, never the user's."""
+    monkeypatch.setenv("R9700CTL_HISTORY", str(tmp_path_factory.mktemp("history") / "history.db"))

@@ -40,6 +40,10 @@ class GpuInfo:
     driver: str = ""
     driver_version: str | None = None
     vbios: str | None = None
+    # The card's serial (amd-smi asic_serial, nvidia-smi serial): the controller's history
+    # follows a card by it when it moves to another slot. None where no tool reported one.
+    serial: str | None = None
+    power_w: float | None = None  # board power when discovery ran (hwmon), for monitoring
     power_cap_w: float | None = None
     power_cap_default_w: float | None = None
     clocks_mhz: dict[str, float] = field(default_factory=dict)
@@ -162,6 +166,7 @@ def _from_sysfs(root: Path, dev: sysfs.PciDevice, kfd: dict[str, dict[str, int]]
         if minor and not gpu.render_node:
             gpu.render_node = f"/dev/dri/renderD{minor}"
     mon = sysfs.hwmon(root, dev.address)
+    gpu.power_w = mon.get("power_w")
     gpu.power_cap_w = mon.get("power_cap_w")
     gpu.power_cap_default_w = mon.get("power_cap_default_w")
     gpu.temps_c = mon.get("temps_c", {})
@@ -193,6 +198,7 @@ def _merge_amd_smi(gpus: dict[str, GpuInfo], discovery: Discovery, timeout_s: fl
         gpu.name = gpu.name or (entry.market_name or "")
         gpu.gfx_target = gpu.gfx_target or entry.gfx_target
         gpu.vbios = gpu.vbios or entry.vbios_version
+        gpu.serial = gpu.serial or entry.asic_serial
         gpu.driver_version = gpu.driver_version or entry.driver_version
         if gpu.power_cap_w is None:
             gpu.power_cap_w = entry.power_cap_w
@@ -221,6 +227,7 @@ def _merge_nvidia_smi(gpus: dict[str, GpuInfo], discovery: Discovery, timeout_s:
         gpu.sources.append("nvidia-smi")
         gpu.name = gpu.name or (getattr(entry, "product_name", None) or "")
         gpu.vbios = gpu.vbios or getattr(entry, "vbios_version", None)
+        gpu.serial = gpu.serial or getattr(entry, "serial", None)
         gpu.driver_version = gpu.driver_version or driver_version
         for attr, target in (
             ("power_limit_w", "power_cap_w"),

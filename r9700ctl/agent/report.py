@@ -45,8 +45,6 @@ def build(
     banners: list[str] | None = None,
 ) -> dict[str, Any]:
     """The report document; `banners` are what the run must say before any table (a busy GPU)."""
-    statuses = [r.status for r in results]
-    status = overall(statuses)  # SKIP next to PASS is PASS; nothing judged is INCONCLUSIVE
     return {
         "schema": SCHEMA,
         "node": node,
@@ -58,13 +56,24 @@ def build(
         "model": model,
         "model_reason": model_reason,
         "results": [r.to_dict() for r in results],
-        "status": status,
-        "exit_code": exit_code_for(statuses),
-        "counts": {s: statuses.count(s) for s in sorted(set(statuses), key=lambda s: -SEVERITY[s])},
+        **verdict([r.status for r in results]),
         "journal": journal,
         "steps": steps or [],
         "notes": notes or [],
         "banners": banners or [],
+    }
+
+
+def verdict(statuses: list[str]) -> dict[str, Any]:
+    """The report's status, exit_code and counts from its results' statuses (also used when the
+    controller adds results to a node's report, e.g. a comparison with the history).
+
+    SKIP next to a judged result counts as that result; nothing judged is INCONCLUSIVE."""
+    status = overall(statuses)
+    return {
+        "status": status,
+        "exit_code": exit_code_for(statuses),
+        "counts": {s: statuses.count(s) for s in sorted(set(statuses), key=lambda s: -SEVERITY[s])},
     }
 
 

@@ -327,13 +327,19 @@ def current_dpm_mhz(root: Path, address: str, name: str) -> int | None:
 
 
 def hwmon(root: Path, address: str) -> dict[str, Any]:
-    """Power cap (W) and temperatures (C) from the GPU's hwmon directory."""
+    """Power now and cap (W) and temperatures (C) from the GPU's hwmon directory."""
     out: dict[str, Any] = {}
     try:
         dirs = sorted((device_dir(root, address) / "hwmon").iterdir())
     except OSError:
         return out
     for directory in dirs:
+        # Board power now, in microwatts: power1_average on older amdgpu, power1_input where
+        # the driver reports an instantaneous value instead (as kernels/sampler.py reads it).
+        power = read_int(directory / "power1_average", 10)
+        power = read_int(directory / "power1_input", 10) if power is None else power
+        if power is not None:
+            out["power_w"] = power / 1e6
         cap = read_int(directory / "power1_cap", 10)
         if cap is not None:
             out["power_cap_w"] = cap / 1e6

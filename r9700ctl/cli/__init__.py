@@ -16,6 +16,8 @@ from r9700ctl.errors import EXIT_BAD_INPUT, EXIT_CANNOT_RUN, R9700Error
 COMMANDS = {
     "provision": "r9700ctl.cli.provision:provision",
     "validate": "r9700ctl.cli.validate:validate",
+    "history": "r9700ctl.cli.history:history",
+    "monitoring": "r9700ctl.cli.monitoring:monitoring",
     "doctor": "r9700ctl.cli.doctor:doctor",
     "collect": "r9700ctl.cli.collect:collect",
     "verify": "r9700ctl.cli.verify:verify",
@@ -58,6 +60,7 @@ def cli(ctx: click.Context) -> None:
       r9700ctl provision inventory.ini    driver, ROCm, groups, environment, kernel flags
       r9700ctl verify inventory.ini       the testinfra suite against the nodes
       r9700ctl validate inventory.ini     GPU, link and node measurements with verdicts
+      r9700ctl history                    the validate runs on record, trends per GPU
       r9700ctl lab up                     throwaway test nodes on this machine (root)
     """
     ctx.obj = Application()

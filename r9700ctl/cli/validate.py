@@ -21,6 +21,7 @@ from r9700ctl.errors import BadInput
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from r9700ctl.history.runs import HistoryPlan
     from r9700ctl.validate import FleetReport, NodeOutcome
 
 LEVELS = ("config", "quick", "standard", "burnin")
@@ -110,8 +111,9 @@ inventory (then no host was contacted)."""
     type=click.Path(dir_okay=False, path_type=Path),
     metavar="PATH",
     help="Also write a Prometheus textfile (node_exporter textfile collector; name it *.prom): "
-    "r9700ctl_validate_value, r9700ctl_validate_status (0 PASS, 1 WARN, 2 FAIL, 3 ERROR, "
-    "4 INCONCLUSIVE, -1 SKIP), r9700ctl_validate_last_run_timestamp_seconds.",
+    "r9700_check_status (0 PASS, 1 WARN, 2 FAIL, 3 ERROR, 4 INCONCLUSIVE, -1 SKIP), r9700_check_value, "
+    "r9700_node_status, r9700_last_run_timestamp_seconds and per GPU link, temperature, clocks, power, "
+    "VRAM (docs/monitoring.md).",
 )
 @click.option(
     "--junit",
@@ -160,6 +162,26 @@ inventory (then no host was contacted)."""
     help="Judge the figures of a GPU another process is using (normally INCONCLUSIVE 'GPU busy').",
 )
 @click.option(
+    "--save-baseline",
+    metavar="NAME",
+    help="Save this run in the history as baseline NAME for every node that did not fail "
+    "(a later --compare NAME holds each node and GPU to it).",
+)
+@click.option(
+    "--compare",
+    "compare_with",
+    metavar="NAME|last",
+    help="Compare every GB/s, TFLOPS and speedup figure per node and GPU (followed by serial or PCI "
+    "address) with baseline NAME, or with the node's previous run ('last'), from the history: "
+    "3-gate regression check, results baseline.*.",
+)
+@click.option(
+    "--no-history",
+    is_flag=True,
+    help="Do not record this run in the history (~/.local/state/r9700ctl/history.db; "
+    "env var R9700CTL_HISTORY names another file).",
+)
+@click.option(
     "--verbose",
     "-v",
     count=True,
@@ -194,19 +216,27 @@ def validate(
             hint="give an INVENTORY for the nodes, or --local for this machine; see r9700ctl validate --help",
         )
     _check_output_dirs(options)
+    plan = _history_plan(options)
     if inventory is not None:
-        _validate_fleet(app, inventory, group, limit, options)
+        _validate_fleet(app, inventory, group, limit, options, plan)
         return
     if limit is not None:
         raise BadInput(what="--limit applies to an INVENTORY, not --local", hint="drop --limit")
     if options["duration"] is not None and options["level"] != "burnin":
         raise BadInput(what="--duration applies to --level burnin only", hint="add --level burnin")
+    if options["baseline"] is not None and plan.compare_with:
+        raise BadInput(
+            what="--baseline FILE and --compare NAME both name a baseline", hint="give one of them"
+        )
+    plan.check()
 
     from r9700ctl.launch import run_agent
 
     with tempfile.TemporaryDirectory(prefix="r9700ctl-validate-") as scratch:
-        if _wanted_formats(options) and options.get("json_path") is None:
-            options = {**options, "json_path": Path(scratch) / "report.json"}  # the formats read it
+        given_json = options.get("json_path")
+        if (_wanted_formats(options) or plan.enabled) and given_json is None:
+            # The formats and the history read the agent's report.
+            options = {**options, "json_path": Path(scratch) / "report.json"}
         if isinstance(options.get("thresholds"), Path):
             from r9700ctl.agentpack import convert_thresholds
 
@@ -214,8 +244,61 @@ def validate(
             options = {**options, "thresholds": converted}
         args = _agent_args(options, verbose=not app.plain and sys.stderr.isatty())
         code = run_agent(args, on_stdout=click.echo, on_stderr=lambda line: click.echo(line, err=True))
-        _write_formats_from_file(options)
+        report = _read_agent_report(options)
+        if report is not None:
+            code = _local_history(report, plan, options, code, source=str(given_json or ""))
+        _write_formats_from_report(report, options)
+    _say_history(plan)
     click.get_current_context().exit(code)
+
+
+def _history_plan(options: dict[str, object]) -> HistoryPlan:
+    from r9700ctl.history.runs import HistoryPlan
+
+    save_as, compare_with = options.get("save_baseline"), options.get("compare_with")
+    return HistoryPlan(
+        enabled=not options.get("no_history"),
+        compare_with=str(compare_with) if compare_with else None,
+        save_as=str(save_as) if save_as else None,
+    )
+
+
+def _local_history(
+    report: dict, plan: HistoryPlan, options: dict[str, object], code: int, source: str
+) -> int:
+    """--local: compare with the history (results printed below the agent's table), record, save."""
+    node = str(report.get("node") or "localhost")
+    json_path = options["json_path"]
+    assert isinstance(json_path, Path)
+    comparisons = plan.after_run({node: report}, lambda: report, scope="local", source=source)
+    if not comparisons:
+        return code
+    from r9700ctl.agent.report import write_json
+
+    write_json(json_path.expanduser(), report)  # the --json file carries the comparison too
+    for line in _comparison_lines(comparisons):
+        click.echo(line)
+    click.echo(f"node {node} with the history comparison: {report['status']} (exit {report['exit_code']})")
+    return int(report["exit_code"])
+
+
+def _comparison_lines(comparisons: dict) -> list[str]:
+    """One line per comparison that did not pass, then how many figures were compared per node."""
+    lines = []
+    for node, results in comparisons.items():
+        for r in results:
+            if r.status != "PASS" and r.id != "baseline.coverage":
+                lines.append(f"{node} {r.id} {r.subject}: {r.status}; {r.hint}")
+        coverage = next((r for r in results if r.id == "baseline.coverage"), None)
+        if coverage is not None:
+            text = f"{node} baseline.coverage: {coverage.status}, {coverage.value} figure(s) compared"
+            lines.append(f"{text}; {coverage.hint}" if coverage.hint else text)
+    return lines
+
+
+def _say_history(plan: HistoryPlan) -> None:
+    for note in plan.notes:
+        click.echo(note, err=True)
 
 
 FORMAT_OPTIONS = {
@@ -252,15 +335,23 @@ def _write_formats(report: dict, options: dict[str, object]) -> None:
         write_text(path.expanduser(), RENDERERS[name](report))
 
 
-def _write_formats_from_file(options: dict[str, object]) -> None:
-    """--local: the agent's JSON report is the source; without one there is nothing to render."""
-    if not _wanted_formats(options):
-        return
-    json_path = options["json_path"]
-    assert isinstance(json_path, Path)
+def _read_agent_report(options: dict[str, object]) -> dict | None:
+    """--local: the agent's JSON report, or None when it wrote none (bad option, no GPU ...)."""
+    json_path = options.get("json_path")
+    if not isinstance(json_path, Path):
+        return None
     try:
         report = json.loads(json_path.expanduser().read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        return None
+    return report if isinstance(report, dict) else None
+
+
+def _write_formats_from_report(report: dict | None, options: dict[str, object]) -> None:
+    """--local: the agent's JSON report is the source; without one there is nothing to render."""
+    if not _wanted_formats(options):
+        return
+    if report is None:
         flags = ", ".join(flag for key, flag in FORMAT_OPTIONS.values() if options.get(key) is not None)
         click.echo(f"r9700ctl: the agent wrote no report, so {flags} not written", err=True)
         return
@@ -279,13 +370,16 @@ LOCAL_ONLY = {
 }
 
 
-def _validate_fleet(app: Application, inventory: Path, group: str, limit: str | None, options: dict) -> None:
+def _validate_fleet(
+    app: Application, inventory: Path, group: str, limit: str | None, options: dict, plan: HistoryPlan
+) -> None:
     """INVENTORY: the agent on every node through Ansible, then a table per node and the fleet findings."""
     for key, flag in LOCAL_ONLY.items():
         if options.get(key) is not None:
             raise BadInput(
                 what=f"{flag} applies to --local only", hint=f"drop {flag} when giving an INVENTORY"
             )
+    plan.check()
     json_path = options.get("json_path")
     from r9700ctl.report import print_plain, write_json
     from r9700ctl.report.progress import LiveProgress, PlainProgress
@@ -305,10 +399,11 @@ def _validate_fleet(app: Application, inventory: Path, group: str, limit: str | 
             expected_gpus=int(expected) if isinstance(expected, int) else None,
             allow_busy=bool(options.get("allow_busy")),
             progress=renderer,
+            history=plan,
         )
     table = _nodes_table(report)
     print_plain(console, table) if app.plain else console.print(table)
-    for line in _fleet_lines(report):
+    for line in _fleet_lines(report) + _comparison_lines(report.comparisons):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     if isinstance(json_path, Path):
         write_json(json_path, report.to_dict())
@@ -319,6 +414,7 @@ def _validate_fleet(app: Application, inventory: Path, group: str, limit: str | 
         highlight=False,
         soft_wrap=True,
     )
+    _say_history(plan)
     click.get_current_context().exit(report.exit_code)
 
 

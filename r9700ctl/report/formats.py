@@ -16,16 +16,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from r9700ctl.agent.result import ERROR, EXIT_CODES, SEVERITY, SKIP, STATUSES, overall, worst
+from r9700ctl.agent.result import ERROR, SEVERITY, STATUSES, overall, worst
 
 NODE_SCHEMA = "r9700ctl.validate/1"
 FLEET_SCHEMA = "r9700ctl.validate-fleet/1"
-# Prometheus has no strings: a number per status (the exit code of a run with that worst status,
-# r9700ctl.agent.result.EXIT_CODES), SKIP below PASS so "> 0" means "look at it".
-STATUS_VALUES = {**EXIT_CODES, SKIP: -1}
-STATUS_HELP = (
-    "Check status: 0 PASS, 1 WARN, 2 FAIL, 3 ERROR, 4 INCONCLUSIVE (not judged: see the hint), -1 SKIP."
-)
 
 
 class ReportFormatError(ValueError):
@@ -156,41 +150,13 @@ def render_html(report: dict[str, Any]) -> str:
 
 
 def render_prometheus(report: dict[str, Any], now: float | None = None) -> str:
-    """node_exporter textfile format: figures, statuses and the run's time per node."""
-    from prometheus_client import CollectorRegistry, Gauge, generate_latest
+    """node_exporter textfile format: the r9700_* metrics (r9700ctl/monitoring/metrics.py)."""
+    from r9700ctl.monitoring import metrics
 
-    registry = CollectorRegistry()
-    value = Gauge(
-        "r9700ctl_validate_value",
-        "Measured figure of a validate check (unit in the unit label).",
-        ["node", "check", "subject", "metric", "unit"],
-        registry=registry,
-    )
-    status = Gauge("r9700ctl_validate_status", STATUS_HELP, ["node", "check", "subject"], registry=registry)
-    node_status = Gauge(
-        "r9700ctl_validate_node_status",
-        "Worst check status of the node. " + STATUS_HELP,
-        ["node"],
-        registry=registry,
-    )
-    last_run = Gauge(
-        "r9700ctl_validate_last_run_timestamp_seconds",
-        "When the validate run that produced these figures started (Unix time).",
-        ["node"],
-        registry=registry,
-    )
-    fallback = now if now is not None else datetime.now(timezone.utc).timestamp()
-    for node in nodes_of(report):
-        node_status.labels(node.node).set(STATUS_VALUES[node.status])
-        last_run.labels(node.node).set(_epoch(node.started) or fallback)
-        for result in node.results:
-            check, subject = str(result.get("id") or ""), str(result.get("subject") or "")
-            status.labels(node.node, check, subject).set(STATUS_VALUES[_known(result.get("status"))])
-            number = _number(result.get("value"))
-            if number is not None:
-                metric, unit = str(result.get("metric") or ""), str(result.get("unit") or "")
-                value.labels(node.node, check, subject, metric, unit).set(number)
-    return generate_latest(registry).decode("utf-8")
+    try:
+        return metrics.render(report, now)
+    except ValueError as exc:
+        raise ReportFormatError(str(exc)) from None
 
 
 # --- JUnit ---------------------------------------------------------------------------------------

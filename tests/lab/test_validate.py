@@ -22,6 +22,7 @@ pytestmark = pytest.mark.timeout(300)
 
 def r9700ctl(*args: str, home: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, NO_COLOR="1", COLUMNS="200", XDG_STATE_HOME=home)
+    env["R9700CTL_HISTORY"] = os.path.join(home, "history.db")
     return subprocess.run(
         [sys.executable, "-m", "r9700ctl", *args],
         capture_output=True,
@@ -128,3 +129,18 @@ def test_a_missing_inventory_is_one_line_and_exit_64(tmp_path):
     assert result.returncode == 64
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1 and "inventory file not found" in result.stderr
+
+
+def test_each_fleet_run_is_recorded_and_compare_last_judges_every_node(inventory, fleet_run):
+    """The history sees the module's runs per node; lab nodes measure no GB/s or TFLOPS at level
+    config, so --compare last has nothing to hold them to: INCONCLUSIVE per node, never PASS."""
+    result, document = run_validate(inventory, "--limit", "node1,node2", "--compare", "last")
+    for node in document["nodes"]:
+        coverage = [r for r in node["report"]["results"] if r["id"] == "baseline.coverage"]
+        assert [c["status"] for c in coverage] == ["INCONCLUSIVE"], node["host"]
+    assert result.stdout.count("baseline.coverage: INCONCLUSIVE") == 2, result.stdout
+    assert "history: run " in result.stderr
+    home = str(inventory.parent / "state")
+    shown = r9700ctl("history", "--node", "node2", home=home)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.count(" config ") >= 2  # the module's earlier runs and this one

@@ -235,6 +235,7 @@ class FakeNode:
         hw.mkdir(parents=True)
         (hw / "power1_cap").write_text("300000000\n")
         (hw / "power1_cap_default").write_text("300000000\n")
+        (hw / "power1_average").write_text("33000000\n")
         (hw / "temp1_input").write_text("34000\n")
         (hw / "temp1_label").write_text("edge\n")
         (hw / "temp2_input").write_text("36000\n")

@@ -69,6 +69,7 @@ def test_four_r9700_cards_are_found_with_their_facts(tmp_path):
     assert gpu.render_node == "/dev/dri/renderD128"
     assert gpu.numa_node == 0 and found.gpus[3].numa_node == 1
     assert gpu.power_cap_w == 300.0
+    assert gpu.power_w == 33.0  # hwmon power1_average, microwatts
     assert gpu.temps_c == {"edge": 34.0, "junction": 36.0}
     assert gpu.clocks_mhz == {"sclk": 500.0}
     assert gpu.driver == "amdgpu" and gpu.driver_version == "6.12.12"

@@ -56,9 +56,10 @@ def test_validate_local_config_writes_a_valid_report_and_exits_with_its_code(tmp
     assert report["level"] == "config"
     assert report["status"] in ("PASS", "WARN", "FAIL", "ERROR", "INCONCLUSIVE")
     assert any(r["id"] == "inventory.count" for r in report["results"])
-    lines = result.output.splitlines()
+    lines = result.stdout.splitlines()
     assert lines[0].startswith("r9700ctl validate: node ")
     assert lines[-1].startswith(f"node {report['node']}: {report['status']} (exit {report['exit_code']}")
+    assert result.stderr.startswith("history: run ") and " recorded in " in result.stderr
     assert report["duration_s"] < 30
 
 

@@ -144,6 +144,7 @@ def test_warnings_printed_before_the_json_are_skipped_and_kept_for_evidence():
     (gpu,) = report.gpus
     assert (gpu.market_name, gpu.gfx_target, gpu.device_id) == ("AMD Radeon RX 7800 XT", "gfx1101", "0x747e")
     assert (gpu.bdf, gpu.pcie_max_width, gpu.num_compute_units) == ("0000:03:00.0", 16, 60)
+    assert gpu.asic_serial == "0x4162405E51BB99B0"  # what the history follows a card by
     assert "cut short" in (report.error or "")
 
 

@@ -127,13 +127,13 @@ def test_prometheus_textfile_parses_and_carries_values_and_statuses(fleet):
     families = {f.name: f for f in text_string_to_metric_families(text)}
     values = {
         (s.labels["node"], s.labels["check"], s.labels["subject"], s.labels["unit"]): s.value
-        for s in families["r9700ctl_validate_value"].samples
+        for s in families["r9700_check_value"].samples
     }
     assert values[("node01", "gemm.bf16", "gpu0", "TFLOPS")] == 20.5
     assert values[("node01", "hostbw.h2d", "gpu0", "GB/s")] == 52.1
     assert not any(key[1] == "platform.iommu" for key in values)  # a string value is no figure
     statuses = {
-        (s.labels["node"], s.labels["check"]): s.value for s in families["r9700ctl_validate_status"].samples
+        (s.labels["node"], s.labels["check"]): s.value for s in families["r9700_check_status"].samples
     }
     assert statuses[("node01", "hostbw.h2d")] == 0
     assert statuses[("node01", "hostbw.d2h")] == 1
@@ -142,11 +142,9 @@ def test_prometheus_textfile_parses_and_carries_values_and_statuses(fleet):
     assert statuses[("node02", "p2p.bw")] == -1
     assert statuses[("node02", "hostbw.h2d")] == 4  # INCONCLUSIVE: its own value, as its exit code
     assert statuses[("node03", "node.report")] == 3
-    assert "-1 SKIP" in families["r9700ctl_validate_status"].documentation
-    assert "4 INCONCLUSIVE" in families["r9700ctl_validate_status"].documentation
-    stamps = {
-        s.labels["node"]: s.value for s in families["r9700ctl_validate_last_run_timestamp_seconds"].samples
-    }
+    assert "-1 SKIP" in families["r9700_check_status"].documentation
+    assert "4 INCONCLUSIVE" in families["r9700_check_status"].documentation
+    stamps = {s.labels["node"]: s.value for s in families["r9700_last_run_timestamp_seconds"].samples}
     assert stamps["node01"] == 1796217194.0
 
 
@@ -201,7 +199,7 @@ def test_validate_local_writes_html_prom_and_junit_even_when_the_agent_fails(tmp
     page = (tmp_path / "a.html").read_text()
     assert "r9700ctl.validate/1" in page and "inventory.count" in page
     families = {f.name for f in text_string_to_metric_families((tmp_path / "a.prom").read_text())}
-    assert "r9700ctl_validate_status" in families
+    assert "r9700_check_status" in families
     root = ET.parse(tmp_path / "a.xml").getroot()
     assert any(c.get("classname") == "inventory.count" for c in root.iter("testcase"))
     assert not list(tmp_path.glob(".*.tmp"))

@@ -50,6 +50,7 @@ class AmdSmiGpu:
     device_id: str | None = None
     subsystem_id: str | None = None
     rev_id: str | None = None
+    asic_serial: str | None = None
     num_compute_units: int | None = None
     hip_id: int | None = None
     kfd_id: int | None = None
@@ -233,6 +234,7 @@ def _read_asic(gpu: AmdSmiGpu, asic: dict[str, Any]) -> None:
     gpu.device_id = _hex_id(asic.get("device_id"))
     gpu.subsystem_id = _hex_id(asic.get("subsystem_id"))
     gpu.rev_id = _hex_id(asic.get("rev_id"))
+    gpu.asic_serial = text_value(asic.get("asic_serial"))
     gpu.num_compute_units = _int(asic.get("num_compute_units"))
     target = text_value(asic.get("target_graphics_version"))
     # Some builds append features ("gfx1201:xnack-"); the target is what precedes them.

@@ -1,0 +1,101 @@
+"""`r9700ctl monitoring`: what Prometheus and Grafana need to watch the fleet."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+
+from r9700ctl.cli.app import Application
+from r9700ctl.cli.options import group_option, inventory_argument, limit_option
+
+
+@click.group()
+def monitoring() -> None:
+    """Prometheus and Grafana for the fleet's GPU verdicts and state.
+
+    \b
+    On the nodes, `r9700ctl provision INVENTORY -e r9700_monitoring_enabled=true` installs
+    prometheus-node-exporter and the r9700ctl-monitoring timer, which runs the agent's config
+    level every r9700_monitoring_interval (default 15min) and writes r9700_* metrics into
+    node_exporter's textfile directory: the verdict of every check, PCIe link generation and
+    width, temperatures, clocks, power, VRAM, the last run's time, and the latest P2P and
+    all-reduce figures of `r9700ctl validate INVENTORY`. Details: docs/monitoring.md.
+
+    \b
+    Grafana dashboard: templates/grafana/r9700-fleet.json (import it; pick the Prometheus
+    data source that scrapes the configuration below).
+
+    \b
+    Examples:
+      r9700ctl provision inventory.ini -e r9700_monitoring_enabled=true
+      r9700ctl monitoring scrape-config inventory.ini > prometheus.yml
+    """
+
+
+@monitoring.command("scrape-config")
+@inventory_argument
+@group_option
+@limit_option
+@click.option("--job-name", default="r9700", show_default=True, help="Prometheus job name.")
+@click.option(
+    "--interval",
+    default="60s",
+    show_default=True,
+    help="Scrape interval (a Prometheus duration: 15s, 1m). The metrics change every timer run.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="Write to PATH (atomically) instead of stdout.",
+)
+@click.pass_obj
+def scrape_config(
+    app: Application,
+    inventory: Path,
+    group: str,
+    limit: str | None,
+    job_name: str,
+    interval: str,
+    output: Path | None,
+) -> None:
+    """Print a Prometheus scrape configuration for the node_exporters of INVENTORY's nodes.
+
+    \b
+    One target per node: its ansible_host and r9700_monitoring_node_exporter_port
+    (default 9100), labelled instance=<inventory name>. The output is a whole
+    prometheus.yml; its scrape_configs entry can go into an existing one.
+
+    \b
+    Examples:
+      r9700ctl monitoring scrape-config inventory.ini > prometheus.yml
+      r9700ctl monitoring scrape-config inventory.ini --interval 30s -o /etc/prometheus/r9700.yml
+      promtool check config prometheus.yml
+
+    \b
+    Exit codes: 0 printed; 64 bad inventory or option (nothing was contacted).
+    """
+    from r9700ctl import __version__
+    from r9700ctl.errors import BadInput
+    from r9700ctl.inventory import load_inventory
+    from r9700ctl.monitoring.scrape import render
+
+    if not re.fullmatch(r"([0-9]+(ms|s|m|h|d|w|y))+", interval):
+        raise BadInput(
+            what=f"--interval {interval!r}: not a Prometheus duration", hint="e.g. 15s, 1m or 1h30m"
+        )
+    if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_-]*", job_name):
+        raise BadInput(what=f"--job-name {job_name!r}: use letters, digits, '_' or '-'")
+    if output is not None and not output.expanduser().resolve().parent.is_dir():
+        raise BadInput(what="--output: the directory does not exist", where=str(output.parent))
+    checked = load_inventory(inventory, group, limit=limit)
+    text = render(checked, job=job_name, interval=interval, version=__version__)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    from r9700ctl.report.formats import write_text
+
+    write_text(output.expanduser(), text)

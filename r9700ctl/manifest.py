@@ -22,6 +22,12 @@ class GpuModel:
     discrete: bool
     raw: dict[str, Any] = field(compare=False, repr=False)
 
+    @property
+    def board_power_w(self) -> float | None:
+        """Rated board power (the card's default power cap), None when the manifest has none."""
+        value = self.raw.get("board_power_w")
+        return float(value) if isinstance(value, (int, float)) else None
+
 
 @dataclass(frozen=True)
 class RocmRelease:
@@ -47,6 +53,12 @@ class RocmRelease:
         return str(self.raw.get("rocm_path", self.version))
 
     @property
+    def graphics(self) -> str | None:
+        """Graphics repository directory (repo.radeon.com/graphics/<this>/ubuntu), None before 7.0."""
+        value = self.raw.get("graphics")
+        return str(value) if value else None
+
+    @property
     def pytorch_image(self) -> str:
         return str(self.raw.get("pytorch_image", ""))
 
@@ -69,6 +81,7 @@ class Repository:
     pin_priority: int
     rocm_path_template: str
     amdgpu_path_template: str
+    graphics_path_template: str
 
     def rocm_url(self, release: RocmRelease, base_url: str | None = None) -> str:
         base = (base_url or self.base_url).rstrip("/")
@@ -77,6 +90,12 @@ class Repository:
     def amdgpu_url(self, release: RocmRelease, base_url: str | None = None) -> str:
         base = (base_url or self.base_url).rstrip("/")
         return f"{base}/{self.amdgpu_path_template.format(amdgpu_path=release.amdgpu)}"
+
+    def graphics_path(self, release: RocmRelease) -> str:
+        """graphics/<version>/ubuntu below the base URL, or "" for a release without one."""
+        if release.graphics is None:
+            return ""
+        return self.graphics_path_template.format(graphics_path=release.graphics)
 
 
 @dataclass(frozen=True)
@@ -154,6 +173,7 @@ class Manifest:
             pin_priority=int(repo.get("pin_priority", 600)),
             rocm_path_template=repo.get("rocm_path_template", "rocm/apt/{rocm_path}"),
             amdgpu_path_template=repo.get("amdgpu_path_template", "amdgpu/{amdgpu_path}/ubuntu"),
+            graphics_path_template=repo.get("graphics_path_template", "graphics/{graphics_path}/ubuntu"),
         )
 
     @property

@@ -24,6 +24,7 @@ import base64
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -137,6 +138,99 @@ def read_pci_display_devices(root: str) -> list[dict[str, Any]]:
     return devices
 
 
+# Linux's resource flags (include/linux/ioport.h): a memory BAR, prefetchable, 64-bit.
+IORESOURCE_MEM = 0x00000200
+IORESOURCE_PREFETCH = 0x00002000
+IORESOURCE_MEM_64 = 0x00100000
+PCI_EXT_CAP_ID_ACS = 0x000D  # include/uapi/linux/pci_regs.h; control word at +6
+PCI_ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+
+
+def read_bars(device_dir: str) -> list[dict[str, Any]]:
+    """BARs 0-5 from sysfs `resource` ("start end flags" per line), sizes in bytes."""
+    try:
+        with open(os.path.join(device_dir, "resource"), encoding="ascii") as fh:
+            lines = fh.read().splitlines()[:6]
+    except OSError:
+        return []
+    bars = []
+    for index, line in enumerate(lines):
+        try:
+            start, end, flags = (int(part, 16) for part in line.split()[:3])
+        except ValueError:
+            continue
+        if end <= start:
+            continue
+        bars.append(
+            {
+                "index": index,
+                "size": end - start + 1,
+                "memory": bool(flags & IORESOURCE_MEM),
+                "prefetch": bool(flags & IORESOURCE_PREFETCH),
+                "mem64": bool(flags & IORESOURCE_MEM_64),
+            }
+        )
+    return bars
+
+
+def read_acs(config: bytes) -> dict[str, Any]:
+    """The ACS capability and control words from a config space dump (extended space needs root)."""
+    if len(config) <= 0x100:
+        return {"error": f"extended configuration space unreadable ({len(config)} bytes; needs root)"}
+    offset, seen = 0x100, set()
+    while offset and offset not in seen and offset + 8 <= len(config):
+        seen.add(offset)
+        header = int.from_bytes(config[offset : offset + 4], "little")
+        if header in (0, 0xFFFFFFFF):
+            break
+        if header & 0xFFFF == PCI_EXT_CAP_ID_ACS:
+            return {
+                "capability": int.from_bytes(config[offset + 4 : offset + 6], "little"),
+                "control": int.from_bytes(config[offset + 6 : offset + 8], "little"),
+            }
+        offset = (header >> 20) & 0xFFC
+    return {"capability": None, "control": None}
+
+
+def read_p2p(root: str, addresses: list[str]) -> dict[str, Any]:
+    """What PCIe peer-to-peer depends on, per GPU: BARs, VRAM, IOMMU group type, bridge path + ACS."""
+    base = _path(root, "/sys/bus/pci/devices")
+    gpus: dict[str, Any] = {}
+    bridges: dict[str, Any] = {}
+    for address in addresses:
+        device_dir = os.path.join(base, address)
+        if not os.path.isdir(device_dir):
+            continue
+        real = os.path.realpath(device_dir)
+        path = [part for part in real.split(os.sep) if PCI_ADDRESS.match(part)]
+        group_link = os.path.join(device_dir, "iommu_group")
+        group = os.path.basename(os.readlink(group_link)) if os.path.islink(group_link) else None
+        kind = None
+        if group is not None:
+            try:
+                with open(os.path.join(group_link, "type"), encoding="ascii") as fh:
+                    kind = fh.read().strip() or None
+            except OSError:
+                kind = None
+        vram = (_read(root, f"/sys/bus/pci/devices/{address}/mem_info_vram_total") or "").strip()
+        gpus[address] = {
+            "bars": read_bars(device_dir),
+            "vram_bytes": int(vram) if vram.isdigit() else None,
+            "iommu_group": group,
+            "iommu_type": kind,
+            "path": path or [address],
+        }
+        for bridge in path[:-1]:
+            if bridge in bridges:
+                continue
+            try:
+                with open(os.path.join(base, bridge, "config"), "rb") as fh:
+                    bridges[bridge] = read_acs(fh.read())
+            except OSError as exc:
+                bridges[bridge] = {"error": f"config space unreadable ({exc.strerror})"}
+    return {"source": "sysfs", "gpus": gpus, "bridges": bridges}
+
+
 def normalize_lab_devices(devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The lab's stand-in devices in the same shape as sysfs ones (display class only)."""
     out = []
@@ -226,30 +320,73 @@ def read_secure_boot(root: str, run: Runner) -> dict[str, str]:
     return {"state": "unknown", "source": "efivars", "detail": "SecureBoot efivar too short"}
 
 
-def read_dkms_signing(root: str) -> dict[str, Any]:
-    """Whether DKMS will sign the modules it builds (a MOK key pair, or framework.conf settings)."""
-    if os.path.isfile(_path(root, "/var/lib/dkms/mok.key")) and os.path.isfile(
-        _path(root, "/var/lib/dkms/mok.pub")
-    ):
-        return {"configured": True, "detail": "/var/lib/dkms/mok.key and mok.pub present"}
-    conf_files = ["/etc/dkms/framework.conf"]
+# Where DKMS signs modules, as dkms's prepare_mok() decides (dkms-project/dkms, dkms.in):
+# mok_signing_key / mok_certificate from /etc/dkms/framework.conf and framework.conf.d/*.conf; unset
+# on Ubuntu, the MOK of Ubuntu's shim-signed (update-secureboot-policy --new-key makes it); elsewhere
+# (Debian) /var/lib/dkms/mok.key and mok.pub, which dkms creates itself when they are missing.
+UBUNTU_MOK = ("/var/lib/shim-signed/mok/MOK.priv", "/var/lib/shim-signed/mok/MOK.der")
+DKMS_MOK = ("/var/lib/dkms/mok.key", "/var/lib/dkms/mok.pub")
+# mokutil --test-key's answers (lcp/mokutil, src/mokutil.c print_skip_message / test_key).
+MOKUTIL_STATES = (
+    ("is already enrolled", "enrolled"),
+    ("is already in db", "enrolled"),
+    ("is already in the built-in trusted keyring", "enrolled"),
+    ("is already in the enrollment request", "pending"),
+    ("is blocked in", "blocked"),
+    ("is not enrolled", "not_enrolled"),
+)
+
+
+def read_framework_conf(root: str) -> dict[str, tuple[str, str]]:
+    """NAME -> (value, file) from dkms's framework.conf and framework.conf.d/*.conf (later files win)."""
+    files = ["/etc/dkms/framework.conf"]
     conf_dir = _path(root, "/etc/dkms/framework.conf.d")
     if os.path.isdir(conf_dir):
-        conf_files += [f"/etc/dkms/framework.conf.d/{n}" for n in sorted(os.listdir(conf_dir))]
-    settings = {}
-    for conf in conf_files:
+        files += [
+            f"/etc/dkms/framework.conf.d/{n}" for n in sorted(os.listdir(conf_dir)) if n.endswith(".conf")
+        ]
+    settings: dict[str, tuple[str, str]] = {}
+    for conf in files:
         for line in (_read(root, conf) or "").splitlines():
             key, sep, value = line.strip().partition("=")
-            if sep and not key.startswith("#") and value.strip().strip('"'):
-                settings[key.strip()] = (conf, value.strip().strip('"'))
-    if "mok_signing_key" in settings and "mok_certificate" in settings:
-        return {"configured": True, "detail": f"mok_signing_key set in {settings['mok_signing_key'][0]}"}
-    if "sign_tool" in settings:
-        return {"configured": True, "detail": f"sign_tool set in {settings['sign_tool'][0]}"}
-    return {
-        "configured": False,
-        "detail": "no /var/lib/dkms/mok.key + mok.pub and no signing key in framework.conf",
+            value = value.strip().strip('"').strip("'")
+            if sep and key and not key.startswith("#") and value:
+                settings[key.strip()] = (value, conf)
+    return settings
+
+
+def read_dkms_signing(root: str, os_id: str, kernel: str, run: Runner) -> dict[str, Any]:
+    """The key and certificate DKMS will sign amdgpu with, whether they exist and are enrolled."""
+    settings = read_framework_conf(root)
+    key, key_from = settings.get("mok_signing_key", ("", ""))
+    cert, cert_from = settings.get("mok_certificate", ("", ""))
+    if not key and os_id == "ubuntu":
+        (key, cert), origin = UBUNTU_MOK, "dkms's default on Ubuntu: the MOK of shim-signed"
+    else:
+        origin = f"mok_signing_key in {key_from}" if key else "dkms's default: its own MOK in /var/lib/dkms"
+        key = key or DKMS_MOK[0]
+        cert = cert or DKMS_MOK[1]
+        if cert_from:
+            origin += f", mok_certificate in {cert_from}"
+    key, cert = (p.replace("${kernelver}", kernel).replace("$kernelver", kernel) for p in (key, cert))
+    facts: dict[str, Any] = {
+        "key": key,
+        "certificate": cert,
+        "origin": origin,
+        "key_exists": key.startswith("pkcs11:") or os.path.isfile(_path(root, key)),
+        "certificate_exists": os.path.isfile(_path(root, cert)),
+        "enrolled": None,
+        "mokutil": "",
     }
+    if facts["certificate_exists"]:
+        out = run(["mokutil", "--test-key", cert], 30.0)
+        if out is None:
+            facts["enrolled"], facts["mokutil"] = "unknown", "mokutil not installed"
+        else:
+            text = out[1].strip()
+            facts["mokutil"] = text.splitlines()[0] if text else f"mokutil exited {out[0]} saying nothing"
+            facts["enrolled"] = next((state for said, state in MOKUTIL_STATES if said in text), "unknown")
+    return facts
 
 
 def find_lock_holders(root: str, own_pids: set[int]) -> list[dict[str, Any]]:
@@ -407,9 +544,15 @@ def gather(
     facts["apt"]["headers_package"] = headers
     facts["apt"]["modules_extra_package"] = extra
 
+    amd = [d["address"] for d in facts["pci"]["devices"] if d.get("vendor") == "0x1002"]
+    if lab_devices:  # stand-ins have no sysfs entries: nothing to read, and P2P stays off
+        facts["p2p"] = {"source": "r9700_lab_pci_devices", "gpus": {}, "bridges": {}}
+    else:
+        facts["p2p"] = read_p2p(root, amd)
+
     facts["disk"] = {"/": free_bytes(root, "/"), "/var": free_bytes(root, "/var")}
     facts["secure_boot"] = read_secure_boot(root, run)
-    facts["dkms_signing"] = read_dkms_signing(root)
+    facts["dkms_signing"] = read_dkms_signing(root, facts["os"]["id"], kernel, run)
     facts["amdgpu"] = read_amdgpu(root, run)
     facts["packages"] = read_installed(run, list(args.get("packages") or DEFAULT_PACKAGES))
     return facts

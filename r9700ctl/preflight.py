@@ -15,12 +15,17 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from r9700ctl.agent import power
 from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult
 from r9700ctl.manifest import AMD_PCI_VENDOR, Manifest, version_key
 
 DRIVER_SOURCES = ("dkms", "inbox", "present")
 RUNTIME_CHOICES = ("auto", "true", "false")
 GB = 1000**3
+# "ROCm doesn't currently support integrated graphics. Should your system have an AMD IGP installed,
+# disable it in the BIOS prior to using ROCm. If the driver can enumerate the IGP, the ROCm runtime
+# may crash the system, even if told to omit it via HIP_VISIBLE_DEVICES."
+IGPU_SOURCE = "https://rocm.docs.amd.com/projects/install-on-linux/en/docs-6.2.0/install/amdgpu-install.html"
 HSA_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
 
@@ -53,12 +58,16 @@ class Settings:
 
     rocm_version: str = "auto"
     allow_unsupported: bool = False
-    hsa_override_gfx_version: str = ""
     expected_gpus: int | None = None
     min_free_gb: float = 30.0
     driver_source: str = "dkms"
     apt_lock_timeout: float = 600.0
     apply_runtime: str = "auto"
+    # r9700_power's interface, judged here so a PSU budget is refused before anything changes.
+    power_cap_w: float | None = None
+    power_cap_w_by_gpu: dict[str, float] = field(default_factory=dict)
+    psus: list[power.Psu] = field(default_factory=list)
+    psu_margin: float = power.DEFAULT_MARGIN
 
     @classmethod
     def from_vars(cls, host_vars: Mapping[str, Any]) -> tuple[Settings, list[Check]]:
@@ -90,8 +99,6 @@ class Settings:
                     bad(name, value, "true or false")
                 else:
                     setattr(s, attr, parsed)
-        if get("r9700_hsa_override_gfx_version") is not None:
-            s.hsa_override_gfx_version = str(host_vars["r9700_hsa_override_gfx_version"]).strip()
         value = get("r9700_expected_gpus")
         if value is not None:
             try:
@@ -130,6 +137,15 @@ class Settings:
                 bad("r9700_apply_runtime", value, "auto, true or false")
             else:
                 s.apply_runtime = "true" if parsed else "false"
+        s.power_cap_w, s.power_cap_w_by_gpu, cap_problems = power.parse_caps(
+            host_vars.get("r9700_power_cap_w"), host_vars.get("r9700_power_cap_w_by_gpu")
+        )
+        s.psus, psu_problems = power.parse_psus(host_vars.get("r9700_psus"))
+        s.psu_margin, margin_problems = power.parse_margin(host_vars.get("r9700_psu_margin"))
+        for problem in cap_problems + psu_problems + margin_problems:
+            problems.append(
+                Check("settings", FAIL, problem, "correct it in the inventory (see r9700_power's README)")
+            )
         return s, problems
 
 
@@ -155,6 +171,7 @@ class Resolved:
     suite: str = ""
     rocm_repo_path: str = ""
     amdgpu_repo_path: str = ""
+    graphics_repo_path: str = ""  # "" for releases without the graphics repository (before 7.0)
     amdgpu_version: str = ""
     gfx_targets: list[str] = field(default_factory=list)
     gpus: list[dict[str, Any]] = field(default_factory=list)
@@ -162,6 +179,10 @@ class Resolved:
     igpu_present: bool = False
     rocr_visible_devices: str = ""
     hsa_override_gfx_version: str = ""
+    # THE environment list ({name, value, reason, source}, by name) and the P2P decision behind
+    # part of it: r9700ctl/envlist.py, r9700ctl/p2p.py.
+    environment: list[dict[str, str]] = field(default_factory=list)
+    p2p: dict[str, Any] = field(default_factory=dict)
     driver_source: str = "dkms"
     driver_loaded: bool = False
     driver_version: str = ""
@@ -244,19 +265,47 @@ def judge(facts: Mapping[str, Any], host_vars: Mapping[str, Any], manifest: Mani
     res.igpu_present = any(g.known and not g.discrete for g in gpus) and bool(discrete)
     checks.extend(_check_gpus(gpus, settings, facts))
     checks.extend(_check_rocm(res, settings, manifest))
-    checks.append(_check_hsa_override(res, settings, gpus, manifest))
     checks.append(_check_lock(facts))
     checks.extend(_check_kernel_packages(res, settings, facts, manifest))
     checks.extend(_check_disk(settings, facts))
     checks.append(_check_secure_boot(settings, facts))
     checks.append(_check_driver(res, settings, facts))
+    checks.extend(_check_power(settings, discrete, manifest))
 
     if settings.apply_runtime == "auto":
         res.runtime = facts.get("service_manager") == "systemd"
     else:
         res.runtime = settings.apply_runtime == "true"
-    res.rocr_visible_devices = _visible_devices(gpus) if res.igpu_present else ""
+    checks.extend(_compose_environment(res, settings, gpus, facts, host_vars, manifest))
     return Verdict(checks=checks, resolved=res)
+
+
+def _compose_environment(
+    res: Resolved,
+    settings: Settings,
+    gpus: list[Gpu],
+    facts: Mapping[str, Any],
+    host_vars: Mapping[str, Any],
+    manifest: Manifest,
+) -> list[Check]:
+    """THE environment list (r9700ctl/envlist.py): its checks here, its entries for r9700_env."""
+    from r9700ctl import envlist  # envlist imports this module's Check and Gpu
+
+    knobs, problems = envlist.EnvKnobs.from_vars(host_vars)
+    target = envlist.EnvTarget(
+        gpus=gpus,
+        manifest=manifest,
+        p2p_facts=facts.get("p2p") or {},
+        visible_auto=_visible_devices(gpus) if res.igpu_present else "",
+        allow_unsupported=settings.allow_unsupported,
+        rocm_version=res.rocm_version,
+    )
+    plan = envlist.compose(knobs, target)
+    res.environment = plan.to_dicts()
+    res.p2p = plan.p2p.to_dict()
+    res.hsa_override_gfx_version = plan.hsa_override
+    res.rocr_visible_devices = plan.rocr_visible_devices
+    return problems + plan.checks
 
 
 def _as_bool(value: Any) -> bool | None:
@@ -339,9 +388,13 @@ def _check_gpus(gpus: list[Gpu], settings: Settings, facts: Mapping[str, Any]) -
         checks.append(
             Check(
                 "gpu.igpu",
-                PASS,
-                f"integrated {igpus[0].name} at {igpus[0].address} beside discrete cards: "
-                "ROCR_VISIBLE_DEVICES keeps ROCm on the discrete cards",
+                WARN,
+                f"integrated {igpus[0].name} at {igpus[0].address} beside discrete cards: AMD says ROCm does "
+                "not support integrated graphics and may crash the system if the driver can enumerate it, "
+                "even when told to omit it by environment variable; ROCR_VISIBLE_DEVICES is set to the "
+                "discrete cards meanwhile",
+                "disable the integrated GPU in the BIOS/UEFI setup (AMD's ROCm installation prerequisites)",
+                {"source": IGPU_SOURCE},
             )
         )
     if settings.expected_gpus is None:
@@ -434,6 +487,7 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
     repo = manifest.repository
     res.rocm_repo_path = repo.rocm_path_template.format(rocm_path=release.rocm_path)
     res.amdgpu_repo_path = repo.amdgpu_path_template.format(amdgpu_path=release.amdgpu)
+    res.graphics_repo_path = repo.graphics_path(release)
     res.amdgpu_version = release.amdgpu
     res.pytorch_image = release.pytorch_image
     unlisted = sorted(
@@ -441,74 +495,18 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
     )
     if unlisted and res.os_key in release.os:
         systems = sorted({s for t in unlisted for s in (release.listed_systems(t) or [])})
+        note = str((manifest.os_release(res.os_key) or {}).get("radeon_note") or "").strip()
         checks.append(
             Check(
                 "rocm.os_listed",
                 WARN,
                 f"AMD lists {', '.join(unlisted)} for ROCm {res.rocm_version} only on {', '.join(systems)}; "
-                f"{res.os_key} is best effort (AMD's {res.os_key} instructions use the {res.suite} packages)",
+                f"{res.os_key} is best effort (AMD's {res.os_key} instructions use the {res.suite} packages)"
+                + (f". {note}" if note else ""),
                 f"for vendor support use {' or '.join(systems)}",
             )
         )
     return checks
-
-
-def _check_hsa_override(res: Resolved, settings: Settings, gpus: list[Gpu], manifest: Manifest) -> Check:
-    value = settings.hsa_override_gfx_version
-    natives = sorted({g.gfx for g in gpus if g.known and g.discrete})
-    if not value:
-        native = ", ".join(natives) or "the detected GPUs"
-        return Check("hsa.override", PASS, f"HSA_OVERRIDE_GFX_VERSION not set (none needed for {native})")
-    fix_remove = "remove r9700_hsa_override_gfx_version (or set it to '')"
-    if not HSA_VERSION.match(value):
-        return Check(
-            "hsa.override",
-            FAIL,
-            f"r9700_hsa_override_gfx_version={value!r} is not major.minor.stepping (e.g. 12.0.1)",
-            fix_remove,
-        )
-    if not natives:
-        return Check(
-            "hsa.override",
-            FAIL,
-            f"HSA_OVERRIDE_GFX_VERSION={value} with no known AMD GPU to check it against",
-            fix_remove,
-        )
-    named = manifest.gfx_for_hsa_version(value)
-    named_family = manifest.gfx_family(named) if named else None
-    label = f"{value} is {named} ({named_family})" if named else f"{value} names no target the manifest knows"
-    for gfx in natives:
-        family = manifest.gfx_family(gfx)
-        native_version = manifest.hsa_version(gfx) or ""
-        same_family = (
-            (named_family == family) if named_family else value.split(".")[0] == native_version.split(".")[0]
-        )
-        if not same_family:
-            owner = _model_names(named, manifest)
-            return Check(
-                "hsa.override",
-                FAIL,
-                f"cross-family HSA override refused: {label}{owner}, the GPUs here are {gfx} ({family}); "
-                "a cross-family override crashes the driver (ROCm/rocm-systems#3531)",
-                fix_remove + f"; {gfx} needs no override",
-            )
-    res.hsa_override_gfx_version = value
-    if all(manifest.hsa_version(g) == value for g in natives):
-        detail = f"HSA_OVERRIDE_GFX_VERSION={value} only restates the native target {', '.join(natives)}"
-    else:
-        detail = (
-            f"HSA_OVERRIDE_GFX_VERSION={value} makes ROCm run {named or value} code on {', '.join(natives)}"
-        )
-    if any(g.known and not g.discrete for g in gpus):
-        detail += "; a global override also mislabels the integrated GPU (ROCm/ROCm#5696)"
-    return Check("hsa.override", WARN, detail, fix_remove + " unless a program lacks kernels for this target")
-
-
-def _model_names(gfx: str | None, manifest: Manifest) -> str:
-    if not gfx:
-        return ""
-    names = sorted({m.name for m in manifest.gpus.values() if m.gfx == gfx})
-    return f", the target of {', '.join(names)}" if names else ""
 
 
 def _check_lock(facts: Mapping[str, Any]) -> Check:
@@ -624,28 +622,14 @@ def _check_disk(settings: Settings, facts: Mapping[str, Any]) -> list[Check]:
 
 
 def _check_secure_boot(settings: Settings, facts: Mapping[str, Any]) -> Check:
+    """Under Secure Boot, amdgpu loads only if signed with an enrolled key: the one DKMS signs with."""
     sb = facts.get("secure_boot") or {}
     state = sb.get("state", "unknown")
-    signing = facts.get("dkms_signing") or {}
     if settings.driver_source != "dkms":
         return Check(
             "secureboot",
             SKIP,
             f"Secure Boot {state}; r9700_driver_source={settings.driver_source} builds nothing",
-        )
-    if state == "enabled" and not signing.get("configured"):
-        return Check(
-            "secureboot",
-            FAIL,
-            "Secure Boot is enabled and DKMS module signing is not configured: the kernel would refuse "
-            "the unsigned amdgpu module",
-            "either disable Secure Boot in the firmware setup; or create a MOK key pair in "
-            "/var/lib/dkms (mok.key, mok.pub), enroll it with 'mokutil --import /var/lib/dkms/mok.pub' "
-            "and reboot to confirm; or use r9700_driver_source: inbox",
-        )
-    if state == "enabled":
-        return Check(
-            "secureboot", PASS, f"Secure Boot enabled; DKMS signs modules ({signing.get('detail', '')})"
         )
     if state == "unknown":
         return Check(
@@ -654,7 +638,71 @@ def _check_secure_boot(settings: Settings, facts: Mapping[str, Any]) -> Check:
             f"Secure Boot state unknown ({sb.get('detail', '')})",
             "check with 'mokutil --sb-state'",
         )
-    return Check("secureboot", PASS, f"Secure Boot {state.replace('_', ' ')}")
+    if state != "enabled":
+        return Check("secureboot", PASS, f"Secure Boot {state.replace('_', ' ')}")
+    signing = facts.get("dkms_signing") or {}
+    os_id = str((facts.get("os") or {}).get("id") or "")
+    key, cert = signing.get("key", ""), signing.get("certificate", "")
+    if not key or not cert:  # facts of an older nodefacts: say so rather than guess a key
+        return Check("secureboot", WARN, "Secure Boot is enabled; DKMS's signing key was not reported")
+    signs = f"DKMS signs amdgpu with {key} + {cert} ({signing.get('origin', '')})"
+    other_ways = "; or disable Secure Boot in the firmware setup; or use r9700_driver_source: inbox"
+    if not (signing.get("key_exists") and signing.get("certificate_exists")):
+        return Check(
+            "secureboot",
+            FAIL,
+            f"Secure Boot is enabled and {key} / {cert} do not exist yet: DKMS would make a new key at "
+            "build time that the firmware does not trust, and the kernel would refuse amdgpu",
+            _make_and_enroll(os_id, key, cert) + other_ways,
+            {"signing": dict(signing)},
+        )
+    enrolled = signing.get("enrolled")
+    said = signing.get("mokutil", "")
+    if enrolled == "enrolled":
+        return Check("secureboot", PASS, f"Secure Boot enabled; {signs}, enrolled ({said})")
+    if enrolled == "pending":
+        return Check(
+            "secureboot",
+            WARN,
+            f"Secure Boot enabled; {signs}, enrollment requested but not confirmed ({said})",
+            "at the next boot choose 'Enroll MOK' in the blue MOK Manager screen and type the password "
+            "given to mokutil --import",
+        )
+    if enrolled == "unknown":
+        return Check(
+            "secureboot",
+            WARN,
+            f"Secure Boot enabled; {signs}; whether it is enrolled is unknown ({said})",
+            f"install mokutil and run: mokutil --test-key {cert}",
+        )
+    return Check(
+        "secureboot",
+        FAIL,
+        f"Secure Boot is enabled and {signs}, which the firmware does not trust ({said or enrolled}): "
+        "the kernel would refuse amdgpu",
+        _enroll(os_id, cert) + other_ways,
+        {"signing": dict(signing)},
+    )
+
+
+def _enroll(os_id: str, cert: str) -> str:
+    """How to enroll DKMS's certificate on this OS (then confirm it in MOK Manager at the next boot)."""
+    if os_id == "ubuntu" and cert == "/var/lib/shim-signed/mok/MOK.der":
+        command = "sudo update-secureboot-policy --enroll-key"
+    else:
+        command = f"sudo mokutil --import {cert}"
+    return f"enroll it: {command}, reboot and choose 'Enroll MOK' in the MOK Manager screen"
+
+
+def _make_and_enroll(os_id: str, key: str, cert: str) -> str:
+    if os_id == "ubuntu" and cert == "/var/lib/shim-signed/mok/MOK.der":
+        make = "sudo update-secureboot-policy --new-key"
+    else:  # the command dkms itself runs (dkms.in prepare_mok), so the key is where DKMS looks
+        make = (
+            "sudo openssl req -new -x509 -nodes -days 36500 -subj '/CN=DKMS module signing key' "
+            f"-newkey rsa:2048 -keyout {key} -addext extendedKeyUsage=codeSigning -outform DER -out {cert}"
+        )
+    return f"create the key first ({make}), then {_enroll(os_id, cert)}"
 
 
 def _check_driver(res: Resolved, settings: Settings, facts: Mapping[str, Any]) -> Check:
@@ -700,6 +748,57 @@ def _check_driver(res: Resolved, settings: Settings, facts: Mapping[str, Any]) -
         PASS,
         f"{kind} loaded; AMD's DKMS driver {res.amdgpu_version} replaces it after a reboot",
     )
+
+
+def _check_power(settings: Settings, gpus: list[Gpu], manifest: Manifest) -> list[Check]:
+    """Caps name GPUs of this node; each PSU's GPUs at their caps plus its host share fit its rating.
+
+    A GPU without a cap draws up to its board power (the default cap: 300 W for an R9700,
+    the manifest's board_power_w); the r9700_power role later checks each cap against the card's
+    own range from amd-smi.
+    """
+    addresses = [g.address for g in gpus]
+    caps, problems = power.plan_caps(settings.power_cap_w, settings.power_cap_w_by_gpu, addresses)
+    checks = [
+        Check("power.caps", FAIL, p, "correct r9700_power_cap_w_by_gpu in the inventory") for p in problems
+    ]
+    if not settings.psus:
+        checks.append(Check("power.psu", SKIP, "r9700_psus not set: no PSU budget to check"))
+        return checks
+    draw: dict[str, float | None] = {}
+    for gpu in gpus:
+        model = manifest.gpu(gpu.pci_id)
+        draw[gpu.address] = caps.get(gpu.address, model.board_power_w if model else None)
+    present = set(addresses)
+    fed = {a for psu in settings.psus for a in psu.gpus}
+    for psu in settings.psus:
+        missing = [a for a in psu.gpus if a not in present]
+        if missing:
+            checks.append(
+                Check(
+                    f"power.psu.{psu.name}",
+                    FAIL,
+                    f"r9700_psus.{psu.name} feeds {', '.join(missing)}, not a GPU of this node "
+                    f"(GPUs: {', '.join(addresses) or 'none'})",
+                    "list the PCI addresses `lspci -d 1002: -D` shows for this node",
+                )
+            )
+            continue
+        line = power.budget_line(psu, draw, settings.psu_margin)
+        checks.append(
+            Check(f"power.psu.{psu.name}", line.status, line.detail, line.fix, {"budget": line.to_dict()})
+        )
+    unfed = [a for a in addresses if a not in fed]
+    if unfed:
+        checks.append(
+            Check(
+                "power.psu.unassigned",
+                WARN,
+                f"{', '.join(unfed)} is fed by no PSU in r9700_psus: its draw is in no budget",
+                "add it to the gpus of the PSU whose cables feed it",
+            )
+        )
+    return checks
 
 
 def _visible_devices(gpus: list[Gpu]) -> str:

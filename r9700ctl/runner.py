@@ -46,6 +46,7 @@ NOT_RUN = "NOT_RUN"
 REBOOT_FACT = "r9700_reboot_pending"
 REBOOT_REASONS_FACT = "r9700_reboot_reasons"  # optional: why, as a list of short texts
 VERSIONS_FACT = "r9700_versions"  # r9700_rocm: {"before": {...}, "after": {...}} package versions
+RESOLVED_FACT = "r9700_resolved"  # r9700_preflight: its "p2p" is the node's PCIe P2P decision
 STOP_GRACE_S = 15.0
 # ansible-runner polls the cancel callback once per pexpect timeout: keep Ctrl-C responsive.
 PEXPECT_TIMEOUT_S = 1
@@ -105,6 +106,7 @@ class HostResult:
     reboot_pending: bool = False
     reboot_reasons: list[str] = field(default_factory=list)
     versions: dict[str, Any] = field(default_factory=dict)
+    p2p: dict[str, Any] = field(default_factory=dict)  # state and reason (r9700ctl/p2p.py)
     current_task: str | None = None  # started and not finished yet
     started: bool = False
     interrupted: bool = False
@@ -304,6 +306,9 @@ class _EventTracker:
                 result.reboot_reasons = [str(reason) for reason in facts[REBOOT_REASONS_FACT]]
             if isinstance(facts, dict) and isinstance(facts.get(VERSIONS_FACT), dict):
                 result.versions = facts[VERSIONS_FACT]
+            resolved = facts.get(RESOLVED_FACT) if isinstance(facts, dict) else None
+            if isinstance(resolved, dict) and isinstance(resolved.get("p2p"), dict):
+                result.p2p = resolved["p2p"]
         elif kind == "runner_on_failed" and data.get("ignore_errors"):
             result.ok += 1  # as Ansible's stats count it
             result.ignored += 1

@@ -62,11 +62,12 @@ class HostSummary:
 
     @property
     def status(self) -> str:
+        """PASS needs at least one check that ran and passed: skips alone judge nothing."""
         if self.failed:
             return "FAIL"
         if self.errors:
             return "ERROR"
-        return "PASS"
+        return "PASS" if self.passed else "NOT_CHECKED"
 
 
 @dataclass
@@ -81,10 +82,10 @@ class VerifyResult:
 
     @property
     def exit_code(self) -> int:
-        """0 every check passed; 2 a check failed; 3 none failed but some host could not be checked."""
+        """0 every host passed checks; 2 a check failed; 3 none failed but some host was not checked."""
         if any(h.failed for h in self.hosts):
             return EXIT_FAIL
-        if any(h.errors for h in self.hosts):
+        if not self.hosts or any(h.status != "PASS" for h in self.hosts):
             return EXIT_CANNOT_RUN
         return EXIT_OK
 
@@ -115,6 +116,7 @@ def verify(request: VerifyRequest, progress: Callable[[str], None] | None = None
 
     inventory = load_inventory(request.inventory, group=request.group, limit=request.limit)
     names = inventory.host_names
+    _require_the_test_runner()
     suite = suite_dir()
     say = progress or (lambda _line: None)
     say(f"checking {len(names)} host(s) with the testinfra suite in {suite}: {', '.join(names)}")
@@ -164,11 +166,12 @@ def verify(request: VerifyRequest, progress: Callable[[str], None] | None = None
             ) from exc
         duration = time.monotonic() - start
         outcomes = _read_report(report)
-    if proc.returncode in PYTEST_COULD_NOT_RUN and not outcomes:
+    if not outcomes:  # nothing ran: never a PASS, whatever pytest's exit status was
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
+        why = PYTEST_COULD_NOT_RUN.get(proc.returncode, f"pytest exit status {proc.returncode}")
         raise CannotRun(
-            what=f"the testinfra suite could not run ({PYTEST_COULD_NOT_RUN[proc.returncode]}: {tail[0]})",
-            hint="is pytest-testinfra installed in r9700ctl's Python? (pip install pytest-testinfra)",
+            what=f"the testinfra suite ran no check ({why}: {tail[0]})",
+            hint="reinstall r9700ctl (it needs pytest and pytest-testinfra), or widen -k",
         )
     hosts = {name: HostSummary(name) for name in names}
     for outcome in outcomes:
@@ -186,6 +189,18 @@ def verify(request: VerifyRequest, progress: Callable[[str], None] | None = None
         junit_xml=str(Path(request.junit_xml).resolve()) if request.junit_xml else None,
         command=command,
     )
+
+
+def _require_the_test_runner() -> None:
+    """pytest and pytest-testinfra are r9700ctl's own dependencies; an install without them cannot verify."""
+    import importlib.util
+
+    missing = [name for name in ("pytest", "testinfra") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise CannotRun(
+            what=f"cannot verify: {' and '.join(missing)} missing from r9700ctl's Python ({sys.executable})",
+            hint="reinstall r9700ctl with its dependencies: pip install --force-reinstall r9700ctl",
+        )
 
 
 def _read_report(path: Path) -> list[TestOutcome]:

@@ -166,28 +166,66 @@ def _size(size: int) -> str:
 
 
 def _judge_links(d: Diagnosis, report: Any, gpus: list[Any]) -> None:
-    seen: set[str] = set()
+    """Each card's link as the agent judges it (agent/checks/pcie.judge_link), read at the card's
+    upstream port against the lower of the card's and the slot's maximum. A bundle is recorded at
+    idle, where links downtrain to save power: that is a note (INFO), not a warning; a platform
+    that caps the link below what card and slot can do is a WARN."""
+    from r9700ctl.agent.checks.pcie import judge_link
+    from r9700ctl.agent.result import PASS as AGENT_PASS
+    from r9700ctl.agent.result import WARN as AGENT_WARN
+    from r9700ctl.agent.sysfs import GEN_BY_SPEED
+
+    speed_of_gen = {gen: speed for speed, gen in GEN_BY_SPEED.items()}
     for gpu in gpus:
-        for function in [gpu, *report.upstream_of(gpu.bdf)]:
-            if function.bdf in seen or not function.link_downgraded:
-                continue
-            seen.add(function.bdf)
-            cap, sta = function.link_cap, function.link_status
-            narrower = bool(cap and sta and cap.width and sta.width and sta.width < cap.width)
-            what = f"GPU {gpu.bdf}" if function is gpu else f"bridge {function.bdf} above GPU {gpu.bdf}"
-            d.add(
-                "pcie.link_below_max",
-                WARN,
-                f"PCIe link of {what} trained at {_link(sta)}, below its maximum {_link(cap)}",
-                fix="a narrower link means seating, riser or bifurcation: reseat the card, check the slot's "
-                "lanes and the BIOS bifurcation setting"
-                if narrower
-                else "check the BIOS link speed setting, riser and retimers; an idle GPU may lower its link "
-                "speed to save power, so compare under load (amd-smi metric --pcie)",
-                evidence=[
-                    evidence_in(d.bundle, "lspci.txt", r"LnkSta:", function.first_line, function.last_line)
-                ],
-            )
+        link, at = _card_link(report, gpu)
+        if link is None:
+            continue
+        # The model's expected link, as the agent's thresholds take it from the manifest (pcie_gen/width).
+        model = d.manifest.gpu(gpu.pci_id) if gpu.pci_id else None
+        spec = model.raw if model else {}
+        verdict = judge_link(
+            link, speed_of_gen.get(spec.get("pcie_gen")), spec.get("pcie_width"), under_load=False
+        )
+        if verdict.status == AGENT_PASS and not verdict.reason:
+            continue
+        status = WARN if verdict.status == AGENT_WARN else INFO
+        d.add(
+            "pcie.link_below_max",
+            status,
+            f"PCIe link of GPU {gpu.bdf} (read at {at.bdf}): {verdict.reason}",
+            fix="compare under load (r9700ctl validate reads the link during a copy)"
+            if status == INFO
+            else "check the slot, riser and the BIOS link settings",
+            evidence=[evidence_in(d.bundle, "lspci.txt", r"LnkSta:", at.first_line, at.last_line)],
+        )
+
+
+def _card_link(report: Any, gpu: Any) -> tuple[Any, Any]:
+    """(agent Link, function read) for a GPU: its card's upstream port, as agent/sysfs.read_link picks it."""
+    from r9700ctl.agent.sysfs import Link
+
+    rest = list(report.upstream_of(gpu.bdf))  # nearest first
+    at = gpu
+    while rest and rest[0].vendor_id == gpu.vendor_id:  # the card's own switch ports
+        at = rest.pop(0)
+    slot = rest[0] if rest else None
+    cur, cap = at.link_status, at.link_cap
+    if cur is None or cap is None:
+        return None, at
+    slot_cap = slot.link_cap if slot is not None else None
+    return (
+        Link(
+            cur_speed_gts=cur.speed_gts,
+            cur_width=cur.width,
+            max_speed_gts=cap.speed_gts,
+            max_width=cap.width,
+            at=at.bdf,
+            slot_port=slot.bdf if slot is not None else "",
+            slot_max_speed_gts=slot_cap.speed_gts if slot_cap else None,
+            slot_max_width=slot_cap.width if slot_cap else None,
+        ),
+        at,
+    )
 
 
 def _judge_amdsmi_links(d: Diagnosis) -> bool:
@@ -230,26 +268,87 @@ def _link(state: Any) -> str:
 
 
 def _judge_acs(d: Diagnosis, report: Any, gpus: list[Any]) -> None:
-    """ACS on bridges redirects peer traffic through the root complex; only matters between cards."""
+    """ACS redirect matters only on the ports of a switch two GPUs share (r9700ctl/p2p.ports_between):
+    Linux sets it itself on root ports and on each card's own switch when the IOMMU is on."""
+    from r9700ctl.p2p import ports_between
+
     if len(gpus) < 2:
         return
     params = cmdline_of(d)
     if params is not None and params.pci_noacs:
         return
-    flagged: set[str] = set()
-    for gpu in gpus:
-        for bridge in report.upstream_of(gpu.bdf):
-            if bridge.bdf in flagged or not bridge.acs_redirects:
-                continue
-            flagged.add(bridge.bdf)
-            d.add(
-                "pcie.acs_redirect",
-                WARN,
-                f"ACS on bridge {bridge.bdf} redirects peer requests ({', '.join(bridge.acs_redirects)}): "
-                "GPU-to-GPU traffic below it goes up through the root complex",
-                fix=f"disable ACS in the BIOS, or at each boot: setpci -s {bridge.bdf} ECAP_ACS+6.w=0000 "
-                "(or the kernel parameter pci=noacs where the kernel has it)",
-                evidence=[
-                    evidence_in(d.bundle, "lspci.txt", r"ACSCtl:", bridge.first_line, bridge.last_line)
-                ],
+    paths = {g.bdf: [b.bdf for b in reversed(report.upstream_of(g.bdf))] + [g.bdf] for g in gpus}
+    flagged: dict[str, list[str]] = {}
+    for i, first in enumerate(gpus):
+        for second in gpus[i + 1 :]:
+            for port in ports_between(paths[first.bdf], paths[second.bdf]):
+                bridge = report.by_bdf(port)
+                if bridge is not None and bridge.acs_redirects:
+                    flagged.setdefault(port, []).append(f"{first.bdf} <-> {second.bdf}")
+    for port, pairs in flagged.items():
+        bridge = report.by_bdf(port)
+        d.add(
+            "pcie.acs_redirect",
+            WARN,
+            f"ACS on switch port {port} redirects peer requests ({', '.join(bridge.acs_redirects)}) between "
+            f"GPUs {', '.join(pairs)}: their peer-to-peer traffic goes up through the root complex",
+            fix=f"disable ACS in the BIOS, or at each boot: setpci -s {port} ECAP_ACS+6.w=0000 "
+            "(or the kernel parameter pci=noacs where the kernel has it)",
+            evidence=[evidence_in(d.bundle, "lspci.txt", r"ACSCtl:", bridge.first_line, bridge.last_line)],
+        )
+
+
+def rule_aer(d: Diagnosis) -> None:
+    """PCIe AER counters since boot on each AMD GPU's path up to its root port (aer.txt).
+
+    The same rule as the agent's before/after check (r9700ctl/agent/aer.py), over the whole
+    uptime: an uncorrectable (nonfatal or fatal) error is a FAIL, corrected errors a WARN.
+    """
+    from r9700ctl.agent import aer
+    from r9700ctl.agent.parsers import aer as aer_parser
+
+    if not d.bundle.has("aer.txt"):
+        if d.amd_gpus:
+            d.cannot_judge("PCIe errors (AER counters)", "aer.txt")
+        return
+    report = d.bundle.parsed("aer.txt", aer_parser.parse)
+    if report is None or report.error:
+        return  # the parse error is already a "could not read" finding
+    if not report.devices:
+        if d.amd_gpus:
+            d.cannot_judge(
+                "PCIe errors (AER counters)",
+                "aer.txt",
+                because="no device exposes AER counters (AER off in the firmware, or a kernel before 4.19)",
             )
+        return
+    lines = d.bundle.lines("aer.txt")
+    for gpu in d.amd_gpus:
+        device = report.devices.get(gpu.bdf or "")
+        if device is None:
+            d.cannot_judge(
+                f"PCIe errors of {gpu.bdf or '?'}", "aer.txt", because="aer.txt has no counters for it"
+            )
+            continue
+        path = [*device.path, device.address]
+        roles = {address: "port" for address in path}
+        roles[path[0]] = "root port"
+        roles[device.address] = "GPU"
+        shot = aer.Snapshot({device.address: {a: report.devices[a] for a in path if a in report.devices}})
+        verdict = aer.judge(device.address, aer.increases(aer.Snapshot(), shot), None, roles)
+        if verdict.status == aer.PASS:
+            continue
+        evidence = [
+            Evidence("aer.txt", number, line)
+            for number, line in enumerate(lines, 1)
+            if "TOTAL_ERR_" in line
+            and any(f"/{a}/aer_dev_" in line for a in path)
+            and not line.rstrip().endswith(" 0")
+        ]
+        d.add(
+            "pcie.aer",
+            FAIL if verdict.status == FAIL else WARN,
+            f"{verdict.summary} since boot",
+            fix=verdict.hint,
+            evidence=evidence,
+        )

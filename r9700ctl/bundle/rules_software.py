@@ -27,6 +27,9 @@ def rule_versions(d: Diagnosis) -> None:
     rocm = _rocm_version(d)
     if rocm:
         d.versions["rocm"] = rocm[0]
+    dkms_package = installed_packages(d).get("amdgpu-dkms")
+    if dkms_package:
+        d.versions["amdgpu-dkms"] = dkms_package[0]
     runtime = getattr(_rocminfo(d), "runtime_version", None)
     if runtime:
         d.versions["hsa_runtime"] = runtime
@@ -36,7 +39,12 @@ def rule_versions(d: Diagnosis) -> None:
         return
     if rocm is None:
         d.cannot_judge(
-            "whether the installed ROCm supports the GPUs", "amd-smi.txt", "amd-smi-static.json", "env.txt"
+            "whether the installed ROCm supports the GPUs",
+            "rocm-version.txt",
+            "packages.txt",
+            "amd-smi.txt",
+            "amd-smi-static.json",
+            "env.txt",
         )
         return
     if not d.gfx_targets:
@@ -62,11 +70,14 @@ def _judge_rocm_support(d: Diagnosis, version: str, evidence: Evidence) -> None:
         if release is None and not supporting:
             d.add("rocm.target_unknown", INFO, f"no ROCm release in r9700ctl's manifest lists {target}")
             continue
-        if release is None and version_key(version) >= version_key(supporting[0]):
+        if release is None:  # an unknown patch release is not judged as its neighbour
+            newer = version_key(version) >= version_key(supporting[0])
             d.add(
-                "rocm.newer_than_manifest",
-                INFO,
-                f"ROCm {version} is not in r9700ctl's manifest; {target} is supported from {supporting[0]}",
+                "rocm.not_in_manifest",
+                INFO if newer else WARN,
+                f"ROCm {version} is not in the manifest, so whether it supports {target} is not judged; "
+                f"r9700ctl knows {target} in {', '.join(supporting)}",
+                fix="" if newer else f"install one of {', '.join(supporting)} (r9700_rocm_version: auto)",
                 evidence=[evidence],
             )
             continue
@@ -85,13 +96,14 @@ def _judge_rocm_support(d: Diagnosis, version: str, evidence: Evidence) -> None:
 
 
 def _release_for(d: Diagnosis, version: str) -> Any:
-    """The manifest release for a version string: exact, else the newest with the same major.minor."""
-    releases = d.manifest.releases
-    if version in releases:
-        return releases[version]
-    minor = ".".join(version.split(".")[:2])
-    same = [name for name in d.manifest.release_names() if ".".join(name.split(".")[:2]) == minor]
-    return releases[same[-1]] if same else None
+    """The manifest release of exactly this version (6.4.0 is not 6.4.1: 6.4.0 has no gfx1201), else None."""
+    return d.manifest.releases.get(_release_number(version))
+
+
+def _release_number(version: str) -> str:
+    """The release number from the forms tools print (6.4.1, 6.4.1-83, 6.4.1.60401-83~24.04): 6.4.1."""
+    match = re.match(r"(\d+\.\d+\.\d+)", version.strip())
+    return match.group(1) if match else version.strip()
 
 
 def _names_for(d: Diagnosis, target: str) -> str:
@@ -133,7 +145,25 @@ def _amdsmi(d: Diagnosis, name: str) -> Any:
     return d.bundle.parsed(name, amdsmi.parse) if d.bundle.has(name) else None
 
 
+def installed_packages(d: Diagnosis) -> dict[str, tuple[str, int]]:
+    """packages.txt (dpkg-query -W, tab-separated package, version, status): name -> (version, line)
+    of the packages dpkg has installed ("ii")."""
+    found: dict[str, tuple[str, int]] = {}
+    for number, line in enumerate(d.bundle.lines("packages.txt"), start=1):
+        parts = line.split("\t")
+        if len(parts) >= 3 and parts[2].startswith("ii") and parts[1]:
+            found[parts[0]] = (parts[1], number)
+    return found
+
+
 def _rocm_version(d: Diagnosis) -> tuple[str, Evidence] | None:
+    """The installed ROCm release: rocm-core's /opt/rocm/.info/version or package first, tools after."""
+    first = find_line(d.bundle.lines("rocm-version.txt"), r"^\d+\.\d+\.\d+")
+    if first:
+        return _release_number(first[1]), Evidence("rocm-version.txt", first[0], first[1].strip())
+    core = installed_packages(d).get("rocm-core")
+    if core:
+        return _release_number(core[0]), Evidence("packages.txt", core[1], f"rocm-core {core[0]}")
     for name in ("amd-smi.txt", "amd-smi-static.json", "amd-smi-list.json", "amd-smi-metric.json"):
         version = getattr(_amdsmi(d, name), "rocm_version", None)
         if version:
@@ -369,12 +399,14 @@ def rule_dkms(d: Diagnosis) -> None:
             )
     if not entries:
         if report.entries or not report.error:
+            # A supported choice (r9700_driver_source: inbox), not a fault: said, not warned about.
             d.add(
                 "dkms.no_amdgpu",
-                WARN if d.amd_gpus else INFO,
-                "no amdgpu DKMS module: the kernel's own (inbox) amdgpu driver is in use",
-                fix="install amdgpu-dkms from AMD's repository for the ROCm release (r9700ctl provision "
-                "does)",
+                INFO,
+                "no amdgpu DKMS module: the kernel's own (inbox) amdgpu driver is in use, a supported choice "
+                "(r9700_driver_source: inbox); AMD's amdgpu-dkms carries newer fixes for new cards",
+                fix="nothing to do unless the driver misbehaves; then install amdgpu-dkms from AMD's "
+                "repository for the ROCm release (r9700ctl provision with r9700_driver_source: dkms)",
                 evidence=[Evidence("dkms-status.txt", None, "no amdgpu entry")],
             )
         return

@@ -74,9 +74,10 @@ def verify(
       r9700ctl verify inventory.ini --junit-xml verify.xml --json verify.json
 
     \b
-    Exit codes: 0 every check passed (skips are fine); 2 some check failed; 3 none failed
-    but some host could not be checked (unreachable, no sudo); 64 bad input (nothing was
-    contacted).
+    Exit codes: 0 every host passed checks (skips beside them are fine); 2 some check failed;
+    3 none failed but some host could not be checked (unreachable, no sudo) or no check ran
+    on it (all skipped, -k matched nothing): NOT_CHECKED, never PASS; 64 bad input (nothing
+    was contacted).
     """
     from r9700ctl.report import write_json
     from r9700ctl.verify import VerifyRequest
@@ -111,10 +112,12 @@ def verify(
 def render_lines(result) -> list[str]:
     """The host table, one line per problem, and a closing sentence."""
     width = max([4, *(len(h.host) for h in result.hosts)])
-    lines = [f"{'HOST':<{width}}  STATUS  PASSED  FAILED  SKIPPED  ERRORS"]
+    status_width = max([6, *(len(h.status) for h in result.hosts)])
+    lines = [f"{'HOST':<{width}}  {'STATUS':<{status_width}}  PASSED  FAILED  SKIPPED  ERRORS"]
     for h in result.hosts:
         lines.append(
-            f"{h.host:<{width}}  {h.status:<6}  {h.passed:>6}  {h.failed:>6}  {h.skipped:>7}  {h.errors:>6}"
+            f"{h.host:<{width}}  {h.status:<{status_width}}  {h.passed:>6}  {h.failed:>6}  {h.skipped:>7}  "
+            f"{h.errors:>6}"
         )
     problems = result.problems()
     if problems:
@@ -124,11 +127,14 @@ def render_lines(result) -> list[str]:
             first = o.message.strip().splitlines()[0] if o.message.strip() else "no message"
             lines.append(f"{o.host:<{width}}  {kind} {o.label} ({o.file}): {first}")
     failed = sum(1 for h in result.hosts if h.status == "FAIL")
-    errors = sum(1 for h in result.hosts if h.status == "ERROR")
-    passed = len(result.hosts) - failed - errors
+    passed = sum(1 for h in result.hosts if h.status == "PASS")
+    unchecked = len(result.hosts) - failed - passed
+    for h in result.hosts:
+        if h.status == "NOT_CHECKED":
+            lines.append(f"{h.host:<{width}}  not checked: no check ran on it ({h.skipped} skipped)")
     lines.append(
         f"{len(result.hosts)} host(s) checked in {result.duration_s:.1f} s: "
-        f"{passed} passed, {failed} failed, {errors} could not be checked"
+        f"{passed} passed, {failed} failed, {unchecked} could not be checked"
     )
     if result.junit_xml:
         lines.append(f"JUnit XML: {result.junit_xml}")

@@ -4,7 +4,8 @@ Layout (every release in data/manifest.yaml, suites noble, jammy and bookworm, o
   rocm/rocm.gpg.key                                   armored public key, like AMD's
   rocm/apt/<version>/dists/<suite>/...                ROCm stand-ins
   amdgpu/<driver>/ubuntu/dists/<suite>/...            amdgpu-dkms, amdgpu-dkms-firmware, amdgpu-install
-  graphics/<version>/ubuntu/dists/<suite>/...         7.x only, empty (AMD's docs add this source)
+  graphics/<version>/ubuntu/dists/<suite>/...         7.x only: mesa-amdgpu-va-drivers, which the
+                                                      stand-in rocdecode (and so `rocm`) depends on
   amdgpu-install/<version>/ubuntu/<suite>/amdgpu-install_<v>_all.deb
   lab-kernel/dists/bookworm/...                       lab plumbing: headers for the host's kernel
 """
@@ -89,8 +90,12 @@ def build(
         driver = standins.driver_directory(release)
         amdgpu = {f: aptrepo.build_pool(standins.amdgpu_packages(release, f)) for f in _flavours(suites)}
         publish(root / amdgpu_dir, {s: amdgpu[flavour_of(s)] for s in suites}, f"amdgpu {driver}")
-        if int(name.split(".")[0]) >= 7:
-            publish(root / "graphics" / name / "ubuntu", {s: [] for s in suites}, f"graphics {name}")
+        graphics_dir = manifest.repository.graphics_path(release)
+        if graphics_dir:
+            graphics = {
+                f: aptrepo.build_pool(standins.graphics_packages(release, f)) for f in _flavours(suites)
+            }
+            publish(root / graphics_dir, {s: graphics[flavour_of(s)] for s in suites}, f"graphics {name}")
         installer = aptrepo.build_pool([standins.amdgpu_install_package(release)])[0]
         for suite in suites:
             target = (

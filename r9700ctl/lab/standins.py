@@ -95,7 +95,14 @@ ROCM_PACKAGES: dict[str, tuple[tuple[str, ...], str]] = {
         "meta package: the whole ROCm stack",
     ),
 }
-UPSTREAM_VERSION = {"rocminfo": "1.0.0"}  # rocminfo keeps 1.0.0 across releases
+UPSTREAM_VERSION = {"rocminfo": "1.0.0", "rocdecode": "1.4.0"}  # rocminfo keeps 1.0.0 across releases
+# ROCm 7.x moved libdrm-amdgpu and mesa-amdgpu-* into a third repository, graphics/<version>/ubuntu,
+# and rocdecode (pulled in by `rocm`) Depends on mesa-amdgpu-va-drivers: "Depends: rocm-hip-runtime,
+# libva-drm2 (>= 2.16.0) | libva-amdgpu-drm2, mesa-amdgpu-va-drivers, rocprofiler-register"
+# (`dpkg -I rocdecode_1.4.0.70002`, ROCm/rocDecode#656). The stand-ins keep that dependency, so a node
+# without the graphics source fails `apt install rocm` exactly as a real one does.
+GRAPHICS_PACKAGE = "mesa-amdgpu-va-drivers"
+ROCDECODE = "rocdecode"
 AMDGPU_PACKAGES = frozenset({"amdgpu-dkms", "amdgpu-dkms-firmware", "amdgpu-install"})
 TOOLS = {"rocminfo": "rocminfo", "amd-smi-lib": "amd-smi", "rocm-smi-lib": "rocm-smi"}
 PACKAGE_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
@@ -197,6 +204,15 @@ def rocm_packages(
     """
     prefix = f"/opt/rocm-{release.version}"
     table = dict(ROCM_PACKAGES)
+    unversioned: dict[str, list[str]] = {}
+    if release.graphics:
+        table[ROCDECODE] = (
+            ("rocm-core", "hip-runtime-amd"),
+            "rocDecode video decode (needs the graphics repository)",
+        )
+        unversioned[ROCDECODE] = [GRAPHICS_PACKAGE]
+        depends, summary = table["rocm"]
+        table["rocm"] = ((*depends, ROCDECODE), summary)
     for name in [*extra_names, *package_names(release.raw.get("packages", ()))]:
         if name not in AMDGPU_PACKAGES:
             table.setdefault(name, (("rocm-core",), f"{name} (named in the r9700ctl manifest)"))
@@ -207,7 +223,8 @@ def rocm_packages(
             version=rocm_package_version(name, release, flavour),
             summary=f"{summary} - {STANDIN}",
             description=f"Lab stand-in for AMD's {name} {release.version}, built by `r9700ctl lab up`.",
-            depends=[f"{dep} (= {rocm_package_version(dep, release, flavour)})" for dep in depends],
+            depends=[f"{dep} (= {rocm_package_version(dep, release, flavour)})" for dep in depends]
+            + unversioned.get(name, []),
             files=[DebFile(f"{prefix}/share/doc/{name}/README.lab", _readme(name, release).encode())],
         )
         if name == "rocm-core":
@@ -289,6 +306,29 @@ def tool_script(tool: str, data_dir: str, replayed: dict[tuple[str, ...], str]) 
         "        exit 1 ;;\n"
         "esac\n"
     )
+
+
+def graphics_packages(release: RocmRelease, flavour: str) -> list[DebPackage]:
+    """The graphics repository's stand-ins (graphics/<version>/ubuntu, ROCm 7.x).
+
+    Version shape of AMD's mesa-amdgpu-va-drivers_25.0.0.60401-2164967.24.04 (repo.radeon.com's
+    amdgpu/6.4.1 pool, where it lived before 7.0); the 7.x numbers here follow that shape.
+    """
+    build = build_of(release)
+    return [
+        DebPackage(
+            name=GRAPHICS_PACKAGE,
+            version=f"25.0.0.{version_code(release.version)}-{build.dkms_build}.{flavour}",
+            summary=f"Mesa VA-API video acceleration drivers - {STANDIN}",
+            description=f"Lab stand-in for AMD's {GRAPHICS_PACKAGE} (graphics/{release.graphics}/ubuntu).",
+            files=[
+                DebFile(
+                    f"/usr/share/doc/{GRAPHICS_PACKAGE}/README.lab",
+                    _readme(GRAPHICS_PACKAGE, release).encode(),
+                )
+            ],
+        )
+    ]
 
 
 def amdgpu_packages(release: RocmRelease, flavour: str) -> list[DebPackage]:

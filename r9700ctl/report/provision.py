@@ -124,6 +124,9 @@ def closing_lines(outcome: ProvisionOutcome) -> list[str]:
             kind = UNREACHABLE if task.unreachable else FAILED
             lines.append(f"{host.host}: {kind} at '{task.task}': {task.message}")
     for host in outcome.hosts:
+        if host.p2p.get("reason") and not host.errors:
+            lines.append(f"{host.host}: PCIe P2P {host.p2p['reason']}")
+    for host in outcome.hosts:
         if host.reboot_pending:
             why = f" ({'; '.join(host.reboot_reasons)})" if host.reboot_reasons else ""
             lines.append(f"{host.host}: reboot pending{why}")
@@ -164,5 +167,6 @@ def _host_entry(host: HostResult, address: str | None) -> dict[str, Any]:
         "reboot_pending": host.reboot_pending,
         "reboot_reasons": host.reboot_reasons,
         "versions": host.versions,
+        "p2p": host.p2p or None,
         "interrupted_in": host.current_task if host.interrupted else None,
     }

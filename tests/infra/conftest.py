@@ -101,16 +101,14 @@ class Node:
         return [str(u) for u in users]
 
     def environment(self) -> dict[str, str]:
-        """NAME -> value the environment files must carry (r9700_env role semantics)."""
-        merged = {**(self.var("r9700_env") or {}), **(self.var("r9700_env_extra") or {})}
-        state = self.need_state()
-        if state.get("hsa_override_gfx_version"):
-            merged["HSA_OVERRIDE_GFX_VERSION"] = state["hsa_override_gfx_version"]
-        visible = str(self.var("r9700_rocr_visible_devices"))
-        visible = state.get("rocr_visible_devices", "") if visible == "auto" else visible
-        if visible:
-            merged["ROCR_VISIBLE_DEVICES"] = visible
-        return {k: str(v) for k, v in merged.items() if v is not None}
+        """NAME -> value of THE environment list the node recorded (/etc/r9700ctl/node.json).
+
+        The roles compute it once (r9700ctl/envlist.py); the suite holds every file that carries it
+        to that one list, and holds the list to the promises the inventory makes (test_environment.py).
+        """
+        if "environment" not in self.record:
+            pytest.fail(f"{self.name}: {NODE_FILE} has no environment list (run `r9700ctl provision` on it)")
+        return {str(e["name"]): str(e["value"]) for e in self.record["environment"]}
 
 
 def _read_json(host: Any, path: str, problems: list[str]) -> dict[str, Any]:

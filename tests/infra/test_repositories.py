@@ -39,6 +39,27 @@ def test_amdgpu_source_points_at_the_manifests_driver(host, node):
     assert actual == expected, f"amdgpu.sources has {actual}, expected {expected}"
 
 
+def test_graphics_source_is_there_exactly_for_releases_that_have_one(host, node):
+    """ROCm 7.x: graphics/<version>/ubuntu beside rocm/apt, same key (AMD's 7.x Ubuntu instructions);
+    without it `apt install rocm` fails (rocdecode needs mesa-amdgpu-va-drivers from there)."""
+    path = "/etc/apt/sources.list.d/rocm-graphics.sources"
+    graphics = node.need_state().get("graphics_repo_path", "")
+    if not graphics:
+        assert not host.file(path).exists, f"{path} is left from another release"
+        return
+    source = deb822(host, path)
+    expected = {
+        "Types": "deb",
+        "URIs": f"{node.base_url}/{graphics}",
+        "Suites": node.suite,
+        "Components": "main",
+        "Architectures": "amd64",
+        "Signed-By": KEYRING,
+    }
+    actual = {k: source.get(k) for k in expected}
+    assert actual == expected, f"{path} has {actual}, expected {expected}"
+
+
 @pytest.mark.parametrize("legacy", ["rocm.list", "amdgpu.list", "amdgpu-proprietary.list"])
 def test_legacy_one_line_sources_are_gone(host, legacy):
     """A leftover with another Signed-By breaks apt ("Conflicting values set for option Signed-By")."""
@@ -70,12 +91,13 @@ def test_pin_prefers_the_repositories_host(host, node):
     assert f"Pin-Priority: {int(node.var('r9700_repo_pin_priority'))}" in pin
 
 
-def test_apt_reads_both_sources_at_the_pin_priority(host, node):
+def test_apt_reads_every_source_at_the_pin_priority(host, node):
     """`apt-cache policy`: the pin really applies to the sources (not only written to a file)."""
     policy = host.run("apt-cache policy").stdout
     priority = int(node.var("r9700_repo_pin_priority"))
     state = node.need_state()
-    for path in (state["rocm_repo_path"], state["amdgpu_repo_path"]):
+    paths = [state["rocm_repo_path"], state["amdgpu_repo_path"], state.get("graphics_repo_path", "")]
+    for path in filter(None, paths):
         assert f"{priority} {node.base_url}/{path} {node.suite}/main" in policy, path
 
 

@@ -131,6 +131,11 @@ def test_the_collected_files_are_the_tools_outputs(collected):
     rows = json.loads((out / "node1" / "collect.json").read_text())["files"]
     rocminfo = next(r for r in rows if r["file"] == "rocminfo.txt")
     assert (rocminfo["rc"], rocminfo["recorded"], rocminfo["as_root"]) == (0, True, True)
+    # Issue 9 item 6: package versions and rocm-core's version file, so the release needs no amd-smi.
+    assert (out / "node1" / "rocm-version.txt").read_text().startswith(f"{ROCM}-")
+    packages = (out / "node1" / "packages.txt").read_text().splitlines()
+    core = [line for line in packages if line.startswith(f"rocm-core\t{ROCM}.")]
+    assert core and core[0].endswith("\tii "), packages
 
 
 def test_env_txt_keeps_gpu_variables_and_drops_everything_else(collected):

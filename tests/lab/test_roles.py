@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+REPO = Path(__file__).resolve().parents[2]
 # Files a refused node must not see changed (R9).
 WATCHED = "/etc/apt /etc/modprobe.d /etc/default/grub.d"
 
@@ -55,6 +57,23 @@ def snapshot(lab: Any, node: str) -> str:
     return out.stdout
 
 
+def apt_simulation(lab: Any, node: str, sources: str) -> subprocess.CompletedProcess[str]:
+    """`apt-get install -s rocm` on a node with nothing installed, from only the named .sources files.
+
+    Scratch lists, cache and an empty dpkg status: the node's own apt state is not touched.
+    """
+    script = (
+        "d=$(mktemp -d) && chmod 755 $d && mkdir -p $d/parts $d/lists/partial $d/cache/archives/partial && "
+        ": > $d/status && "
+        f"for f in {sources}; do cp /etc/apt/sources.list.d/$f $d/parts/; done && "
+        'o="-o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts=$d/parts '
+        "-o Dir::State::status=$d/status -o Dir::State::Lists=$d/lists -o Dir::Cache=$d/cache "
+        '-o APT::Sandbox::User=root" && '
+        "apt-get $o update -qq && apt-get $o install -s rocm; rc=$?; rm -rf $d; exit $rc"
+    )
+    return lab.ssh(node, f"sudo sh -c {shlex.quote(script)}")
+
+
 def test_provision_verify_and_a_second_run_that_changes_nothing(lab, tmp_path):
     """R1: the first run provisions both nodes, verify passes, a second run changes and reboots nothing."""
     first, report = provision(lab.inventory, tmp_path, name="first")
@@ -67,6 +86,45 @@ def test_provision_verify_and_a_second_run_that_changes_nothing(lab, tmp_path):
     summary = json.loads((tmp_path / "verify.json").read_text())
     assert {h["host"]: h["status"] for h in summary["hosts"]} == {name: "PASS" for name, _ in lab.nodes}
     assert all(h["passed"] > 30 for h in summary["hosts"])
+
+    # Item 7: a plain `pip install .` (no test extra) verifies as well: checks run, none unjudged.
+    venv = tmp_path / "plain-venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    installed = subprocess.run(
+        [str(venv / "bin/pip"), "install", "-q", str(REPO)], capture_output=True, text=True, timeout=1200
+    )
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    plain = subprocess.run(
+        [str(venv / "bin/r9700ctl"), "verify", str(lab.inventory), "--json", str(tmp_path / "plain.json")],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        env={**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, "NO_COLOR": "1", "COLUMNS": "200"},
+    )
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    hosts_checked = json.loads((tmp_path / "plain.json").read_text())["hosts"]
+    assert all(h["status"] == "PASS" and h["passed"] > 30 for h in hosts_checked), hosts_checked
+
+    # Issue 9, items 3 and 4: ONE environment list reaches system services through the systemd
+    # drop-in, and r9700_p2p: auto decides off where preflight sees no BAR/IOMMU/ACS facts (the
+    # lab's stand-in GPUs have none), with the reason in the summary and in node.json.
+    for name, _ in lab.nodes:
+        assert f"{name}: PCIe P2P off: no BAR, IOMMU or ACS facts for " in first.stdout
+        dropin = lab.ssh(name, "cat /etc/systemd/system.conf.d/90-r9700.conf")
+        assert dropin.returncode == 0, dropin.stderr
+        assert "[Manager]" in dropin.stdout and "DefaultEnvironment=NCCL_P2P_DISABLE=1" in dropin.stdout
+        record = json.loads(lab.ssh(name, "cat /etc/r9700ctl/node.json").stdout)
+        assert record["p2p"]["state"] == "off" and record["p2p"]["mode"] == "auto"
+        assert {e["name"]: e["value"] for e in record["environment"]} == {"NCCL_P2P_DISABLE": "1"}
+
+    # Item 1: ROCm 7.x needs its graphics repository: with only rocm.sources and amdgpu.sources,
+    # `rocm` is not installable (the stand-in rocdecode depends on mesa-amdgpu-va-drivers, as AMD's does).
+    node = lab.nodes[0][0]
+    with_graphics = apt_simulation(lab, node, "rocm.sources amdgpu.sources rocm-graphics.sources")
+    assert with_graphics.returncode == 0, with_graphics.stdout + with_graphics.stderr
+    without = apt_simulation(lab, node, "rocm.sources amdgpu.sources")
+    assert without.returncode != 0
+    assert "rocdecode : Depends: mesa-amdgpu-va-drivers but it is not installable" in without.stdout
 
     second, report = provision(lab.inventory, tmp_path, name="second")
     assert second.returncode == 0, second.stdout + second.stderr
@@ -89,6 +147,25 @@ def test_rocm_632_on_a_stand_in_r9700_is_refused_with_the_releases_that_would_wo
         in error
     )
     assert "releases that would work: 6.4.1, 7.0.2, 7.1.1" in error
+    assert snapshot(lab, node) == before
+
+
+def test_an_hsa_override_in_env_extra_is_refused_like_the_override_itself(lab, tmp_path):
+    """Issue 9 item 3: the same check, the same message, whichever knob carries 9.4.2; nothing changes."""
+    node = lab.nodes[0][0]
+    before = snapshot(lab, node)
+    messages = []
+    for name, extra in (
+        ("knob", '{"r9700_hsa_override_gfx_version": "9.4.2"}'),
+        ("env", '{"r9700_env_extra": {"HSA_OVERRIDE_GFX_VERSION": "9.4.2"}}'),
+    ):
+        out, report = provision(lab.inventory, tmp_path, "--limit", node, "-e", extra, name=name)
+        assert out.returncode == 2, out.stdout + out.stderr
+        messages.append(hosts(report)[node]["failed_tasks"][0]["message"])
+    refusal = "preflight refused, nothing changed: cross-family HSA override refused: 9.4.2 is gfx942 (CDNA3)"
+    assert all(refusal in m for m in messages), messages
+    details = [m.split(" (fix: ")[0] for m in messages]
+    assert details[0] == details[1]
     assert snapshot(lab, node) == before
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import shlex
 import subprocess
 from itertools import product
 from pathlib import Path
@@ -43,6 +44,8 @@ def repos_registered(changed: bool = True, policy: str = "") -> dict[str, Any]:
         "__r9700_repos_keyring_copy": {"changed": changed},
         "__r9700_repos_rocm_source": {"changed": changed},
         "__r9700_repos_amdgpu_source": {"changed": changed},
+        "__r9700_repos_graphics_source": {"changed": changed},
+        "__r9700_repos_graphics_removed": {"changed": False},
         "__r9700_repos_pin": {"changed": changed},
         "__r9700_repos_policy": {"stdout": policy},
     }
@@ -129,8 +132,8 @@ def test_every_role_renders_for_the_node_matrix(os_key, gpus, mirror, override, 
     env = RoleRender("r9700_env", ctx).run()
     profile = env.task("Configure | Write the login-shell environment").files["/etc/profile.d/r9700.sh"]
     (tmp_path / "r9700.sh").write_text(profile)
-    values = sh(f'. {tmp_path / "r9700.sh"}; echo "$HSA_OVERRIDE_GFX_VERSION|$NCCL_MIN_NCHANNELS"').strip()
-    assert values == f"{override}|4"
+    values = sh(f'. {tmp_path / "r9700.sh"}; echo "$HSA_OVERRIDE_GFX_VERSION|$NCCL_P2P_DISABLE"').strip()
+    assert values == f"{override}|1"
 
     kernel = RoleRender("r9700_kernel", ctx).run()
     assert (
@@ -141,6 +144,10 @@ def test_every_role_renders_for_the_node_matrix(os_key, gpus, mirror, override, 
     users = {"r9700": ["x", "1000", "1000", "", "/home/r9700", "/bin/bash"]}
     access = RoleRender("r9700_access", ctx, access_registered(users, "")).run()
     assert access.task("Configure | Put the users in the GPU groups").items == ["r9700"]
+
+    power = RoleRender("r9700_power", ctx).run()  # no cap, no PSU map: nothing written
+    assert power.task("Plan | Read each card's power-cap range").skipped
+    assert not power.task("Configure | Remove the policy file").skipped
 
 
 # -- r9700_repos ---------------------------------------------------------------------------------
@@ -175,6 +182,64 @@ def test_a_key_with_another_fingerprint_is_refused_before_any_source_is_written(
 def test_a_fingerprint_with_spaces_is_accepted_as_gpg_prints_it():
     spaced = " ".join(TEST_KEY_FPR[i : i + 4] for i in range(0, 40, 4)).lower()
     RoleRender("r9700_repos", context(r9700_repo_key_fingerprint=spaced), repos_registered()).run()
+
+
+# AMD's ROCm 7.x Ubuntu instructions, verbatim but for the substitutions (ROCm/rocm-install-on-linux,
+# docs/install/install-methods/package-manager/package-manager-ubuntu.rst): /etc/apt/sources.list.d/rocm.list
+AMD_7X_ROCM_LIST = """\
+deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/rocm/apt/{v} {codename} main
+deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/graphics/{v}/ubuntu {codename} main
+"""  # noqa: E501 (AMD's lines as documented)
+
+
+def one_line_source(line: str) -> dict[str, Any]:
+    """A one-line apt source as deb822 fields (sources.list(5))."""
+    match = re.fullmatch(r"(deb) \[(.*)\] (\S+) (\S+) (.+)", line)
+    assert match, line
+    options = dict(option.split("=", 1) for option in match.group(2).split())
+    return {
+        "types": [match.group(1)],
+        "architectures": options["arch"].split(","),
+        "signed_by": options["signed-by"],
+        "uris": [match.group(3)],
+        "suites": [match.group(4)],
+        "components": match.group(5).split(),
+    }
+
+
+def deb822_args(task) -> dict[str, Any]:
+    return {
+        key: task.args[key] for key in ("types", "architectures", "signed_by", "uris", "suites", "components")
+    }
+
+
+@pytest.mark.parametrize("version", ["7.0.2", "7.1.1", "7.2.3"])
+@pytest.mark.parametrize("os_key", ["ubuntu-24.04", "ubuntu-22.04"])
+def test_rocm_7x_gets_the_rocm_and_graphics_sources_exactly_as_amd_documents_them(version, os_key):
+    """Issue 9 item 1: without graphics/<version>/ubuntu, `apt install rocm` fails on 7.x."""
+    repos = RoleRender("r9700_repos", context(os_key, r9700_rocm_version=version), repos_registered()).run()
+    codename = {"ubuntu-24.04": "noble", "ubuntu-22.04": "jammy"}[os_key]
+    rocm_line, graphics_line = AMD_7X_ROCM_LIST.format(v=version, codename=codename).splitlines()
+    assert deb822_args(repos.task("Configure | Add the ROCm repository")) == one_line_source(rocm_line)
+    graphics = repos.task("Configure | Add the graphics repository")
+    assert graphics.args["state"] == "present" and graphics.args["name"] == "rocm-graphics"
+    assert repos.task("Configure | Remove a graphics repository left by").skipped
+    assert deb822_args(graphics) == one_line_source(graphics_line)
+
+
+def test_a_6x_release_has_no_graphics_source_and_a_stale_one_is_removed():
+    """ROCm 6.4.x kept mesa-amdgpu-* in amdgpu/<ver>/ubuntu: no graphics repository to add."""
+    repos = RoleRender("r9700_repos", context(r9700_rocm_version="6.4.1"), repos_registered()).run()
+    assert repos.task("Configure | Add the graphics repository").skipped
+    removed = repos.task("Configure | Remove a graphics repository left by a 7.x release")
+    assert removed.args == {"path": "/etc/apt/sources.list.d/rocm-graphics.sources", "state": "absent"}
+
+
+def test_a_mirror_serves_the_graphics_repository_under_its_own_base_url():
+    repos = RoleRender("r9700_repos", context(mirror=MIRROR), repos_registered()).run()
+    assert repos.task("Configure | Add the graphics repository").args["uris"] == [
+        f"{MIRROR}/graphics/7.1.1/ubuntu"
+    ]
 
 
 def test_legacy_sources_are_removed_before_apt_is_first_asked_for_anything():
@@ -443,53 +508,102 @@ def test_a_listed_user_that_does_not_exist_is_refused_not_created():
 # -- r9700_env -----------------------------------------------------------------------------------
 
 
-def env_files(tmp_path: Path, **host_vars: Any) -> tuple[str, str]:
+PROFILE, SESSION, MANAGER = (
+    "/etc/profile.d/r9700.sh",
+    "/etc/environment.d/90-r9700.conf",
+    "/etc/systemd/system.conf.d/90-r9700.conf",
+)
+
+
+def env_files(tmp_path: Path, **host_vars: Any) -> tuple[str, str, str]:
     env = RoleRender("r9700_env", context(**host_vars)).run()
-    profile = env.task("Configure | Write the login-shell environment").files["/etc/profile.d/r9700.sh"]
-    session = env.task("Configure | Write the systemd session environment").files[
-        "/etc/environment.d/90-r9700.conf"
-    ]
+    profile = env.task("Configure | Write the login-shell environment").files[PROFILE]
+    session = env.task("Configure | Write the systemd user-manager environment").files[SESSION]
+    manager = env.task("Configure | Write the system manager's DefaultEnvironment").files[MANAGER]
     (tmp_path / "r9700.sh").write_text(profile)
-    return profile, session
+    return profile, session, manager
 
 
-def test_env_defaults_are_the_articles_nccl_settings_plus_fine_grain_pcie(tmp_path):
-    _, session = env_files(tmp_path)
-    assert [line for line in session.splitlines() if not line.startswith("#")] == [
-        "HSA_FORCE_FINE_GRAIN_PCIE=1",
-        "NCCL_MIN_NCHANNELS=4",
-        "NCCL_P2P_DISABLE=0",
-    ]
-    out = sh(f"PATH=/usr/bin:/bin; . {tmp_path / 'r9700.sh'}; . {tmp_path / 'r9700.sh'}; echo $PATH; env")
+def session_values(session: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in session.splitlines() if line and not line.startswith("#"))
+
+
+def manager_values(manager: str) -> dict[str, str]:
+    """As systemd reads DefaultEnvironment= (systemd-system.conf(5)): quoted words, NAME=value each."""
+    lines = [line.split("=", 1)[1] for line in manager.splitlines() if line.startswith("DefaultEnvironment=")]
+    return dict(word.split("=", 1) for line in lines for word in shlex.split(line))
+
+
+def profile_values(tmp_path: Path, names: list[str]) -> dict[str, str]:
+    script = f". {tmp_path / 'r9700.sh'}; " + "; ".join(f'printf "%s|" "${{{n}-<unset>}}"' for n in names)
+    values = sh(f"env -i /bin/sh -c {shlex.quote(script)}").split("|")[: len(names)]
+    return {n: v for n, v in zip(names, values, strict=True) if v != "<unset>"}
+
+
+def all_three(tmp_path: Path, **host_vars: Any) -> dict[str, str]:
+    """The variables of the three files; fails unless all three carry exactly the same ones."""
+    _, session, manager = env_files(tmp_path, **host_vars)
+    from_session, from_manager = session_values(session), manager_values(manager)
+    names = sorted({*from_session, *from_manager, "HSA_OVERRIDE_GFX_VERSION", "HSA_FORCE_FINE_GRAIN_PCIE"})
+    assert from_session == from_manager == profile_values(tmp_path, names)
+    return from_session
+
+
+def test_the_three_files_carry_one_list_for_login_shells_user_managers_and_system_services(tmp_path):
+    """Issue 9: a system service (slurmd, dockerd) read no environment.d and no profile.d."""
+    _, _, manager = env_files(tmp_path, r9700_env_extra={"NCCL_SOCKET_IFNAME": "^docker0,lo"})
+    assert "[Manager]" in manager.splitlines()
+    values = all_three(tmp_path, r9700_env_extra={"NCCL_SOCKET_IFNAME": "^docker0,lo"})
+    assert values["NCCL_SOCKET_IFNAME"] == "^docker0,lo"
+
+
+def test_defaults_carry_no_article_values_only_the_p2p_decision(tmp_path):
+    """NCCL_MIN_NCHANNELS=4 (MI300X tuning) and NCCL_P2P_DISABLE=0 (a no-op) are opt-in, not defaults."""
+    values = all_three(tmp_path)
+    assert values == {"NCCL_P2P_DISABLE": "1"}  # no P2P facts in this render: auto decides off
+    out = sh(f"PATH=/usr/bin:/bin; . {tmp_path / 'r9700.sh'}; . {tmp_path / 'r9700.sh'}; echo $PATH")
     assert out.splitlines()[0] == "/usr/bin:/bin:/opt/rocm/bin"  # added once, even when sourced twice
-    assert "HSA_FORCE_FINE_GRAIN_PCIE=1" in out and "HSA_OVERRIDE_GFX_VERSION" not in out
 
 
 def test_a_key_set_to_null_is_removed_and_extra_keys_are_merged(tmp_path):
-    _, session = env_files(tmp_path, r9700_env_extra={"NCCL_P2P_DISABLE": None, "NCCL_SOCKET_IFNAME": "eth0"})
-    assert "NCCL_P2P_DISABLE" not in session and "NCCL_SOCKET_IFNAME=eth0" in session
+    values = all_three(
+        tmp_path,
+        r9700_env={"NCCL_DEBUG": "WARN", "NCCL_MIN_NCHANNELS": "4"},
+        r9700_env_extra={"NCCL_MIN_NCHANNELS": None, "NCCL_SOCKET_IFNAME": "eth0"},
+    )
+    assert values == {"NCCL_DEBUG": "WARN", "NCCL_SOCKET_IFNAME": "eth0", "NCCL_P2P_DISABLE": "1"}
 
 
-def test_values_with_shell_characters_survive_the_profile_quoting(tmp_path):
-    env_files(tmp_path, r9700_env_extra={"NCCL_DEBUG_SUBSYS": "INIT,ENV $HOME 'x'"})
-    assert sh(f'. {tmp_path / "r9700.sh"}; printf %s "$NCCL_DEBUG_SUBSYS"') == "INIT,ENV $HOME 'x'"
+def test_the_recorded_list_names_a_reason_and_a_source_for_every_entry(tmp_path):
+    ctx = context(r9700_env_extra={"NCCL_DEBUG": "INFO"})
+    env = RoleRender("r9700_env", ctx).run()
+    listed = {e["name"]: e for e in env.vars["r9700_environment"]}
+    assert listed["NCCL_DEBUG"]["source"] == "r9700_env_extra"
+    assert "rocm-systems#11348" in listed["NCCL_P2P_DISABLE"]["reason"]
+    assert all(e["reason"] and e["source"] for e in listed.values())
+
+
+@pytest.mark.parametrize("value", ["INIT,ENV $HOME", "a b", "50%", 'say "hi"', "x'y", "${PATH}"], ids=str)
+def test_a_value_the_three_files_would_read_differently_is_refused_before_any_change(value):
+    with pytest.raises(AssertionError, match=r"profile\.d, environment\.d and systemd would read"):
+        context(r9700_env_extra={"NCCL_DEBUG_SUBSYS": value})
+
+
+def test_a_bad_variable_name_is_refused():
+    with pytest.raises(AssertionError, match="'NOT-A-NAME' is not a variable name"):
+        context(r9700_env_extra={"NOT-A-NAME": "1"})
 
 
 def test_rocr_visible_devices_hides_an_igpu_by_default_and_can_be_set_or_switched_off(tmp_path):
     """ROCm/ROCm#5696: the iGPU must not become device 0 beside the R9700s."""
-    _, session = env_files(tmp_path, igpu=True)
-    assert "ROCR_VISIBLE_DEVICES=0,1,2,3" in session
-    _, session = env_files(tmp_path, igpu=True, r9700_rocr_visible_devices="")
-    assert "ROCR_VISIBLE_DEVICES" not in session
-    _, session = env_files(tmp_path, r9700_rocr_visible_devices="1,3")
-    assert "ROCR_VISIBLE_DEVICES=1,3" in session
-    _, session = env_files(tmp_path)
-    assert "ROCR_VISIBLE_DEVICES" not in session
+    assert all_three(tmp_path, igpu=True)["ROCR_VISIBLE_DEVICES"] == "0,1,2,3"
+    assert "ROCR_VISIBLE_DEVICES" not in all_three(tmp_path, igpu=True, r9700_rocr_visible_devices="")
+    assert all_three(tmp_path, r9700_rocr_visible_devices="1,3")["ROCR_VISIBLE_DEVICES"] == "1,3"
+    assert "ROCR_VISIBLE_DEVICES" not in all_three(tmp_path)
 
 
-def test_a_bad_variable_name_is_refused(tmp_path):
-    with pytest.raises(AssertFailed, match="r9700_env names must be shell identifiers"):
-        env_files(tmp_path, r9700_env_extra={"NOT-A-NAME": "1"})
+def test_an_accepted_hsa_override_reaches_all_three_files(tmp_path):
+    assert all_three(tmp_path, override="12.0.1")["HSA_OVERRIDE_GFX_VERSION"] == "12.0.1"
 
 
 # -- r9700_kernel --------------------------------------------------------------------------------
@@ -535,3 +649,100 @@ def test_the_preflight_task_hands_the_inventory_values_to_the_judge():
     assert task.args["rocm_version"] == "7.1.1"
     assert task.args["lab_pci_devices"][0]["device"] == "0x7551"
     assert task.args["apt_lock_timeout"] == 600 and task.args["driver_source"] == "dkms"
+
+
+# -- r9700_power ---------------------------------------------------------------------------------
+
+# `amd-smi static --json` of a real card (RX 6600: power cap 94-100 W, at 0000:0b:00.0); the
+# stand-in amd-smi of the lab prints the same file.
+RECORDED_STATIC = Path(__file__).resolve().parents[2] / "r9700ctl/data/recorded/rx6600-1x/amd-smi-static.json"
+
+
+def power_registered(rc: int = 0, stderr: str = "") -> dict[str, Any]:
+    stdout = "\n".join(RECORDED_STATIC.read_text().splitlines()[1:]) if rc == 0 else ""
+    return {"__r9700_power_static": {"rc": rc, "stdout": stdout, "stderr": stderr, "changed": False}}
+
+
+def test_a_cap_inside_the_cards_range_gets_a_policy_file_an_applier_and_an_enabled_boot_unit():
+    ctx = context(r9700_power_cap_w=95)
+    power = RoleRender("r9700_power", ctx, power_registered()).run()
+
+    policy = json.loads(power.task("Configure | Write the node's power policy").args["content"])
+    assert policy == {
+        "schema": "r9700ctl.power/1",
+        "caps_w": {"0000:0b:00.0": 95.0},
+        "psus": [],
+        "margin": 0.1,
+    }
+    unit_task = power.task("Configure | Write the oneshot unit")
+    unit = unit_task.files["/etc/systemd/system/r9700-power-cap.service"]
+    assert "Type=oneshot" in unit and "WantedBy=multi-user.target" in unit
+    assert (
+        "ExecStart=/usr/bin/python3 /usr/local/sbin/r9700-power-cap apply --policy /etc/r9700ctl/power.json"
+        in unit
+    )
+    link = power.task("Configure | Enable the unit").args
+    assert link["dest"] == "/etc/systemd/system/multi-user.target.wants/r9700-power-cap.service"
+    assert link["src"] == "/etc/systemd/system/r9700-power-cap.service" and link["state"] == "link"
+    # A systemd node (runtime steps on) also gets the caps now, through the same applier.
+    apply = power.task("Apply | Set the caps now")
+    assert not apply.skipped and apply.args["argv"][2:4] == ["apply", "--policy"]
+    assert power.notified == ["Reload the systemd units"]
+
+
+def test_files_only_nodes_get_the_enabled_unit_but_no_cap_is_set_now():
+    """The lab and image builds run no systemd: the unit applies the caps at next boot."""
+    ctx = context(r9700_power_cap_w=95, service_manager="sshd")
+    power = RoleRender("r9700_power", ctx, power_registered())
+
+    assert power.run().task("Apply | Set the caps now").skipped
+    assert not power.task("Configure | Enable the unit").skipped
+
+
+def test_a_cap_outside_the_cards_own_range_is_refused_with_that_range_before_any_file():
+    power = RoleRender("r9700_power", context(r9700_power_cap_w=250), power_registered())
+
+    with pytest.raises(AssertFailed, match=r"250 W is outside the 94-100 W this card accepts"):
+        power.run()
+    assert not any(t.name.startswith("Configure") for t in power.tasks)
+
+
+def test_a_per_gpu_cap_must_name_a_card_amd_smi_lists():
+    power = RoleRender(
+        "r9700_power", context(r9700_power_cap_w_by_gpu={"0000:03:00.0": 95}), power_registered()
+    )
+
+    with pytest.raises(AssertFailed, match=r"names 0000:03:00.0, which is not a GPU of this node"):
+        power.run()
+
+
+def test_without_a_working_amd_smi_no_cap_is_set_blind():
+    ctx = context(r9700_power_cap_w=95)
+    power = RoleRender("r9700_power", ctx, power_registered(2, "amd-smi: not found"))
+
+    with pytest.raises(AssertFailed, match=r"amd-smi static --json failed \(rc 2: amd-smi: not found\)"):
+        power.run()
+
+
+def test_a_psu_map_alone_writes_the_policy_for_validate_and_no_unit():
+    psus = {"psu1": {"watts": 1600, "gpus": ["0000:03:00.0", "0000:04:00.0"], "host_w": 300}}
+    earlier = {"__r9700_power_old_applier": {"stat": {"exists": True}, "changed": False}}
+    power = RoleRender("r9700_power", context(r9700_psus=psus), earlier).run()
+
+    policy = json.loads(power.task("Configure | Write the node's power policy").args["content"])
+    assert policy["caps_w"] == {} and policy["psus"][0]["gpus"] == ["0000:03:00.0", "0000:04:00.0"]
+    assert power.task("Configure | Write the oneshot unit").skipped
+    assert not power.task("Configure | Remove the unit, its link and the applier").skipped
+    # An earlier run's caps go back to the cards' defaults before the applier is removed.
+    assert not power.task("Configure | Restore the cards' default caps").skipped
+
+
+def test_the_policy_path_is_the_one_the_agent_reads():
+    from r9700ctl.agent import power
+
+    ctx = context()
+    vars_file = Path(__file__).resolve().parents[2] / "roles/r9700_power/vars/Debian.yml"
+    import yaml
+
+    assert yaml.safe_load(vars_file.read_text())["__r9700_power_policy_path"] == "/" + power.POLICY_PATH
+    assert ctx["r9700_psu_margin"] == power.DEFAULT_MARGIN

@@ -7,6 +7,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from r9700ctl.bundle import diagnose_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,10 +158,12 @@ def test_the_old_comma_format_with_a_module_only_built_for_the_running_kernel_fa
     assert finding.evidence[0].line == 2
 
 
-def test_no_amdgpu_dkms_entry_means_the_inbox_driver_and_warns(tmp_path):
+def test_no_amdgpu_dkms_entry_means_the_inbox_driver_a_supported_choice(tmp_path):
+    """Issue 9 item 6: the kernel's own amdgpu is a supported choice (r9700_driver_source: inbox): INFO."""
     bundle = bundle_from(tmp_path, "r9700-2x", {"dkms-status.txt": ""})
 
-    assert only(diagnose_bundle(bundle), "dkms.no_amdgpu").severity == "WARN"
+    finding = only(diagnose_bundle(bundle), "dkms.no_amdgpu")
+    assert finding.severity == "INFO" and "a supported choice" in finding.detail
 
 
 # ---- PCIe
@@ -184,9 +188,10 @@ def test_acs_redirect_on_the_bridges_above_two_gpus_warns_per_bridge(tmp_path):
     acs = [f for f in report.findings if f.id == "pcie.acs_redirect"]
 
     assert [f.detail.split(" redirects")[0] for f in acs] == [
-        "ACS on bridge 0000:02:00.0",
-        "ACS on bridge 0000:02:01.0",
+        "ACS on switch port 0000:02:00.0",
+        "ACS on switch port 0000:02:01.0",
     ]
+    assert "between GPUs 0000:03:00.0 <-> 0000:04:00.0" in acs[0].detail
     assert acs[0].evidence[0].text.startswith("ACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+")
     assert "setpci -s 0000:02:00.0 ECAP_ACS+6.w=0000" in acs[0].fix
 
@@ -198,20 +203,35 @@ def test_pci_noacs_on_the_command_line_silences_the_acs_warning(tmp_path):
     assert "pcie.acs_redirect" not in {f.id for f in diagnose_bundle(bundle).findings}
 
 
-def test_a_downgraded_link_status_warns_with_the_lnksta_line(tmp_path):
+def _card_link_status(tmp_path: Path, status: str) -> tuple[Path, int]:
+    """The recorded RX 5500 bundle with its card's upstream port (01:00.0, the card's real link) edited."""
     bundle = bundle_from(tmp_path, "rx5500-switch-acs")
     lspci = bundle / "lspci.txt"
-    gpu_start = line_of(lspci, "03:00.0 VGA compatible controller")
+    port = line_of(lspci, "00:01.0/01:00.0 PCI bridge")
     text = lspci.read_text().splitlines()
-    number = next(i for i in range(gpu_start, len(text)) if "LnkSta:" in text[i]) + 1
-    text[number - 1] = "\t\tLnkSta:\tSpeed 8GT/s, Width x4 (downgraded)"
+    number = next(i for i in range(port, len(text)) if "LnkSta:" in text[i]) + 1
+    text[number - 1] = f"\t\tLnkSta:\t{status}"
     lspci.write_text("\n".join(text) + "\n")
+    return bundle, number
+
+
+def test_a_link_downtrained_at_idle_is_a_note_as_the_agent_judges_it(tmp_path):
+    """Issue 9 item 6: idle links downtrain to save power; the agent says so at idle (PASS with a note)."""
+    bundle, number = _card_link_status(tmp_path, "Speed 2.5GT/s, Width x8 (downgraded)")
 
     finding = only(diagnose_bundle(bundle), "pcie.link_below_max")
 
-    assert "GPU 0000:03:00.0 trained at 8 GT/s x4, below its maximum 8 GT/s x16" in finding.detail
+    assert finding.severity == "INFO"
+    assert "idle: link at Gen1 x8 of Gen3 x8; idle GPUs downtrain" in finding.detail
+    assert "read at 0000:01:00.0" in finding.detail
     assert (finding.evidence[0].file, finding.evidence[0].line) == ("lspci.txt", number)
-    assert "bifurcation" in finding.fix
+
+
+def test_the_gpu_functions_own_internal_link_is_not_the_cards_link(tmp_path):
+    """A Radeon's GPU function sits behind the card's own switch: its LnkSta is internal (the recorded
+    GPU shows x16 behind an x8 card link), so only the card's upstream port is judged."""
+    bundle = bundle_from(tmp_path, "rx5500-switch-acs")
+    assert "pcie.link_below_max" not in {f.id for f in diagnose_bundle(bundle).findings}
 
 
 def test_an_r9700_whose_bar_is_256m_warns_that_large_bar_is_off(tmp_path):
@@ -324,3 +344,151 @@ def test_missing_txt_from_collect_explains_why_a_file_is_missing(tmp_path):
         "could not judge whether the ROCm runtime sees the GPUs because rocminfo.txt is missing "
         "(rocminfo.txt: rocminfo: command not found)"
     ) in texts
+
+
+# ---- healthy machines: no false alarms (issue 9 item 6)
+
+
+def test_drm_error_lines_of_other_drivers_are_not_amdgpu_errors(tmp_path):
+    """A BMC's ast driver logs "[drm] *ERROR*" lines (recorded): a line is attributed by its driver
+    prefix and PCI address, not by "[drm]", so none of them is an amdgpu error."""
+    from r9700ctl.agent.parsers import dmesg
+
+    text = (FIXTURES / "dmesg" / "ast-bmc-drm-errors.txt").read_text()
+    report = dmesg.parse(text)
+    assert (report.findings, report.amdgpu_lines) == ([], 1)  # only the prefix-less "[drm] Initialized ast"
+    bundle = bundle_from(tmp_path, "r9700-2x", {"dmesg.txt": text})
+    assert not [f for f in diagnose_bundle(bundle).findings if f.id.startswith("dmesg.")]
+
+
+def test_an_amdgpu_error_beside_them_is_still_found_and_attributed_to_its_card(tmp_path):
+    text = (FIXTURES / "dmesg" / "ast-bmc-drm-errors.txt").read_text()
+    # ROCm/legacy-rocm-build#2196, as posted
+    text += "[31327.729436] [drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx_0.0.0 timeout, signaled seq=613206\n"  # noqa: E501
+    bundle = bundle_from(tmp_path, "r9700-2x", {"dmesg.txt": text})
+    assert only(diagnose_bundle(bundle), "dmesg.amdgpu_ring_timeout").severity == "FAIL"
+
+
+def _two_cards_on_their_own_root_ports(tmp_path: Path) -> Path:
+    """The recorded RX 5500 tree (root port, the card's own switch with Linux's ACS redirect, GPU)
+    and a copy of it under a second root port with new bus numbers: two cards that meet only in the
+    root complex, as R9700s in separate slots do."""
+    bundle = bundle_from(tmp_path, "rx5500-switch-acs")
+    text = (bundle / "lspci.txt").read_text()
+    copy = "\n".join(text.splitlines()[1:])
+    for old, new in (
+        ("03:00.0", "07:00.0"),
+        ("02:00.0", "06:00.0"),
+        ("01:00.0", "05:00.0"),
+        ("00:01.0", "00:02.0"),
+    ):
+        copy = copy.replace(old, new)
+    for old, new in (
+        ("primary=00, secondary=01, subordinate=03", "primary=00, secondary=05, subordinate=07"),
+        ("primary=01, secondary=02, subordinate=03", "primary=05, secondary=06, subordinate=07"),
+        ("primary=02, secondary=03, subordinate=03", "primary=06, secondary=07, subordinate=07"),
+    ):
+        copy = copy.replace(old, new)
+    (bundle / "lspci.txt").write_text(text.rstrip("\n") + "\n" + copy + "\n")
+    return bundle
+
+
+def test_linux_own_acs_redirect_on_each_cards_switch_is_no_finding(tmp_path):
+    """With the IOMMU on, Linux sets ACS redirect on root ports and on each card's own switch
+    (pci_request_acs): between two cards on separate root ports there is no switch to judge."""
+    bundle = _two_cards_on_their_own_root_ports(tmp_path)
+    report = diagnose_bundle(bundle)
+    assert len([g for g in report.gpus if g.vendor == "1002"]) == 2
+    assert "pcie.acs_redirect" not in {f.id for f in report.findings}
+
+
+@pytest.mark.parametrize(
+    ("version", "severity"),
+    [("6.4.0", "WARN"), ("7.2.0", "INFO")],
+    ids=["6.4.0-before-gfx1201", "7.2.0-unknown-patch"],
+)
+def test_a_rocm_version_is_matched_exactly_and_an_unknown_one_is_not_in_the_manifest(
+    tmp_path, version, severity
+):
+    """6.4.0 was judged as 6.4.1 (the same minor) and so called supported, but 6.4.0 has no gfx1201."""
+    bundle = bundle_from(tmp_path, "r9700-2x")
+    edit(bundle / "amd-smi.txt", "ROCm version: 7.2.0", f"ROCm version: {version}")
+    finding = only(diagnose_bundle(bundle), "rocm.not_in_manifest")
+    assert finding.severity == severity
+    assert finding.detail.startswith(f"ROCm {version} is not in the manifest")
+    assert "rocm.unsupported_gpu" not in {f.id for f in diagnose_bundle(bundle).findings}
+
+
+@pytest.mark.parametrize(
+    ("files", "version", "finding"),
+    [
+        ({"rocm-version.txt": "6.4.0-47\n"}, "6.4.0", "rocm.not_in_manifest"),
+        (
+            {"packages.txt": "rocm-core\t7.1.1.70101-38~24.04\tii \nrocminfo\t1.0.0.70101-38~24.04\tii \n"},
+            "7.1.1",
+            None,
+        ),
+        ({"packages.txt": "rocm-core\t6.3.2.60302-66~22.04\tii \n"}, "6.3.2", "rocm.unsupported_gpu"),
+    ],
+    ids=["info-version-file", "rocm-core-package", "rocm-core-6.3.2"],
+)
+def test_the_rocm_release_is_judged_from_collects_package_versions_without_amd_smi(
+    tmp_path, files, version, finding
+):
+    """Issue 9 item 6: collect records /opt/rocm/.info/version and dpkg-query's versions, so a node
+    whose amd-smi is missing or broken still gets its ROCm release judged."""
+    bundle = bundle_from(tmp_path, "r9700-3x", files)  # rocminfo only: no amd-smi in this recording
+    report = diagnose_bundle(bundle)
+    assert report.versions["rocm"] == version
+    ids = {f.id for f in report.findings}
+    assert (finding in ids) if finding else not ids & {"rocm.not_in_manifest", "rocm.unsupported_gpu"}
+
+
+# ---- PCIe AER counters (aer.txt, `grep -H .` of /sys/devices/**/aer_dev_*)
+
+
+def aer_lines(path: str, kind: str, counts: dict[str, int]) -> list[str]:
+    total = {"correctable": "TOTAL_ERR_COR", "nonfatal": "TOTAL_ERR_NONFATAL", "fatal": "TOTAL_ERR_FATAL"}[
+        kind
+    ]
+    lines = [f"{path}/aer_dev_{kind}:{name} {n}" for name, n in counts.items()]
+    return [*lines, f"{path}/aer_dev_{kind}:{total} {sum(counts.values())}"]
+
+
+ROOT_PORT = "/sys/devices/pci0000:00/0000:00:01.1"
+GPU_03 = f"{ROOT_PORT}/0000:01:00.0/0000:02:00.0/0000:03:00.0"
+GPU_43 = "/sys/devices/pci0000:40/0000:40:01.1/0000:41:00.0/0000:42:00.0/0000:43:00.0"
+
+
+def test_uncorrectable_aer_errors_at_a_gpus_root_port_fail_with_the_riser_hint(tmp_path):
+    """The r9700-2x node's first card (0000:03:00.0) with a completion timeout counted at its root port."""
+    text = "\n".join(
+        aer_lines(ROOT_PORT, "correctable", {"RxErr": 0})
+        + aer_lines(ROOT_PORT, "nonfatal", {"CmpltTO": 2})
+        + aer_lines(GPU_03, "correctable", {"RxErr": 0})
+        + aer_lines(GPU_43, "correctable", {"RxErr": 0})
+    )
+    bundle = bundle_from(tmp_path, "r9700-2x", {"aer.txt": text + "\n"})
+
+    finding = only(diagnose_bundle(bundle), "pcie.aer")
+
+    assert finding.severity == "FAIL"
+    assert finding.detail == "0000:03:00.0: 2 nonfatal at root port 0000:00:01.1 (CmpltTO 2) since boot"
+    assert "reseat the card" in finding.fix and "riser" in finding.fix
+    assert [(e.file, e.line) for e in finding.evidence] == [("aer.txt", 4)]
+
+
+def test_corrected_aer_errors_on_a_gpu_warn_and_a_clean_gpu_says_nothing(tmp_path):
+    text = "\n".join(aer_lines(GPU_03, "correctable", {"BadTLP": 7}) + aer_lines(GPU_43, "fatal", {"DLP": 0}))
+    bundle = bundle_from(tmp_path, "r9700-2x", {"aer.txt": text + "\n"})
+
+    finding = only(diagnose_bundle(bundle), "pcie.aer")
+
+    assert finding.severity == "WARN"
+    assert finding.detail.startswith("0000:03:00.0: 7 correctable at GPU 0000:03:00.0 (BadTLP 7)")
+
+
+def test_a_bundle_without_aer_txt_says_the_pcie_errors_were_not_judged(tmp_path):
+    report = diagnose_bundle(bundle_from(tmp_path, "r9700-2x"))
+
+    assert any(n.topic == "PCIe errors (AER counters)" for n in report.not_judged)

@@ -371,6 +371,7 @@ def test_provision_of_a_node_records_it_and_a_second_run_changes_nothing(
         "reboot_pending": False,
         "reboot_reasons": [],
         "versions": {},
+        "p2p": None,
         "interrupted_in": None,
     }
     run_dir = Path(document["artifact_dir"])

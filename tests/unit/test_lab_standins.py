@@ -15,6 +15,8 @@ from r9700ctl.manifest import RocmRelease
 
 def _release(version: str, driver: str, installer: str = "") -> RocmRelease:
     raw = {"amdgpu": driver, **({"amdgpu_install": installer} if installer else {})}
+    if version.startswith("7."):
+        raw["graphics"] = version
     return RocmRelease(version=version, gfx=("gfx1201",), os={"ubuntu-24.04": "noble"}, raw=raw)
 
 
@@ -72,11 +74,29 @@ def test_every_stand_in_says_so_and_every_dependency_is_in_the_same_repository()
         for package in group:
             assert "lab stand-in" in package.summary
             for dependency in package.depends:
+                if dependency == standins.GRAPHICS_PACKAGE:
+                    continue  # from the graphics repository (test above)
                 name, _, pinned = dependency.partition(" (= ")
                 assert versions.get(name) == pinned.rstrip(")"), f"{package.name} -> {dependency}"
     assert {"rocm", "rocm-hip-runtime", "rocminfo", "amd-smi-lib", "rocm-smi-lib", "rccl"} <= {
         p.name for p in rocm
     }
+
+
+def test_rocm_7x_needs_the_graphics_repository_as_amds_does_and_6x_does_not():
+    """rocdecode Depends on mesa-amdgpu-va-drivers (ROCm/rocDecode#656), which 7.x serves only from
+    graphics/<version>/ubuntu: without that source `apt install rocm` fails, in the lab as on a node."""
+    release = RocmRelease("7.1.1", ("gfx1201",), {}, raw={"amdgpu": "30.20.1", "graphics": "7.1.1"})
+    rocm = {p.name: p for p in standins.rocm_packages(release, "24.04", RECORDED)}
+    assert "rocdecode (= 1.4.0.70101-38~24.04)" in rocm["rocm"].depends
+    assert "mesa-amdgpu-va-drivers" in rocm["rocdecode"].depends
+    graphics = standins.graphics_packages(release, "24.04")
+    assert [(p.name, p.version) for p in graphics] == [
+        ("mesa-amdgpu-va-drivers", "25.0.0.70101-2255209.24.04")
+    ]
+    assert "mesa-amdgpu-va-drivers" not in {p.name for p in rocm.values()}
+    older = {p.name: p for p in standins.rocm_packages(_release("6.4.1", "6.4.1"), "24.04", RECORDED)}
+    assert "rocdecode" not in older and not any("rocdecode" in d for d in older["rocm"].depends)
 
 
 def test_rocm_core_manages_opt_rocm_like_amds_package():
@@ -166,4 +186,10 @@ def test_the_mirror_has_every_manifest_release_in_all_three_suites(tmp_path):
                 root / "amdgpu-install" / name / "ubuntu" / suite / standins.amdgpu_install_filename(release)
             )
             assert installer.is_file()
+            graphics_dir = data.repository.graphics_path(release)
+            if graphics_dir:
+                served = (root / graphics_dir / "dists" / suite / "main/binary-amd64/Packages").read_text()
+                assert "Package: mesa-amdgpu-va-drivers\n" in served, f"{graphics_dir} {suite}"
+            else:
+                assert not (root / "graphics" / name).exists()
     assert (root / "lab-kernel/dists/bookworm/InRelease").is_file()

@@ -127,6 +127,11 @@ def test_debian_12_gets_the_jammy_suite_with_a_best_effort_warning():
     warning = check(v, "rocm.os_listed")
     assert warning.status == WARN
     assert "best effort" in warning.detail and "ubuntu-24.04" in warning.detail
+    assert warning.detail.endswith(
+        "AMD lists Debian 12 for Instinct GPUs only, never for a Radeon: Debian 12 is r9700ctl's lab OS "
+        "and best effort for R9700 nodes; Ubuntu 24.04 and 22.04 are the supported systems"
+    )
+    assert "Instinct" not in check(judge(facts("ubuntu-24.04")), "rocm.version").detail
 
 
 def test_rocm_632_on_an_r9700_is_refused_naming_the_releases_that_would_work():
@@ -261,6 +266,19 @@ def test_an_igpu_beside_discrete_cards_sets_rocr_visible_devices_to_the_discrete
     assert judge(facts()).resolved.rocr_visible_devices == ""
 
 
+def test_an_igpu_is_a_warning_with_amds_advice_to_disable_it_in_the_bios():
+    """Issue 9 item 5: AMD's prerequisites say to disable the iGPU; hiding it may still crash ROCm."""
+    igpu = {"address": "0000:01:00.0", "vendor": "0x1002", "device": "0x164e", "class": "0x030000"}
+    v = judge(facts(gpus=[igpu, *r9700(2)]))
+    c = check(v, "gpu.igpu")
+    assert c.status == WARN and v.ok  # a warning, not a refusal: the node still gets ROCR_VISIBLE_DEVICES
+    assert c.fix == (
+        "disable the integrated GPU in the BIOS/UEFI setup (AMD's ROCm installation prerequisites)"
+    )
+    assert "may crash the system" in c.detail
+    assert c.evidence["source"].startswith("https://rocm.docs.amd.com/")
+
+
 def test_an_unknown_amd_display_device_is_a_warning_not_a_guess():
     """An id the manifest lacks gets no gfx target: say so instead of assuming an R9700."""
     unknown = {"address": "0000:09:00.0", "vendor": "0x1002", "device": "0x7590", "class": "0x030000"}
@@ -311,25 +329,111 @@ def test_too_little_disk_is_refused_with_the_threshold_named():
     assert check(judge(f, min_free_gb=10), "disk.var").status == PASS
 
 
+UBUNTU_MOK = {
+    "key": "/var/lib/shim-signed/mok/MOK.priv",
+    "certificate": "/var/lib/shim-signed/mok/MOK.der",
+    "origin": "dkms's default on Ubuntu: the MOK of shim-signed",
+}
+DEBIAN_MOK = {
+    "key": "/var/lib/dkms/mok.key",
+    "certificate": "/var/lib/dkms/mok.pub",
+    "origin": "dkms's default: its own MOK in /var/lib/dkms",
+}
+
+
+def signing(mok: dict[str, str], exists: bool = True, enrolled: str | None = "enrolled") -> dict[str, Any]:
+    said = {
+        "enrolled": f"{mok['certificate']} is already enrolled",
+        "not_enrolled": f"{mok['certificate']} is not enrolled",
+        "pending": f"{mok['certificate']} is already in the enrollment request",
+    }.get(enrolled or "", "")
+    return {
+        **mok,
+        "key_exists": exists,
+        "certificate_exists": exists,
+        "enrolled": enrolled if exists else None,
+        "mokutil": said,
+    }
+
+
+SECURE_BOOT_ON = {"state": "enabled", "source": "mokutil", "detail": "SecureBoot enabled"}
+
+
 @pytest.mark.parametrize(
-    ("state", "signing", "source", "status"),
+    ("os_key", "mok", "exists", "enrolled", "status", "fix"),
     [
-        pytest.param("enabled", False, "dkms", FAIL, id="enabled-unsigned-refused"),
-        pytest.param("enabled", True, "dkms", PASS, id="enabled-with-dkms-signing"),
-        pytest.param("enabled", False, "inbox", SKIP, id="inbox-builds-nothing"),
-        pytest.param("not_efi", False, "dkms", PASS, id="legacy-bios"),
-        pytest.param("unknown", False, "dkms", WARN, id="unknown-state"),
+        pytest.param("ubuntu-24.04", UBUNTU_MOK, True, "enrolled", PASS, "", id="ubuntu-shim-mok-enrolled"),
+        pytest.param(
+            "ubuntu-24.04",
+            UBUNTU_MOK,
+            True,
+            "not_enrolled",
+            FAIL,
+            "enroll it: sudo update-secureboot-policy --enroll-key, reboot",
+            id="ubuntu-shim-mok-not-enrolled",
+        ),
+        pytest.param(
+            "ubuntu-22.04",
+            UBUNTU_MOK,
+            False,
+            None,
+            FAIL,
+            "create the key first (sudo update-secureboot-policy --new-key), then enroll it: "
+            "sudo update-secureboot-policy --enroll-key",
+            id="ubuntu-no-mok-yet",
+        ),
+        pytest.param("debian-12", DEBIAN_MOK, True, "enrolled", PASS, "", id="debian-dkms-mok-enrolled"),
+        pytest.param(
+            "debian-12",
+            DEBIAN_MOK,
+            True,
+            "not_enrolled",
+            FAIL,
+            "enroll it: sudo mokutil --import /var/lib/dkms/mok.pub, reboot",
+            id="debian-dkms-mok-not-enrolled",
+        ),
+        pytest.param(
+            "debian-12",
+            DEBIAN_MOK,
+            False,
+            None,
+            FAIL,
+            "-keyout /var/lib/dkms/mok.key -addext extendedKeyUsage=codeSigning -outform DER -out "
+            "/var/lib/dkms/mok.pub), then enroll it: sudo mokutil --import /var/lib/dkms/mok.pub",
+            id="debian-no-mok-yet",
+        ),
+        pytest.param("debian-12", DEBIAN_MOK, True, "pending", WARN, "Enroll MOK", id="enrollment-pending"),
+        pytest.param("debian-12", DEBIAN_MOK, True, "unknown", WARN, "mokutil --test-key", id="no-mokutil"),
     ],
 )
-def test_secure_boot_refuses_unsigned_dkms_with_the_options(state, signing, source, status):
-    """Unsigned DKMS modules do not load under Secure Boot; say the three ways out."""
-    f = facts(
-        secure_boot={"state": state, "source": "mokutil", "detail": ""}, dkms_signing={"configured": signing}
-    )
-    c = check(judge(f, driver_source=source), "secureboot")
-    assert c.status == status
+def test_secure_boot_judges_the_key_dkms_really_signs_with(os_key, mok, exists, enrolled, status, fix):
+    """Issue 9 item 2: an Ubuntu node whose shim-signed MOK is enrolled was refused (only /var/lib/dkms
+    was looked at), and the fix enrolled a key Ubuntu's DKMS never uses."""
+    f = facts(os_key, secure_boot=SECURE_BOOT_ON, dkms_signing=signing(mok, exists, enrolled))
+    c = check(judge(f), "secureboot")
+    assert c.status == status, c.one_line()
+    assert fix in c.fix
+    if status == PASS:
+        assert c.detail == (
+            f"Secure Boot enabled; DKMS signs amdgpu with {mok['key']} + {mok['certificate']} "
+            f"({mok['origin']}), enrolled ({mok['certificate']} is already enrolled)"
+        )
     if status == FAIL:
-        assert "disable Secure Boot" in c.fix and "mokutil --import" in c.fix and "inbox" in c.fix
+        assert "disable Secure Boot" in c.fix and "r9700_driver_source: inbox" in c.fix
+
+
+@pytest.mark.parametrize(
+    ("state", "source", "status"),
+    [
+        pytest.param("enabled", "inbox", SKIP, id="inbox-builds-nothing"),
+        pytest.param("not_efi", "dkms", PASS, id="legacy-bios"),
+        pytest.param("disabled", "dkms", PASS, id="secure-boot-off"),
+        pytest.param("unknown", "dkms", WARN, id="unknown-state"),
+    ],
+)
+def test_secure_boot_off_or_no_build_needs_no_key(state, source, status):
+    f = facts(secure_boot={"state": state, "source": "mokutil", "detail": ""}, dkms_signing={})
+    assert check(judge(f, driver_source=source), "secureboot").status == status
 
 
 def test_an_apt_lock_still_held_names_the_process():
@@ -533,14 +637,76 @@ def test_secure_boot_state_is_read_from_efivars_without_mokutil(fake_root, efiva
     assert nodefacts.read_secure_boot(str(fake_root), nodefacts.no_commands)["state"] == state
 
 
-def test_dkms_signing_counts_a_mok_pair_or_framework_settings(fake_root):
-    assert nodefacts.read_dkms_signing(str(fake_root))["configured"] is False
+def mokutil_says(text: str, rc: int):
+    """A runner whose mokutil prints `text` (mokutil --test-key's own wording, lcp/mokutil)."""
+    calls = []
+
+    def run(argv, timeout):
+        calls.append(argv)
+        return (rc, text) if argv[0] == "mokutil" else None
+
+    run.calls = calls
+    return run
+
+
+def test_on_ubuntu_dkms_signs_with_the_shim_signed_mok_and_its_enrollment_is_tested(fake_root):
+    """dkms's prepare_mok(): Ubuntu without framework settings -> /var/lib/shim-signed/mok/MOK.priv + .der."""
+    write(fake_root, "/var/lib/shim-signed/mok/MOK.priv", "key")
+    write(fake_root, "/var/lib/shim-signed/mok/MOK.der", b"cert")
+    run = mokutil_says("/var/lib/shim-signed/mok/MOK.der is already enrolled\n", 1)
+    got = nodefacts.read_dkms_signing(str(fake_root), "ubuntu", "6.8.0-31-generic", run)
+    assert (got["key"], got["certificate"], got["key_exists"], got["certificate_exists"]) == (
+        "/var/lib/shim-signed/mok/MOK.priv",
+        "/var/lib/shim-signed/mok/MOK.der",
+        True,
+        True,
+    )
+    assert got["enrolled"] == "enrolled"
+    assert run.calls == [["mokutil", "--test-key", "/var/lib/shim-signed/mok/MOK.der"]]
+
+
+def test_on_debian_dkms_signs_with_its_own_mok_in_var_lib_dkms(fake_root):
+    write(fake_root, "/var/lib/dkms/mok.key", "key")
+    write(fake_root, "/var/lib/dkms/mok.pub", b"cert")
+    run = mokutil_says("/var/lib/dkms/mok.pub is not enrolled\n", 0)
+    got = nodefacts.read_dkms_signing(str(fake_root), "debian", "6.1.0-18-amd64", run)
+    assert (got["key"], got["certificate"], got["enrolled"]) == (
+        "/var/lib/dkms/mok.key",
+        "/var/lib/dkms/mok.pub",
+        "not_enrolled",
+    )
+
+
+def test_framework_conf_d_settings_override_the_default_key_and_kernelver_is_expanded(fake_root):
+    """/etc/dkms/framework.conf and framework.conf.d/*.conf (dkms's read_framework_conf); later wins."""
+    write(fake_root, "/etc/dkms/framework.conf", '# mok_signing_key="/x"\nmok_signing_key=/root/a.key\n')
     write(
         fake_root,
-        "/etc/dkms/framework.conf",
-        '# mok_signing_key="/x"\nmok_signing_key=/root/mok.key\nmok_certificate=/root/mok.der\n',
+        "/etc/dkms/framework.conf.d/20-site.conf",
+        'mok_signing_key="/etc/keys/$kernelver.key"\nmok_certificate="/etc/keys/signing.der"\n',
     )
-    assert nodefacts.read_dkms_signing(str(fake_root))["configured"] is True
+    write(fake_root, "/etc/dkms/framework.conf.d/30-ignored.conf.disabled", "mok_signing_key=/nope\n")
+    write(fake_root, "/etc/keys/6.8.0-31-generic.key", "key")
+    got = nodefacts.read_dkms_signing(str(fake_root), "ubuntu", "6.8.0-31-generic", nodefacts.no_commands)
+    assert (got["key"], got["certificate"]) == ("/etc/keys/6.8.0-31-generic.key", "/etc/keys/signing.der")
+    assert got["origin"].startswith("mok_signing_key in /etc/dkms/framework.conf.d/20-site.conf")
+    assert (got["key_exists"], got["certificate_exists"], got["enrolled"]) == (True, False, None)
+
+
+@pytest.mark.parametrize(
+    ("said", "rc", "state"),
+    [
+        ("MOK.der is already in the enrollment request", 1, "pending"),
+        ("MOK.der is already in db", 1, "enrolled"),
+        ("MOK.der is blocked in dbx", 1, "blocked"),
+        ("EFI variables are not supported on this system", 255, "unknown"),
+    ],
+)
+def test_every_mokutil_answer_has_a_state(fake_root, said, rc, state):
+    write(fake_root, "/var/lib/shim-signed/mok/MOK.priv", "key")
+    write(fake_root, "/var/lib/shim-signed/mok/MOK.der", b"cert")
+    got = nodefacts.read_dkms_signing(str(fake_root), "ubuntu", "k", mokutil_says(said, rc))
+    assert got["enrolled"] == state
 
 
 def test_a_loaded_amdgpu_with_a_module_version_is_amds_dkms_build(fake_root):
@@ -608,3 +774,71 @@ def test_verdict_serialises_for_the_ansible_fact_and_the_doctors_json():
         "apt.lock",
         "secureboot",
     }
+
+
+# -- Power caps and PSU budgets (r9700_power's interface, refused before anything changes) --------
+
+FOUR = ["0000:03:00.0", "0000:04:00.0", "0000:05:00.0", "0000:06:00.0"]
+
+
+def test_no_psu_map_means_no_budget_is_claimed_checked():
+    assert check(judge(facts()), "power.psu").status == SKIP
+
+
+def test_an_overcommitted_psu_refuses_the_node_and_says_by_how_much():
+    """4 R9700 at a 300 W cap + 550 W of host on one 1600 W PSU: over by 150 W."""
+    verdict = judge(facts(), power_cap_w=300, psus={"psu1": {"watts": 1600, "gpus": FOUR, "host_w": 550}})
+
+    psu = check(verdict, "power.psu.psu1")
+    assert psu.status == FAIL
+    assert "over its rating by 150 W" in psu.detail
+    assert not verdict.ok
+    assert verdict.refusal("node1").startswith("node1: preflight refused, nothing changed: PSU psu1 (1600 W)")
+
+
+def test_uncapped_cards_are_budgeted_at_their_board_power_from_the_manifest():
+    """No r9700_power_cap_w: an R9700 draws up to its 300 W default cap (manifest board_power_w)."""
+    verdict = judge(facts(), psus={"psu1": {"watts": 1600, "gpus": FOUR, "host_w": 300}})
+
+    psu = check(verdict, "power.psu.psu1")
+    assert psu.status == WARN  # 1500 W: inside the 10% margin of 1600 W
+    assert psu.evidence["budget"]["draw_w"] == dict.fromkeys(FOUR, 300.0)
+
+
+def test_two_psus_each_judged_on_their_own_gpus_and_a_per_gpu_cap_counts():
+    verdict = judge(
+        facts(),
+        power_cap_w=250,
+        power_cap_w_by_gpu={"0000:03:00.0": 200},
+        psus={
+            "psu1": {"watts": 1000, "gpus": FOUR[:2], "host_w": 460},
+            "psu2": {"watts": 850, "gpus": FOUR[2:]},
+        },
+    )
+
+    # psu1: 200 (its own cap) + 250 + 460 = 910 W, above 1000 x 0.9 = 900: inside the margin.
+    assert check(verdict, "power.psu.psu1").status == WARN
+    assert check(verdict, "power.psu.psu2").status == PASS  # 2 x 250 = 500 W on 850 W
+    assert verdict.ok
+
+
+def test_a_psu_feeding_a_gpu_the_node_does_not_have_is_refused():
+    verdict = judge(facts(gpus=r9700(1)), psus={"psu1": {"watts": 1600, "gpus": ["0000:43:00.0"]}})
+
+    psu = check(verdict, "power.psu.psu1")
+    assert psu.status == FAIL
+    assert "0000:43:00.0, not a GPU of this node (GPUs: 0000:03:00.0)" in psu.detail
+
+
+def test_a_gpu_no_psu_feeds_is_a_warning():
+    verdict = judge(facts(), psus={"psu1": {"watts": 1600, "gpus": FOUR[:3]}})
+
+    assert check(verdict, "power.psu.unassigned").status == WARN
+
+
+def test_a_malformed_power_setting_is_a_settings_failure():
+    verdict = judge(facts(), power_cap_w="lots", psu_margin=1.5)
+
+    details = [c.detail for c in verdict.failures]
+    assert any("r9700_power_cap_w must be whole watts" in d for d in details)
+    assert any("r9700_psu_margin must be a fraction" in d for d in details)

@@ -26,11 +26,13 @@ PROVISIONING = [
     "r9700_access",
     "r9700_env",
     "r9700_kernel",
+    "r9700_power",
 ]
 # Facts roles set for other roles and for the runner: the public contract (see the READMEs).
 PUBLIC_FACTS = {
     "r9700_resolved",
     "r9700_preflight",
+    "r9700_environment",
     "r9700_reboot_pending",
     "r9700_reboot_reasons",
     "r9700_versions",

@@ -72,6 +72,7 @@ def test_counts_first_error_line_and_reboot_flag_come_from_the_events(
             r9700_reboot_pending: true
             r9700_reboot_reasons: [amdgpu-dkms installed]
             r9700_versions: {before: {}, after: {rocm: "6.4.1.60401-83~24.04"}}
+            r9700_resolved: {p2p: {state: "off", reason: "off: 1 GPU(s), no peer to talk to"}}
         - name: Not on this host
           ansible.builtin.command: "true"
           when: false
@@ -102,6 +103,7 @@ def test_counts_first_error_line_and_reboot_flag_come_from_the_events(
     assert host.status == FAILED
     assert (host.reboot_pending, host.reboot_reasons) == (True, ["amdgpu-dkms installed"])
     assert host.versions == {"before": {}, "after": {"rocm": "6.4.1.60401-83~24.04"}}
+    assert host.p2p == {"state": "off", "reason": "off: 1 GPU(s), no peer to talk to"}
     assert [(t.task, t.message) for t in host.failed_tasks] == [("Break", "rc 3: first line of trouble")]
     assert host.first_error == "Break: rc 3: first line of trouble"
     assert seen[:4] == [

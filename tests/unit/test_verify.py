@@ -16,6 +16,19 @@ from click.testing import CliRunner
 from r9700ctl.cli import cli
 
 
+def run_main(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    """The console entry point in-process: errors become one line and an exit code there."""
+    import sys
+
+    from r9700ctl.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["r9700ctl", *args])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    captured = capsys.readouterr()
+    return int(exited.value.code or 0), captured.out, captured.err
+
+
 def invoke(*args: str):
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
 
@@ -86,3 +99,47 @@ def test_the_suite_ships_where_the_wheel_puts_it():
     suite = suite_dir()
     assert (suite / "conftest.py").is_file() and (suite / "pytest.ini").is_file()
     assert len(list(Path(suite).glob("test_*.py"))) >= 5
+
+
+@pytest.mark.timeout(300)
+def test_a_host_on_which_every_check_was_skipped_is_not_checked_and_exits_3(tmp_path):
+    """Issue 9 item 7: zero checks run is never PASS (the demo printed PASS for a suite that ran nothing)."""
+    inventory = tmp_path / "inventory.yml"  # YAML: r9700_env_rocm_path must be a real false
+    inventory.write_text(
+        "r9700_nodes:\n  hosts:\n    this-machine:\n      ansible_connection: local\n"
+        "      ansible_host: 127.0.0.1\n      r9700_env_rocm_path: false\n"
+    )
+    result = invoke("verify", str(inventory), "-k", "rocm_bin", "--json", str(tmp_path / "v.json"))
+    assert result.exit_code == 3, result.output
+    assert "this-machine  NOT_CHECKED       0       0        1       0" in result.output
+    assert "this-machine  not checked: no check ran on it (1 skipped)" in result.output
+    assert result.output.splitlines()[-1].endswith("0 passed, 0 failed, 1 could not be checked")
+    document = json.loads((tmp_path / "v.json").read_text())
+    assert document["exit_code"] == 3 and document["hosts"][0]["status"] == "NOT_CHECKED"
+
+
+@pytest.mark.timeout(300)
+def test_a_selection_that_runs_no_test_could_not_run(tmp_path, monkeypatch, capsys):
+    inventory = tmp_path / "inventory.ini"
+    inventory.write_text("[r9700_nodes]\nthis-machine ansible_connection=local ansible_host=127.0.0.1\n")
+    rc, out, err = run_main(monkeypatch, capsys, "verify", str(inventory), "-k", "no_test_is_called_this")
+    assert (rc, out.splitlines()[-1:]) == (3, [out.splitlines()[-1]]), err
+    assert err.startswith("error: the testinfra suite ran no check (no tests collected"), err
+
+
+def test_an_install_without_the_test_runner_cannot_verify_and_says_how_to_fix_it(
+    tmp_path, monkeypatch, capsys
+):
+    """pytest and pytest-testinfra are runtime dependencies; an older install without them gets exit 3."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "testinfra" else real(name, *a)
+    )
+    inventory = tmp_path / "inventory.ini"
+    inventory.write_text("[r9700_nodes]\nnode1 ansible_host=127.0.0.1\n")
+    rc, out, err = run_main(monkeypatch, capsys, "verify", str(inventory))
+    assert (rc, out) == (3, "")
+    assert err.startswith("error: cannot verify: testinfra missing from r9700ctl's Python"), err
+    assert err.rstrip().endswith("pip install --force-reinstall r9700ctl)")

@@ -44,8 +44,17 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("smu_mismatch", re.compile(r"SMU driver if version not matched", re.IGNORECASE)),
     ("error", re.compile(r"\*ERROR\*")),
 )
-# A line belongs to the GPU stack when it names one of these.
+# A line belongs to the GPU stack when it names one of these...
 _GPU_STACK = re.compile(r"amdgpu|\[drm|kfd|amdkfd", re.IGNORECASE)
+# ...unless its prefix names another driver: dev_printk's "<driver> <PCI address>: [drm] ..." (a
+# server's BMC graphics, ast, logs "[drm] *ERROR*" lines on healthy machines) or the module tag of
+# "[drm:<function> [<module>]]". A line is attributed by that prefix and address, never by "[drm]".
+_DEVICE_PREFIX = re.compile(
+    r"(?:^|\]\s*|kernel:\s*)(?P<driver>[A-Za-z0-9_.-]+) "
+    r"(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): "
+)
+_MODULE_TAG = re.compile(r"\[drm:\S+ \[(?P<module>\w+)\]\]")
+OURS = frozenset({"amdgpu", "amdkfd", "kfd"})
 _TIMESTAMP = re.compile(r"^\s*\[[^\]]{1,40}\]|^\w{3}\s+\d+\s+[\d:]+\s+\S+\s+kernel:|^\d{4}-\d\d-\d\dT")
 _ADDRESS = re.compile(r"\b(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\b")
 
@@ -107,7 +116,7 @@ def parse(text: str, source: str = "dmesg.txt") -> DmesgReport:
         report.lines_read += 1
         if _TIMESTAMP.match(line):
             log_like += 1
-        if not _GPU_STACK.search(line):
+        if not _GPU_STACK.search(line) or not is_amd_gpu_line(line):
             continue
         report.amdgpu_lines += 1
         for kind, pattern in PATTERNS:
@@ -127,6 +136,15 @@ def parse(text: str, source: str = "dmesg.txt") -> DmesgReport:
     if report.lines_read and not log_like:
         report.error = cannot_read(source, "no kernel log lines ('[   12.345678] ...') in it")
     return report
+
+
+def is_amd_gpu_line(line: str) -> bool:
+    """False when the line's own prefix names another driver (ast, i915, nouveau ...) as its author."""
+    prefix = _DEVICE_PREFIX.search(line)
+    if prefix and prefix.group("driver").lower() not in OURS:
+        return False
+    tag = _MODULE_TAG.search(line)
+    return not (tag and tag.group("module").lower() not in OURS)
 
 
 def parse_file(path: str | Path) -> DmesgReport:

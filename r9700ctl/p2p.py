@@ -1,0 +1,167 @@
+"""May PCIe peer-to-peer between this node's GPUs be switched on? (pure: facts in, a decision out)
+
+The R9700 has no card-to-card bridge: peer traffic crosses PCIe, and it works only where
+  * every GPU exposes its whole VRAM through a BAR: the kernel enables P2P "only ... between GPUs
+    with large memory BARs that expose the entire VRAM in PCIe bus address space" (Linux
+    drivers/gpu/drm/amd/amdkfd/Kconfig, HSA_AMD_P2P);
+  * the IOMMU does not translate the GPUs' DMA (passthrough, iommu=pt, or off): RCCL warns at start
+    that a missing iommu=pt "can lead to system instability or hang" (RCCL src/init.cc);
+  * no switch between two GPUs redirects peer requests upstream (ACS P2P Request/Completion
+    Redirect, PCI_ACS_RR/PCI_ACS_CR in include/uapi/linux/pci_regs.h). Linux itself sets it on
+    root ports and switch downstream ports when the IOMMU is on (pci_request_acs), so it is judged
+    only on the ports of a switch that two GPUs share, never on a card's own switch or a root port.
+Even then owners report host hangs with direct P2P on 4x R9700 (ROCm/rocm-systems#11348), so
+`r9700_p2p: auto` turns P2P on only when every fact above is seen, and off when any is missing.
+
+One place for these rules: the preflight judge (provision and doctor) decides from nodefacts'
+sysfs facts, and the bundle doctor judges ACS between GPUs with the same `ports_between`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+MODES = ("auto", "on", "off")
+GIB = 1024**3
+MIB = 1024**2
+# ACS control bits that send peer traffic to the root complex (include/uapi/linux/pci_regs.h).
+ACS_REQUEST_REDIRECT = 0x0004  # PCI_ACS_RR
+ACS_COMPLETION_REDIRECT = 0x0008  # PCI_ACS_CR
+# /sys/kernel/iommu_groups/<n>/type (Documentation/ABI/testing/sysfs-kernel-iommu_groups, Linux
+# 5.11+): "identity" = passthrough; "DMA" and "DMA-FQ" translate every DMA address.
+IOMMU_PASSTHROUGH = "identity"
+
+
+@dataclass(frozen=True)
+class GpuUnderTest:
+    """A GPU the decision covers: its PCI address and the VRAM its BAR must cover (None: unknown)."""
+
+    address: str
+    vram_bytes: int | None
+
+
+@dataclass
+class Decision:
+    """The P2P choice for one node, with the facts behind it (recorded in /etc/r9700ctl/node.json)."""
+
+    mode: str  # what was asked: auto, on or off
+    requested_by: str  # the knob that asked ("r9700_p2p", or a variable of r9700_env_extra)
+    enabled: bool
+    reason: str  # one line for the provision summary
+    blockers: list[str] = field(default_factory=list)  # facts that keep P2P off
+    checked: list[str] = field(default_factory=list)  # facts seen to allow it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "requested_by": self.requested_by,
+            "enabled": self.enabled,
+            "state": "on" if self.enabled else "off",
+            "reason": self.reason,
+            "blockers": list(self.blockers),
+            "checked": list(self.checked),
+        }
+
+
+def ports_between(path_a: Sequence[str], path_b: Sequence[str]) -> list[str]:
+    """The switch ports whose ACS decides where peer traffic between two GPUs goes.
+
+    A path runs from the first bridge below the host bridge down to the GPU itself. GPUs whose paths
+    share no bridge meet only in the root complex (nothing here to judge); GPUs that share bridges
+    meet in the switch below the last shared one, and its two downstream ports are the ones whose
+    redirect bits send their traffic up to the root complex.
+    """
+    shared = 0
+    for a, b in zip(path_a, path_b, strict=False):
+        if a != b:
+            break
+        shared += 1
+    if shared == 0:
+        return []
+    ports = [path[shared] for path in (path_a, path_b) if shared < len(path) - 1]
+    return list(dict.fromkeys(ports))
+
+
+def largest_prefetchable_bar(bars: Sequence[Mapping[str, Any]]) -> int | None:
+    sizes = [int(b.get("size") or 0) for b in bars if b.get("prefetch") and b.get("memory", True)]
+    return max(sizes) if sizes else None
+
+
+def blockers(gpus: Sequence[GpuUnderTest], facts: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """(what stops P2P, what was seen to allow it) from nodefacts' `p2p` facts."""
+    stops: list[str] = []
+    seen: list[str] = []
+    per_gpu = facts.get("gpus") or {}
+    bridges = facts.get("bridges") or {}
+    missing = [g.address for g in gpus if g.address not in per_gpu]
+    if missing:
+        source = facts.get("source") or "sysfs"
+        stops.append(f"no BAR, IOMMU or ACS facts for {', '.join(missing)} (from {source})")
+        return stops, seen
+    for gpu in gpus:
+        info = per_gpu[gpu.address]
+        bar = largest_prefetchable_bar(info.get("bars") or [])
+        vram = info.get("vram_bytes") or gpu.vram_bytes
+        if bar is None:
+            stops.append(f"{gpu.address}: no prefetchable memory BAR found")
+        elif not vram:
+            stops.append(f"{gpu.address}: VRAM size unknown, cannot tell whether BAR {_size(bar)} covers it")
+        elif bar < vram:
+            stops.append(
+                f"{gpu.address}: BAR {_size(bar)} < VRAM {_size(vram)} "
+                "(enable Resizable BAR / Above 4G decoding in the firmware)"
+            )
+        else:
+            seen.append(f"{gpu.address}: BAR {_size(bar)} >= VRAM {_size(vram)}")
+        group, kind = info.get("iommu_group"), info.get("iommu_type")
+        if group is None:
+            seen.append(f"{gpu.address}: no IOMMU group (IOMMU off)")
+        elif kind == IOMMU_PASSTHROUGH:
+            seen.append(f"{gpu.address}: IOMMU passthrough (group {group})")
+        else:
+            stops.append(
+                f"{gpu.address}: the IOMMU translates its DMA (group {group} type {kind or 'unknown'}; "
+                "add iommu=pt to the kernel command line)"
+            )
+    for i, first in enumerate(gpus):
+        for second in gpus[i + 1 :]:
+            path_a = per_gpu[first.address].get("path") or []
+            path_b = per_gpu[second.address].get("path") or []
+            for port in ports_between(path_a, path_b):
+                acs = bridges.get(port) or {}
+                pair = f"{first.address} <-> {second.address}"
+                if acs.get("error"):
+                    stops.append(f"ACS of {port} ({pair}) unknown: {acs['error']}")
+                elif acs.get("control") is None:
+                    seen.append(f"{port} ({pair}): no ACS capability")
+                elif int(acs["control"]) & (ACS_REQUEST_REDIRECT | ACS_COMPLETION_REDIRECT):
+                    stops.append(
+                        f"ACS on {port} redirects peer traffic between {pair} "
+                        f"(control 0x{int(acs['control']):04x})"
+                    )
+                else:
+                    seen.append(f"{port} ({pair}): no ACS redirect")
+    return stops, seen
+
+
+def decide(mode: str, requested_by: str, gpus: Sequence[GpuUnderTest], facts: Mapping[str, Any]) -> Decision:
+    """The node's P2P state; `on` with unmet facts stays enabled with its blockers: the caller refuses."""
+    if mode == "off":
+        return Decision(mode, requested_by, False, f"off: {requested_by} asks for it")
+    if len(gpus) < 2:
+        return Decision(mode, requested_by, False, f"off: {len(gpus)} GPU(s), no peer to talk to")
+    stops, seen = blockers(gpus, facts)
+    if mode == "on":
+        reason = f"on: {requested_by} asks for it" + (f" despite {stops[0]}" if stops else "")
+        return Decision(mode, requested_by, True, reason, stops, seen)
+    if stops:
+        more = f" (+{len(stops) - 1} more)" if len(stops) > 1 else ""
+        return Decision(mode, requested_by, False, f"off: {stops[0]}{more}", stops, seen)
+    reason = "on: every GPU's BAR covers its VRAM, IOMMU passthrough or off, no ACS redirect between GPUs"
+    return Decision(mode, requested_by, True, reason, stops, seen)
+
+
+def _size(count: int) -> str:
+    return f"{count / GIB:g} GiB" if count >= GIB else f"{count / MIB:g} MiB"

@@ -1,0 +1,141 @@
+"""THE environment list (r9700ctl/envlist.py): one list per node, every value checked by one rule.
+
+Issue 9: `r9700_env_extra: {HSA_OVERRIDE_GFX_VERSION: "9.4.2"}` on a gfx1201 node slipped past the
+check that refuses `r9700_hsa_override_gfx_version: 9.4.2`; the article's NCCL values were
+node-wide defaults. These tests pin that each governed variable meets its knob's rule whichever
+knob carries it, and that the defaults carry only what a source shows right.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from test_preflight import MANIFEST, check, facts, judge
+
+from r9700ctl import envlist
+from r9700ctl.agent.result import FAIL, PASS, WARN
+
+ROLE_DEFAULTS = Path(__file__).resolve().parents[2] / "roles" / "r9700_env" / "defaults" / "main.yml"
+
+
+def listed(verdict) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in verdict.resolved.environment}
+
+
+def test_the_judges_defaults_are_the_roles_defaults():
+    """One truth: EnvKnobs() must read like roles/r9700_env/defaults/main.yml."""
+    defaults = yaml.safe_load(ROLE_DEFAULTS.read_text())
+    knobs, problems = envlist.EnvKnobs.from_vars(defaults)
+    assert problems == [] and knobs == envlist.EnvKnobs()
+
+
+def test_an_hsa_override_in_env_extra_is_refused_with_the_overrides_own_message():
+    by_knob = check(judge(facts(), hsa_override_gfx_version="9.4.2"), "hsa.override")
+    by_env = check(judge(facts(), env_extra={"HSA_OVERRIDE_GFX_VERSION": "9.4.2"}), "hsa.override")
+    assert by_knob.status == by_env.status == FAIL
+    assert by_env.detail == by_knob.detail
+    assert by_env.detail.startswith("cross-family HSA override refused: 9.4.2 is gfx942 (CDNA3)")
+    assert by_env.fix.startswith("remove HSA_OVERRIDE_GFX_VERSION from r9700_env_extra")
+    assert by_knob.fix.startswith("remove r9700_hsa_override_gfx_version")
+
+
+@pytest.mark.parametrize("knob", ["env", "env_extra"])
+def test_an_hsa_override_of_the_gpus_own_family_in_either_dict_is_accepted_and_listed(knob):
+    verdict = judge(facts(), **{knob: {"HSA_OVERRIDE_GFX_VERSION": "12.0.1"}})
+    assert check(verdict, "hsa.override").status == WARN
+    assert listed(verdict)["HSA_OVERRIDE_GFX_VERSION"] == "12.0.1"
+    assert verdict.resolved.hsa_override_gfx_version == "12.0.1"
+
+
+def test_two_different_hsa_overrides_are_refused():
+    verdict = judge(
+        facts(), hsa_override_gfx_version="12.0.1", env_extra={"HSA_OVERRIDE_GFX_VERSION": "12.0.0"}
+    )
+    assert check(verdict, "hsa.override").status == FAIL
+
+
+def test_defaults_hold_no_article_values():
+    """NCCL_MIN_NCHANNELS=4 (MI300X tuning) and NCCL_P2P_DISABLE=0 (a no-op) are opt-in only."""
+    values = listed(judge(facts()))
+    assert "NCCL_MIN_NCHANNELS" not in values and values.get("NCCL_P2P_DISABLE") != "0"
+
+
+@pytest.mark.parametrize(
+    ("extra", "p2p_mode"),
+    [
+        ({"HSA_FORCE_FINE_GRAIN_PCIE": "1"}, "on"),
+        ({"NCCL_P2P_DISABLE": "0"}, "on"),
+        ({"NCCL_P2P_DISABLE": "1"}, "off"),
+    ],
+    ids=["fine-grain-1", "p2p-disable-0", "p2p-disable-1"],
+)
+def test_a_p2p_variable_in_env_extra_is_judged_like_r9700_p2p(extra, p2p_mode):
+    """Without P2P facts (BAR, IOMMU, ACS unknown), asking for P2P is refused either way."""
+    by_env = check(judge(facts(), env_extra=extra), "p2p.policy")
+    by_knob = check(judge(facts(), p2p=p2p_mode), "p2p.policy")
+    assert by_env.status == by_knob.status == (FAIL if p2p_mode == "on" else PASS)
+    if by_env.status == FAIL:  # the refusal reads the same; only the fix names the knob
+        assert by_env.detail == by_knob.detail
+
+
+def test_p2p_asked_both_ways_is_refused():
+    verdict = judge(facts(), p2p="off", env_extra={"HSA_FORCE_FINE_GRAIN_PCIE": "1"})
+    assert "P2P asked both on and off" in check(verdict, "p2p.policy").detail
+
+
+def test_p2p_on_without_the_facts_is_a_loud_warning_with_allow_unsupported():
+    verdict = judge(facts(), p2p="on", allow_unsupported=True)
+    c = check(verdict, "p2p.policy")
+    assert c.status == WARN and c.detail.startswith("FORCED by r9700_allow_unsupported")
+    assert listed(verdict)["HSA_FORCE_FINE_GRAIN_PCIE"] == "1"
+
+
+def test_auto_without_facts_decides_off_with_the_reason_recorded():
+    verdict = judge(facts())
+    assert listed(verdict) == {"NCCL_P2P_DISABLE": "1"}
+    assert verdict.resolved.p2p["state"] == "off"
+    assert verdict.resolved.p2p["reason"].startswith("off: no BAR, IOMMU or ACS facts for 0000:03:00.0")
+
+
+@pytest.mark.parametrize("value", ["yes", "auto", "0,x"])
+def test_a_rocr_visible_devices_that_is_no_device_list_is_refused_from_either_knob(value):
+    by_knob = judge(facts(), rocr_visible_devices=value)
+    by_env = judge(facts(), env_extra={"ROCR_VISIBLE_DEVICES": value})
+    if value == "auto":  # the knob's own keyword; only the variable must be a list
+        assert by_knob.ok
+        assert not by_env.ok
+        return
+    assert not by_knob.ok and not by_env.ok
+
+
+def test_a_rule_adds_entries_with_a_reason_and_a_user_null_removes_one(monkeypatch):
+    """The seam for known-issue workarounds: a rule in RULES, overridable by name."""
+
+    def workaround(target):
+        return [envlist.EnvEntry("NCCL_PROTO", "Simple", "RCCL hangs on 7.2.x for gfx1201", "known issue")]
+
+    monkeypatch.setattr(envlist, "RULES", [workaround])
+    entries = {e["name"]: e for e in judge(facts()).resolved.environment}
+    assert entries["NCCL_PROTO"] == {
+        "name": "NCCL_PROTO",
+        "value": "Simple",
+        "reason": "RCCL hangs on 7.2.x for gfx1201",
+        "source": "known issue",
+    }
+    assert "NCCL_PROTO" not in listed(judge(facts(), env_extra={"NCCL_PROTO": None}))
+
+
+def test_a_bad_r9700_p2p_value_is_a_settings_failure():
+    c = check(judge(facts(), p2p="sometimes"), "settings")
+    assert c.status == FAIL and "auto, on or off" in c.detail
+
+
+def test_yaml_booleans_for_r9700_p2p_mean_on_and_off():
+    assert envlist.EnvKnobs.from_vars({"r9700_p2p": False})[0].p2p == "off"
+    assert envlist.EnvKnobs.from_vars({"r9700_p2p": True})[0].p2p == "on"
+
+
+def test_the_manifest_knows_the_r9700s_vram_the_bar_must_cover():
+    assert MANIFEST.gpu("1002:7551").raw["vram_gib"] == 32

@@ -167,9 +167,10 @@ def _size(size: int) -> str:
 
 def _judge_links(d: Diagnosis, report: Any, gpus: list[Any]) -> None:
     """Each card's link as the agent judges it (agent/checks/pcie.judge_link), read at the card's
-    upstream port against the lower of the card's and the slot's maximum. A bundle is recorded at
-    idle, where links downtrain to save power: that is a note (INFO), not a warning; a platform
-    that caps the link below what card and slot can do is a WARN."""
+    upstream port against what both ends support (the lower of the card's and the slot's maximum).
+    A bundle is recorded at idle, where links downtrain to save power: that is a note (INFO), not a
+    warning, and so is a slot that limits the card ("the platform limits this card to Gen4 x16");
+    a card whose own maximum is below its model's is a WARN."""
     from r9700ctl.agent.checks.pcie import judge_link
     from r9700ctl.agent.result import PASS as AGENT_PASS
     from r9700ctl.agent.result import WARN as AGENT_WARN
@@ -184,7 +185,11 @@ def _judge_links(d: Diagnosis, report: Any, gpus: list[Any]) -> None:
         model = d.manifest.gpu(gpu.pci_id) if gpu.pci_id else None
         spec = model.raw if model else {}
         verdict = judge_link(
-            link, speed_of_gen.get(spec.get("pcie_gen")), spec.get("pcie_width"), under_load=False
+            link,
+            speed_of_gen.get(spec.get("pcie_gen")),
+            spec.get("pcie_width"),
+            under_load=False,
+            idle_status=AGENT_PASS,
         )
         if verdict.status == AGENT_PASS and not verdict.reason:
             continue

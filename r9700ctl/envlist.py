@@ -389,8 +389,9 @@ def _p2p(
 
 
 def _vram_bytes(gpu: Gpu, manifest: Manifest) -> int | None:
-    model = manifest.gpu(gpu.pci_id)
-    gib = (model.raw.get("vram_gib") if model else None) if gpu.known else None
+    """The VRAM the BAR must cover, of this very product (its PCI revision), or None when unknown."""
+    spec = manifest.gpu_spec(gpu.pci_id, gpu.revision) if gpu.known else None
+    gib = spec.get("vram_gib") if spec else None
     return int(gib * p2p.GIB) if isinstance(gib, (int, float)) else None
 
 

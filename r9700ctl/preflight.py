@@ -142,6 +142,7 @@ class Gpu:
     gfx: str
     discrete: bool
     known: bool
+    revision: str = ""  # PCI revision: tells apart products sharing a device id (manifest `skus`)
 
 
 @dataclass
@@ -325,11 +326,13 @@ def _gpus(facts: Mapping[str, Any], manifest: Manifest) -> list[Gpu]:
         if vendor != AMD_PCI_VENDOR:
             continue
         pci_id = f"{vendor}:{str(dev.get('device', '')).lower().removeprefix('0x')}"
-        model = manifest.gpu(pci_id)
-        if model is None:
-            gpus.append(Gpu(str(dev.get("address", "")), pci_id, "unknown AMD GPU", "", True, False))
+        address, revision = str(dev.get("address", "")), str(dev.get("revision") or "")
+        spec = manifest.gpu_spec(pci_id, revision)
+        if spec is None:
+            gpus.append(Gpu(address, pci_id, "unknown AMD GPU", "", True, False, revision))
         else:
-            gpus.append(Gpu(str(dev.get("address", "")), pci_id, model.name, model.gfx, model.discrete, True))
+            discrete = bool(spec.get("discrete", True))
+            gpus.append(Gpu(address, pci_id, str(spec["name"]), str(spec["gfx"]), discrete, True, revision))
     return sorted(gpus, key=lambda g: g.address)
 
 

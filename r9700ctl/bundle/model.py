@@ -8,7 +8,7 @@ from typing import Any
 
 SCHEMA = "r9700ctl.doctor/1"
 
-# DESIGN.md "Support bundle": the files a bundle may hold (all optional).
+# The files a bundle may hold (all optional), as `r9700ctl collect` names them (roles/r9700_collect).
 BUNDLE_FILES = (
     "os-release",
     "uname.txt",

@@ -24,6 +24,8 @@ their own rules.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -102,6 +104,9 @@ class EnvKnobs:
             value = host_vars.get(name)
             if value is None or value == "":
                 continue
+            if isinstance(value, str):  # an INI inventory or `-e` may hand over JSON text
+                with contextlib.suppress(ValueError):
+                    value = json.loads(value)
             if not isinstance(value, Mapping):
                 problems.append(_bad(name, value, "a mapping of NAME: value"))
                 continue

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from r9700ctl.agent import power
 from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult
 from r9700ctl.manifest import AMD_PCI_VENDOR, Manifest, version_key
 
@@ -62,6 +63,11 @@ class Settings:
     driver_source: str = "dkms"
     apt_lock_timeout: float = 600.0
     apply_runtime: str = "auto"
+    # r9700_power's interface, judged here so a PSU budget is refused before anything changes.
+    power_cap_w: float | None = None
+    power_cap_w_by_gpu: dict[str, float] = field(default_factory=dict)
+    psus: list[power.Psu] = field(default_factory=list)
+    psu_margin: float = power.DEFAULT_MARGIN
 
     @classmethod
     def from_vars(cls, host_vars: Mapping[str, Any]) -> tuple[Settings, list[Check]]:
@@ -131,6 +137,15 @@ class Settings:
                 bad("r9700_apply_runtime", value, "auto, true or false")
             else:
                 s.apply_runtime = "true" if parsed else "false"
+        s.power_cap_w, s.power_cap_w_by_gpu, cap_problems = power.parse_caps(
+            host_vars.get("r9700_power_cap_w"), host_vars.get("r9700_power_cap_w_by_gpu")
+        )
+        s.psus, psu_problems = power.parse_psus(host_vars.get("r9700_psus"))
+        s.psu_margin, margin_problems = power.parse_margin(host_vars.get("r9700_psu_margin"))
+        for problem in cap_problems + psu_problems + margin_problems:
+            problems.append(
+                Check("settings", FAIL, problem, "correct it in the inventory (see r9700_power's README)")
+            )
         return s, problems
 
 
@@ -256,6 +271,7 @@ def judge(facts: Mapping[str, Any], host_vars: Mapping[str, Any], manifest: Mani
     checks.extend(_check_disk(settings, facts))
     checks.append(_check_secure_boot(settings, facts))
     checks.append(_check_driver(res, settings, facts))
+    checks.extend(_check_power(settings, discrete, manifest))
 
     if settings.apply_runtime == "auto":
         res.runtime = facts.get("service_manager") == "systemd"
@@ -735,6 +751,57 @@ def _check_driver(res: Resolved, settings: Settings, facts: Mapping[str, Any]) -
         PASS,
         f"{kind} loaded; AMD's DKMS driver {res.amdgpu_version} replaces it after a reboot",
     )
+
+
+def _check_power(settings: Settings, gpus: list[Gpu], manifest: Manifest) -> list[Check]:
+    """Caps name GPUs of this node; each PSU's GPUs at their caps plus its host share fit its rating.
+
+    A GPU without a cap draws up to its board power (the default cap: 300 W for an R9700,
+    the manifest's board_power_w); the r9700_power role later checks each cap against the card's
+    own range from amd-smi.
+    """
+    addresses = [g.address for g in gpus]
+    caps, problems = power.plan_caps(settings.power_cap_w, settings.power_cap_w_by_gpu, addresses)
+    checks = [
+        Check("power.caps", FAIL, p, "correct r9700_power_cap_w_by_gpu in the inventory") for p in problems
+    ]
+    if not settings.psus:
+        checks.append(Check("power.psu", SKIP, "r9700_psus not set: no PSU budget to check"))
+        return checks
+    draw: dict[str, float | None] = {}
+    for gpu in gpus:
+        model = manifest.gpu(gpu.pci_id)
+        draw[gpu.address] = caps.get(gpu.address, model.board_power_w if model else None)
+    present = set(addresses)
+    fed = {a for psu in settings.psus for a in psu.gpus}
+    for psu in settings.psus:
+        missing = [a for a in psu.gpus if a not in present]
+        if missing:
+            checks.append(
+                Check(
+                    f"power.psu.{psu.name}",
+                    FAIL,
+                    f"r9700_psus.{psu.name} feeds {', '.join(missing)}, not a GPU of this node "
+                    f"(GPUs: {', '.join(addresses) or 'none'})",
+                    "list the PCI addresses `lspci -d 1002: -D` shows for this node",
+                )
+            )
+            continue
+        line = power.budget_line(psu, draw, settings.psu_margin)
+        checks.append(
+            Check(f"power.psu.{psu.name}", line.status, line.detail, line.fix, {"budget": line.to_dict()})
+        )
+    unfed = [a for a in addresses if a not in fed]
+    if unfed:
+        checks.append(
+            Check(
+                "power.psu.unassigned",
+                WARN,
+                f"{', '.join(unfed)} is fed by no PSU in r9700_psus: its draw is in no budget",
+                "add it to the gpus of the PSU whose cables feed it",
+            )
+        )
+    return checks
 
 
 def _visible_devices(gpus: list[Gpu]) -> str:

@@ -368,7 +368,8 @@ def figures_of(result: Mapping[str, Any]) -> list[Figure]:
         return []
     common = {"check": result["id"], "subject": result["subject"], "metric": str(result.get("metric") or "")}
     if unit == "GB/s":
-        samples = _numbers(evidence.get("windows_gbs"))
+        # P2P keeps its timed windows as unidirectional_windows_gbs (checks/p2p.py).
+        samples = _numbers(evidence.get("windows_gbs") or evidence.get("unidirectional_windows_gbs"))
         return [Figure(**common, kind="bandwidth", value=value, unit=unit, samples=samples)]
     if unit == "TFLOPS":
         samples = _numbers(evidence.get("windows_tflops"))

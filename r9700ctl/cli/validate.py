@@ -235,7 +235,7 @@ def validate(
         report = _read_agent_report(options)
         if report is not None:
             code = _local_history(report, plan, options, code, source=str(given_json or ""))
-        _write_formats_from_report(report, options)
+        _write_formats_from_report(report, options, plan)
     _say_history(plan)
     click.get_current_context().exit(code)
 
@@ -316,11 +316,27 @@ def _check_output_dirs(options: dict[str, object]) -> None:
             )
 
 
-def _write_formats(report: dict, options: dict[str, object]) -> None:
-    from r9700ctl.report.formats import RENDERERS, write_text
+def _write_formats(report: dict, options: dict[str, object], plan: HistoryPlan) -> None:
+    from r9700ctl.history.runs import trends_for
+    from r9700ctl.report.formats import RENDERERS, render_html, write_text
 
     for name, path in _wanted_formats(options).items():
-        write_text(path.expanduser(), RENDERERS[name](report))
+        if name == "html":
+            text = render_html(report, trends=trends_for(plan, _node_reports(report)))
+        else:
+            text = RENDERERS[name](report)
+        write_text(path.expanduser(), text)
+
+
+def _node_reports(document: dict) -> dict[str, dict]:
+    """node name -> agent report, for either schema."""
+    if document.get("schema") == "r9700ctl.validate/1":
+        return {str(document.get("node") or "localhost"): document}
+    return {
+        str(n.get("host")): n["report"]
+        for n in document.get("nodes") or []
+        if isinstance(n.get("report"), dict)
+    }
 
 
 def _read_agent_report(options: dict[str, object]) -> dict | None:
@@ -335,7 +351,7 @@ def _read_agent_report(options: dict[str, object]) -> dict | None:
     return report if isinstance(report, dict) else None
 
 
-def _write_formats_from_report(report: dict | None, options: dict[str, object]) -> None:
+def _write_formats_from_report(report: dict | None, options: dict[str, object], plan: HistoryPlan) -> None:
     """--local: the agent's JSON report is the source; without one there is nothing to render."""
     if not _wanted_formats(options):
         return
@@ -343,7 +359,7 @@ def _write_formats_from_report(report: dict | None, options: dict[str, object]) 
         flags = ", ".join(flag for key, flag in FORMAT_OPTIONS.values() if options.get(key) is not None)
         click.echo(f"r9700ctl: the agent wrote no report, so {flags} not written", err=True)
         return
-    _write_formats(report, options)
+    _write_formats(report, options, plan)
 
 
 LOCAL_ONLY = {
@@ -394,7 +410,7 @@ def _validate_fleet(
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     if isinstance(json_path, Path):
         write_json(json_path, report.to_dict())
-    _write_formats(report.to_dict(), options)
+    _write_formats(report.to_dict(), options, plan)
     console.print(
         f"fleet: {report.status} (exit {report.exit_code}); reports in {report.reports_dir}/<host>.json",
         markup=False,

@@ -177,8 +177,11 @@ def compare_report(
     results = []
     for comparison in comparisons:
         result = baseline.comparison_result(comparison, differences, source)
-        result.evidence["gpu"] = comparison.current.subject
-        result.subject = subjects.get(comparison.current.subject, comparison.current.subject)
+        identity = comparison.current.subject
+        result.evidence["gpu"] = identity
+        result.subject = subjects.get(identity, identity)
+        if result.subject != identity:  # the hint names the card as this run does, and its identity
+            result.hint = result.hint.replace(identity, f"{result.subject} ({identity})")
         results.append(result)
     missing = [k for k in ref.figures if k not in now]
     new = [k for k in now if k not in ref.figures]

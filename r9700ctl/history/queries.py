@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -149,3 +150,33 @@ def _nothing_recorded(history: History, check: str, node: str | None, metric: st
     what = f"--check {check}" + (f" --metric {metric}" if metric else "")
     listed = ", ".join(known[:40]) + (" ..." if len(known) > 40 else "")
     return f"{what}: nothing recorded{f' for {node}' if node else ''} (checks: {listed or 'none'})"
+
+
+def figure_trends(
+    history: History, reports: Mapping[str, Mapping[str, Any]], *, limit: int = 20
+) -> dict[tuple[str, str, str, str], list[float]]:
+    """Each numeric result of these node reports -> its values in the history, oldest first,
+    matched by check, metric and GPU identity; keyed (node, check, subject as now, metric)."""
+    from r9700ctl.history.record import gpu_keys, identity_subject
+
+    out: dict[tuple[str, str, str, str], list[float]] = {}
+    for node, report in reports.items():
+        earlier: dict[tuple[str, str, str], list[float]] = {}
+        for row in history.query(
+            "SELECT check_id, gpu, subject, metric, value FROM results JOIN runs ON runs.id = results.run_id "
+            "WHERE results.node = ? AND value IS NOT NULL ORDER BY runs.started, runs.id",
+            (node,),
+        ):
+            earlier.setdefault((row["check_id"], row["gpu"] or row["subject"], row["metric"]), []).append(
+                row["value"]
+            )
+        keys = gpu_keys(report)
+        for result in report.get("results") or []:
+            if not isinstance(result, Mapping):
+                continue
+            subject, metric = str(result.get("subject") or ""), str(result.get("metric") or "")
+            identity = identity_subject(subject, keys) or subject
+            values = earlier.get((str(result.get("id")), identity, metric))
+            if values:
+                out[(node, str(result.get("id")), subject, metric)] = values[-limit:]
+    return out

@@ -124,3 +124,16 @@ def add_results(report: dict[str, Any], results: list[CheckResult]) -> None:
     """Append results to an agent report and restate its status, exit code and counts."""
     report.setdefault("results", []).extend(r.to_dict() for r in results)
     report.update(verdict([str(r.get("status")) for r in report["results"] if isinstance(r, dict)]))
+
+
+def trends_for(plan: HistoryPlan, nodes: Mapping[str, Mapping[str, Any]]) -> dict:
+    """Each figure's history for the HTML report's sparklines; {} when there is none to read."""
+    from r9700ctl.history.queries import figure_trends
+
+    if not plan.enabled or plan.unavailable:
+        return {}
+    try:
+        with open_history(plan.path, create=False) as history:
+            return figure_trends(history, nodes)
+    except R9700Error:
+        return {}

@@ -119,31 +119,14 @@ def _epoch(started: str) -> float | None:
 # --- HTML ----------------------------------------------------------------------------------------
 
 
-def render_html(report: dict[str, Any]) -> str:
-    """A self-contained page: inline CSS, no scripts, every text escaped (autoescape on)."""
-    from jinja2 import Environment, FileSystemLoader, StrictUndefined
+def render_html(report: dict[str, Any], trends: dict | None = None) -> str:
+    """A self-contained page with charts (r9700ctl/report/html); `trends` from the history."""
+    from r9700ctl.report import html
 
-    from r9700ctl import paths
-
-    env = Environment(
-        loader=FileSystemLoader(str(paths.content_dir("templates"))),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    nodes = nodes_of(report)
-    overall = _known(report.get("status")) if report.get("status") else worst([n.status for n in nodes])
-    return env.get_template("report.html.j2").render(
-        schema=report.get("schema"),
-        level=report.get("level") or "",
-        started=report.get("started") or "",
-        status=overall,
-        exit_code=report.get("exit_code"),
-        nodes=nodes,
-        value_text=_value_text,
-        notes=[str(n) for n in report.get("notes") or []],
-    )
+    try:
+        return html.render(report, trends)
+    except ValueError as exc:
+        raise ReportFormatError(str(exc)) from None
 
 
 # --- Prometheus ----------------------------------------------------------------------------------

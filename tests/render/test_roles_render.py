@@ -145,6 +145,10 @@ def test_every_role_renders_for_the_node_matrix(os_key, gpus, mirror, override, 
     access = RoleRender("r9700_access", ctx, access_registered(users, "")).run()
     assert access.task("Configure | Put the users in the GPU groups").items == ["r9700"]
 
+    power = RoleRender("r9700_power", ctx).run()  # no cap, no PSU map: nothing written
+    assert power.task("Plan | Read each card's power-cap range").skipped
+    assert not power.task("Configure | Remove the policy file").skipped
+
 
 # -- r9700_repos ---------------------------------------------------------------------------------
 
@@ -705,3 +709,100 @@ def test_r9700_p2p_auto_decides_from_the_facts_and_all_three_files_carry_it(
     if state == "off":
         reason = ctx["r9700_resolved"]["p2p"]["reason"]
         assert f"# P2P {reason}" in manager  # the drop-in says why, next to the value
+
+
+# -- r9700_power ---------------------------------------------------------------------------------
+
+# `amd-smi static --json` of a real card (RX 6600: power cap 94-100 W, at 0000:0b:00.0); the
+# stand-in amd-smi of the lab prints the same file.
+RECORDED_STATIC = Path(__file__).resolve().parents[2] / "r9700ctl/data/recorded/rx6600-1x/amd-smi-static.json"
+
+
+def power_registered(rc: int = 0, stderr: str = "") -> dict[str, Any]:
+    stdout = "\n".join(RECORDED_STATIC.read_text().splitlines()[1:]) if rc == 0 else ""
+    return {"__r9700_power_static": {"rc": rc, "stdout": stdout, "stderr": stderr, "changed": False}}
+
+
+def test_a_cap_inside_the_cards_range_gets_a_policy_file_an_applier_and_an_enabled_boot_unit():
+    ctx = context(r9700_power_cap_w=95)
+    power = RoleRender("r9700_power", ctx, power_registered()).run()
+
+    policy = json.loads(power.task("Configure | Write the node's power policy").args["content"])
+    assert policy == {
+        "schema": "r9700ctl.power/1",
+        "caps_w": {"0000:0b:00.0": 95.0},
+        "psus": [],
+        "margin": 0.1,
+    }
+    unit_task = power.task("Configure | Write the oneshot unit")
+    unit = unit_task.files["/etc/systemd/system/r9700-power-cap.service"]
+    assert "Type=oneshot" in unit and "WantedBy=multi-user.target" in unit
+    assert (
+        "ExecStart=/usr/bin/python3 /usr/local/sbin/r9700-power-cap apply --policy /etc/r9700ctl/power.json"
+        in unit
+    )
+    link = power.task("Configure | Enable the unit").args
+    assert link["dest"] == "/etc/systemd/system/multi-user.target.wants/r9700-power-cap.service"
+    assert link["src"] == "/etc/systemd/system/r9700-power-cap.service" and link["state"] == "link"
+    # A systemd node (runtime steps on) also gets the caps now, through the same applier.
+    apply = power.task("Apply | Set the caps now")
+    assert not apply.skipped and apply.args["argv"][2:4] == ["apply", "--policy"]
+    assert power.notified == ["Reload the systemd units"]
+
+
+def test_files_only_nodes_get_the_enabled_unit_but_no_cap_is_set_now():
+    """The lab and image builds run no systemd: the unit applies the caps at next boot."""
+    ctx = context(r9700_power_cap_w=95, service_manager="sshd")
+    power = RoleRender("r9700_power", ctx, power_registered())
+
+    assert power.run().task("Apply | Set the caps now").skipped
+    assert not power.task("Configure | Enable the unit").skipped
+
+
+def test_a_cap_outside_the_cards_own_range_is_refused_with_that_range_before_any_file():
+    power = RoleRender("r9700_power", context(r9700_power_cap_w=250), power_registered())
+
+    with pytest.raises(AssertFailed, match=r"250 W is outside the 94-100 W this card accepts"):
+        power.run()
+    assert not any(t.name.startswith("Configure") for t in power.tasks)
+
+
+def test_a_per_gpu_cap_must_name_a_card_amd_smi_lists():
+    power = RoleRender(
+        "r9700_power", context(r9700_power_cap_w_by_gpu={"0000:03:00.0": 95}), power_registered()
+    )
+
+    with pytest.raises(AssertFailed, match=r"names 0000:03:00.0, which is not a GPU of this node"):
+        power.run()
+
+
+def test_without_a_working_amd_smi_no_cap_is_set_blind():
+    ctx = context(r9700_power_cap_w=95)
+    power = RoleRender("r9700_power", ctx, power_registered(2, "amd-smi: not found"))
+
+    with pytest.raises(AssertFailed, match=r"amd-smi static --json failed \(rc 2: amd-smi: not found\)"):
+        power.run()
+
+
+def test_a_psu_map_alone_writes_the_policy_for_validate_and_no_unit():
+    psus = {"psu1": {"watts": 1600, "gpus": ["0000:03:00.0", "0000:04:00.0"], "host_w": 300}}
+    earlier = {"__r9700_power_old_applier": {"stat": {"exists": True}, "changed": False}}
+    power = RoleRender("r9700_power", context(r9700_psus=psus), earlier).run()
+
+    policy = json.loads(power.task("Configure | Write the node's power policy").args["content"])
+    assert policy["caps_w"] == {} and policy["psus"][0]["gpus"] == ["0000:03:00.0", "0000:04:00.0"]
+    assert power.task("Configure | Write the oneshot unit").skipped
+    assert not power.task("Configure | Remove the unit, its link and the applier").skipped
+    # An earlier run's caps go back to the cards' defaults before the applier is removed.
+    assert not power.task("Configure | Restore the cards' default caps").skipped
+
+
+def test_the_policy_path_is_the_one_the_agent_reads():
+    from r9700ctl.agent import power
+
+    ctx = context()
+    vars_file = Path(__file__).resolve().parents[2] / "roles/r9700_power/vars/Debian.yml"
+    import yaml
+
+    assert yaml.safe_load(vars_file.read_text())["__r9700_power_policy_path"] == "/" + power.POLICY_PATH
+    assert ctx["r9700_psu_margin"] == power.DEFAULT_MARGIN

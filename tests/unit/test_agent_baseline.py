@@ -231,6 +231,14 @@ def test_figures_are_read_from_every_kind_of_result_and_garbage_is_skipped():
             "x",
             {"table": [{"n": 1, "step_ms": 10.0}], "repeats": [{"step_ms": 5.0}, {"step_ms": 6.0}]},
         ),
+        _result(
+            "p2p.bandwidth",
+            "gpu0->gpu1",
+            "p2p_unidirectional_bandwidth",
+            50.0,
+            "GB/s",
+            {"unidirectional_windows_gbs": [50.0, 50.2, 49.9]},
+        ),
         _result("stability.latency", "node", "p99_over_p50", 1.02, "ratio", {}),
         _result("hostbw.d2h", "gpu0", "d2h_pinned_bandwidth", True, "GB/s", {}),
         _result("memory.copy", "gpu0", "copy_bandwidth", float("nan"), "GB/s", {}),
@@ -245,7 +253,14 @@ def test_figures_are_read_from_every_kind_of_result_and_garbage_is_skipped():
             ("hostbw.h2d", "gpu0", "h2d_pinned_bandwidth"),
             ("compute.tflops_bf16", "gpu0", "gemm_bf16_tflops"),
             ("scaling.tp", "n=2 p2p_on", "speedup"),
+            ("p2p.bandwidth", "gpu0->gpu1", "p2p_unidirectional_bandwidth"),
         ]
+    )
+    # P2P keeps its windows under its own key: without them every P2P comparison was INCONCLUSIVE.
+    assert found[("p2p.bandwidth", "gpu0->gpu1", "p2p_unidirectional_bandwidth")].samples == (
+        50.0,
+        50.2,
+        49.9,
     )
     assert found[("collective.allreduce", "p2p_on", "busbw_256MiB")].samples == (30.0, 31.0)
     assert found[("hostbw.h2d", "gpu0", "h2d_pinned_bandwidth")].samples == (55.0, 55.1)

@@ -783,3 +783,71 @@ def test_a_shared_device_id_is_named_by_its_revision():
     assert check(named, "gpu.detected").detail.startswith("1x AMD Radeon RX 9070 (gfx1201)")
     unnamed = judge(facts(gpus=[card]))
     assert "AMD Radeon RX 9070 XT / 9070 / 9070 GRE" in check(unnamed, "gpu.detected").detail
+
+
+# -- Power caps and PSU budgets (r9700_power's interface, refused before anything changes) --------
+
+FOUR = ["0000:03:00.0", "0000:04:00.0", "0000:05:00.0", "0000:06:00.0"]
+
+
+def test_no_psu_map_means_no_budget_is_claimed_checked():
+    assert check(judge(facts()), "power.psu").status == SKIP
+
+
+def test_an_overcommitted_psu_refuses_the_node_and_says_by_how_much():
+    """4 R9700 at a 300 W cap + 550 W of host on one 1600 W PSU: over by 150 W."""
+    verdict = judge(facts(), power_cap_w=300, psus={"psu1": {"watts": 1600, "gpus": FOUR, "host_w": 550}})
+
+    psu = check(verdict, "power.psu.psu1")
+    assert psu.status == FAIL
+    assert "over its rating by 150 W" in psu.detail
+    assert not verdict.ok
+    assert verdict.refusal("node1").startswith("node1: preflight refused, nothing changed: PSU psu1 (1600 W)")
+
+
+def test_uncapped_cards_are_budgeted_at_their_board_power_from_the_manifest():
+    """No r9700_power_cap_w: an R9700 draws up to its 300 W default cap (manifest board_power_w)."""
+    verdict = judge(facts(), psus={"psu1": {"watts": 1600, "gpus": FOUR, "host_w": 300}})
+
+    psu = check(verdict, "power.psu.psu1")
+    assert psu.status == WARN  # 1500 W: inside the 10% margin of 1600 W
+    assert psu.evidence["budget"]["draw_w"] == dict.fromkeys(FOUR, 300.0)
+
+
+def test_two_psus_each_judged_on_their_own_gpus_and_a_per_gpu_cap_counts():
+    verdict = judge(
+        facts(),
+        power_cap_w=250,
+        power_cap_w_by_gpu={"0000:03:00.0": 200},
+        psus={
+            "psu1": {"watts": 1000, "gpus": FOUR[:2], "host_w": 460},
+            "psu2": {"watts": 850, "gpus": FOUR[2:]},
+        },
+    )
+
+    # psu1: 200 (its own cap) + 250 + 460 = 910 W, above 1000 x 0.9 = 900: inside the margin.
+    assert check(verdict, "power.psu.psu1").status == WARN
+    assert check(verdict, "power.psu.psu2").status == PASS  # 2 x 250 = 500 W on 850 W
+    assert verdict.ok
+
+
+def test_a_psu_feeding_a_gpu_the_node_does_not_have_is_refused():
+    verdict = judge(facts(gpus=r9700(1)), psus={"psu1": {"watts": 1600, "gpus": ["0000:43:00.0"]}})
+
+    psu = check(verdict, "power.psu.psu1")
+    assert psu.status == FAIL
+    assert "0000:43:00.0, not a GPU of this node (GPUs: 0000:03:00.0)" in psu.detail
+
+
+def test_a_gpu_no_psu_feeds_is_a_warning():
+    verdict = judge(facts(), psus={"psu1": {"watts": 1600, "gpus": FOUR[:3]}})
+
+    assert check(verdict, "power.psu.unassigned").status == WARN
+
+
+def test_a_malformed_power_setting_is_a_settings_failure():
+    verdict = judge(facts(), power_cap_w="lots", psu_margin=1.5)
+
+    details = [c.detail for c in verdict.failures]
+    assert any("r9700_power_cap_w must be whole watts" in d for d in details)
+    assert any("r9700_psu_margin must be a fraction" in d for d in details)

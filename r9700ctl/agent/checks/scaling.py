@@ -114,6 +114,7 @@ def _rows(ctx: AgentContext, mode: str, table: list[dict], raw: dict[int, dict])
                 threshold="; ".join(rules),
                 hint="; ".join(hints),
                 evidence={
+                    "expected_speedup": want if mode == "p2p_on" else None,  # --expect-scaling
                     "efficiency": round(row["efficiency"], 3),
                     "step_ms": round(row["step_ms"], 3),
                     "comm_share": round(row.get("comm_share", 0.0), 4),

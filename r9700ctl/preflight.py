@@ -770,8 +770,10 @@ def _check_power(settings: Settings, gpus: list[Gpu], manifest: Manifest) -> lis
         return checks
     draw: dict[str, float | None] = {}
     for gpu in gpus:
-        model = manifest.gpu(gpu.pci_id)
-        draw[gpu.address] = caps.get(gpu.address, model.board_power_w if model else None)
+        # This very product's board power (an R9600D shares the R9700's PCI id): None when unknown.
+        spec = manifest.gpu_spec(gpu.pci_id, gpu.revision) or {}
+        rated = spec.get("board_power_w")
+        draw[gpu.address] = caps.get(gpu.address, float(rated) if isinstance(rated, (int, float)) else None)
     present = set(addresses)
     fed = {a for psu in settings.psus for a in psu.gpus}
     for psu in settings.psus:

@@ -56,6 +56,7 @@ def r9700(n: int, first_bus: int = 3) -> list[dict[str, Any]]:
             "vendor": "0x1002",
             "device": "0x7551",
             "class": "0x030000",
+            "revision": "0xc0",  # as sysfs reports a real R9700 (lspci "(rev c0)")
         }
         for i in range(n)
     ]

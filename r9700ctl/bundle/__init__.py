@@ -65,6 +65,7 @@ RULES: tuple[Callable[[Diagnosis], None], ...] = (
     software.rule_hsa_override,
     hardware.rule_iommu,
     hardware.rule_pcie,
+    hardware.rule_aer,
     software.rule_dkms,
     software.rule_dmesg,
     software.rule_groups,

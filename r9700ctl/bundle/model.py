@@ -31,6 +31,8 @@ BUNDLE_FILES = (
     # dpkg-query -W of amdgpu*, rocm*, hip*, rccl* (name, version, status) and /opt/rocm/.info/version
     "packages.txt",
     "rocm-version.txt",
+    # PCIe AER counters: `grep -H .` of every /sys/devices/**/aer_dev_* (r9700ctl/agent/parsers/aer.py)
+    "aer.txt",
 )
 # Not collected (RCCL prints it only while a job runs): a job's output with NCCL_DEBUG=WARN or INFO,
 # saved into the bundle by whoever saw RCCL misbehave.

@@ -296,3 +296,59 @@ def _judge_acs(d: Diagnosis, report: Any, gpus: list[Any]) -> None:
             "(or the kernel parameter pci=noacs where the kernel has it)",
             evidence=[evidence_in(d.bundle, "lspci.txt", r"ACSCtl:", bridge.first_line, bridge.last_line)],
         )
+
+
+def rule_aer(d: Diagnosis) -> None:
+    """PCIe AER counters since boot on each AMD GPU's path up to its root port (aer.txt).
+
+    The same rule as the agent's before/after check (r9700ctl/agent/aer.py), over the whole
+    uptime: an uncorrectable (nonfatal or fatal) error is a FAIL, corrected errors a WARN.
+    """
+    from r9700ctl.agent import aer
+    from r9700ctl.agent.parsers import aer as aer_parser
+
+    if not d.bundle.has("aer.txt"):
+        if d.amd_gpus:
+            d.cannot_judge("PCIe errors (AER counters)", "aer.txt")
+        return
+    report = d.bundle.parsed("aer.txt", aer_parser.parse)
+    if report is None or report.error:
+        return  # the parse error is already a "could not read" finding
+    if not report.devices:
+        if d.amd_gpus:
+            d.cannot_judge(
+                "PCIe errors (AER counters)",
+                "aer.txt",
+                because="no device exposes AER counters (AER off in the firmware, or a kernel before 4.19)",
+            )
+        return
+    lines = d.bundle.lines("aer.txt")
+    for gpu in d.amd_gpus:
+        device = report.devices.get(gpu.bdf or "")
+        if device is None:
+            d.cannot_judge(
+                f"PCIe errors of {gpu.bdf or '?'}", "aer.txt", because="aer.txt has no counters for it"
+            )
+            continue
+        path = [*device.path, device.address]
+        roles = {address: "port" for address in path}
+        roles[path[0]] = "root port"
+        roles[device.address] = "GPU"
+        shot = aer.Snapshot({device.address: {a: report.devices[a] for a in path if a in report.devices}})
+        verdict = aer.judge(device.address, aer.increases(aer.Snapshot(), shot), None, roles)
+        if verdict.status == aer.PASS:
+            continue
+        evidence = [
+            Evidence("aer.txt", number, line)
+            for number, line in enumerate(lines, 1)
+            if "TOTAL_ERR_" in line
+            and any(f"/{a}/aer_dev_" in line for a in path)
+            and not line.rstrip().endswith(" 0")
+        ]
+        d.add(
+            "pcie.aer",
+            FAIL if verdict.status == FAIL else WARN,
+            f"{verdict.summary} since boot",
+            fix=verdict.hint,
+            evidence=evidence,
+        )

@@ -112,6 +112,27 @@ class FakeNode:
             config[0x14E:0x150] = control.to_bytes(2, "little")
         (self._paths[bdf] / "config").write_bytes(bytes(config))
 
+    def set_aer(self, bdf: str, **kinds: dict[str, int]) -> None:
+        """aer_dev_correctable/_nonfatal/_fatal as the kernel prints them ("RxErr 3" ... TOTAL_ERR_*).
+
+        set_aer(bdf, correctable={"RxErr": 3}) writes every kind, the others all zero.
+        """
+        uncorrectable = ["DLP", "SDES", "TLP", "FCP", "CmpltTO", "UnxCmplt", "MalfTLP"]
+        names = {
+            "correctable": (["RxErr", "BadTLP", "BadDLLP", "Rollover", "Timeout"], "TOTAL_ERR_COR"),
+            "nonfatal": (uncorrectable, "TOTAL_ERR_NONFATAL"),
+            "fatal": (uncorrectable, "TOTAL_ERR_FATAL"),
+        }
+        for kind, (errors, total) in names.items():
+            counts = kinds.get(kind) or {}
+            lines = [f"{name} {counts.get(name, 0)}" for name in errors]
+            lines.append(f"{total} {sum(counts.values())}")
+            (self._paths[bdf] / f"aer_dev_{kind}").write_text("\n".join(lines) + "\n")
+
+    def add_slot(self, name: str, bdf: str) -> None:
+        """/sys/bus/pci/slots/<name>/address: the slot holding the device (domain:bus:device)."""
+        self._write(f"sys/bus/pci/slots/{name}/address", bdf.rsplit(".", 1)[0] + "\n")
+
     def set_iommu_group(self, bdf: str, group: int, domain_type: str) -> None:
         group_dir = self.root / "sys/kernel/iommu_groups" / str(group)
         group_dir.mkdir(parents=True, exist_ok=True)

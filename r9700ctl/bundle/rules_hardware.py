@@ -138,17 +138,17 @@ def _judge_bars(d: Diagnosis, gpus: list[Any]) -> None:
     """Large BAR: the kernel enables P2P only 'between GPUs with large memory BARs that expose the entire "
     "VRAM'."""
     for function in gpus:
-        model = d.manifest.gpu(function.pci_id) if function.pci_id else None
-        if model is None or not model.discrete or not model.raw.get("vram_gib"):
-            continue
+        spec = d.manifest.gpu_spec(function.pci_id, function.revision) if function.pci_id else None
+        if spec is None or not spec.get("discrete", True) or not spec.get("vram_gib"):
+            continue  # an unknown product's VRAM is not guessed from a neighbour's
         bar = function.largest_prefetchable_bar_bytes
-        vram_gib = int(model.raw["vram_gib"])
+        vram_gib = int(spec["vram_gib"])
         if bar is None or bar >= vram_gib * 2**30:
             continue
         d.add(
             "pcie.small_bar",
             WARN,
-            f"{function.bdf} ({model.name}): its largest BAR is {_size(bar)}, less than its {vram_gib} GiB "
+            f"{function.bdf} ({spec['name']}): its largest BAR is {_size(bar)}, less than its {vram_gib} GiB "
             "of "
             "VRAM: without large BAR the kernel does not enable GPU peer-to-peer (CONFIG_HSA_AMD_P2P)",
             fix="enable 'Above 4G Decoding' and 'Re-Size BAR Support' in the BIOS",

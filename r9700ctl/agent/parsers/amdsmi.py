@@ -76,6 +76,7 @@ class AmdSmiGpu:
     power_cap_max_w: float | None = None
     gfx_activity_pct: float | None = None
     fan_pct: float | None = None
+    fan_rpm: float | None = None
     throttle_status: str | None = None
     throttled: bool | None = None
     indep_throttle_status: int | None = None
@@ -346,6 +347,7 @@ def _read_temperature(gpu: AmdSmiGpu, temperature: dict[str, Any]) -> None:
 
 def _read_fan(gpu: AmdSmiGpu, fan: dict[str, Any]) -> None:
     gpu.fan_pct = _float(fan.get("usage"))
+    gpu.fan_rpm = _float(fan.get("rpm"))
 
 
 def _read_firmware(gpu: AmdSmiGpu, fw_list: Any) -> None:

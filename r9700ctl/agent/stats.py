@@ -102,6 +102,15 @@ def drift(values: Sequence[float], fraction: float = 0.1) -> float:
     return last / first if first else math.nan
 
 
+def slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """Least-squares slope of ys over xs (statistics.linear_regression); None when undefined
+    (fewer than two points, or every x the same)."""
+    try:
+        return statistics.linear_regression(list(xs), list(ys)).slope
+    except (statistics.StatisticsError, ValueError):
+        return None
+
+
 def longest_run(flags: Iterable[bool]) -> int:
     """Length of the longest run of consecutive True values."""
     best = current = 0

@@ -24,6 +24,8 @@ their own rules.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -102,6 +104,9 @@ class EnvKnobs:
             value = host_vars.get(name)
             if value is None or value == "":
                 continue
+            if isinstance(value, str):  # an INI inventory or `-e` may hand over JSON text
+                with contextlib.suppress(ValueError):
+                    value = json.loads(value)
             if not isinstance(value, Mapping):
                 problems.append(_bad(name, value, "a mapping of NAME: value"))
                 continue
@@ -141,6 +146,9 @@ class EnvTarget:
     visible_auto: str = ""  # ROCR_VISIBLE_DEVICES that keeps ROCm off an integrated GPU ("" = none needed)
     allow_unsupported: bool = False
     rocm_version: str = ""
+    # Default workarounds of the node's known issues that preflight decided to apply
+    # (r9700ctl/known_issues.py): NAME -> (value, reason, source).
+    known_issue_workarounds: dict[str, tuple[str, str, str]] = field(default_factory=dict)
 
     @property
     def discrete(self) -> list[Gpu]:
@@ -163,8 +171,13 @@ class EnvPlan:
         return [e.to_dict() for e in self.entries]
 
 
-# Rules that add entries of their own: (target) -> entries. Known-issue workarounds go here.
-RULES: list[Callable[[EnvTarget], list[EnvEntry]]] = []
+def known_issue_workarounds(target: EnvTarget) -> list[EnvEntry]:
+    """The variables of the known issues' default workarounds (NCCL_PROTO=Simple on 7.2.x, say)."""
+    return [EnvEntry(name, *entry) for name, entry in target.known_issue_workarounds.items()]
+
+
+# Rules that add entries of their own: (target) -> entries.
+RULES: list[Callable[[EnvTarget], list[EnvEntry]]] = [known_issue_workarounds]
 
 
 def compose(knobs: EnvKnobs, target: EnvTarget) -> EnvPlan:
@@ -389,8 +402,9 @@ def _p2p(
 
 
 def _vram_bytes(gpu: Gpu, manifest: Manifest) -> int | None:
-    model = manifest.gpu(gpu.pci_id)
-    gib = (model.raw.get("vram_gib") if model else None) if gpu.known else None
+    """The VRAM the BAR must cover, of this very product (its PCI revision), or None when unknown."""
+    spec = manifest.gpu_spec(gpu.pci_id, gpu.revision) if gpu.known else None
+    gib = spec.get("vram_gib") if spec else None
     return int(gib * p2p.GIB) if isinstance(gib, (int, float)) else None
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 SCHEMA = "r9700ctl.doctor/1"
 
-# DESIGN.md "Support bundle": the files a bundle may hold (all optional).
+# The files a bundle may hold (all optional), as `r9700ctl collect` names them (roles/r9700_collect).
 BUNDLE_FILES = (
     "os-release",
     "uname.txt",
@@ -31,6 +31,8 @@ BUNDLE_FILES = (
     # dpkg-query -W of amdgpu*, rocm*, hip*, rccl* (name, version, status) and /opt/rocm/.info/version
     "packages.txt",
     "rocm-version.txt",
+    # PCIe AER counters: `grep -H .` of every /sys/devices/**/aer_dev_* (r9700ctl/agent/parsers/aer.py)
+    "aer.txt",
 )
 # Not collected (RCCL prints it only while a job runs): a job's output with NCCL_DEBUG=WARN or INFO,
 # saved into the bundle by whoever saw RCCL misbehave.
@@ -42,6 +44,7 @@ KNOWN_NAMES = (*BUNDLE_FILES, RCCL_LOG, COLLECT_MANIFEST, MISSING_LIST)
 FAIL = "FAIL"
 WARN = "WARN"
 INFO = "INFO"
+INCONCLUSIVE = "INCONCLUSIVE"  # nothing judged: never PASS
 SEVERITY_ORDER = {FAIL: 2, WARN: 1, INFO: 0}
 
 AMD = "1002"
@@ -150,15 +153,19 @@ class BundleReport:
     versions: dict[str, str]
     findings: list[Finding]
     not_judged: list[NotJudged]
+    known_issues: list[dict[str, Any]] = field(default_factory=list)  # that apply to this node
 
     @property
     def status(self) -> str:
+        """PASS needs GPUs that were judged: a bundle without a file listing any is INCONCLUSIVE."""
         worst = max((SEVERITY_ORDER[f.severity] for f in self.findings), default=0)
+        if worst == 0 and not self.gpus:
+            return INCONCLUSIVE
         return {2: FAIL, 1: WARN, 0: "PASS"}[worst]
 
     @property
     def exit_code(self) -> int:
-        return {FAIL: 2, WARN: 1}.get(self.status, 0)
+        return {FAIL: 2, WARN: 1, INCONCLUSIVE: 3}.get(self.status, 0)
 
     def overview_lines(self) -> list[str]:
         lines = []
@@ -174,13 +181,21 @@ class BundleReport:
             lines.append("GPUs: none found in the files present")
         if self.versions:
             lines.append("versions: " + ", ".join(f"{k} {v}" for k, v in self.versions.items()))
+        for item in self.known_issues:
+            lines.append(f"known issue {item['id']}: {_standing(item)}; workaround {item['workaround']}")
+            lines.append(f"  {item['title']} ({item['sources'][0]})")
         return lines
 
     def summary(self) -> str:
         counts = {s: sum(1 for f in self.findings if f.severity == s) for s in (FAIL, WARN, INFO)}
+        why = (
+            ": no file in it lists the node's GPUs, so nothing about them was judged"
+            if (self.status == INCONCLUSIVE)
+            else ""
+        )
         return (
             f"{self.node}: {self.status} ({counts[FAIL]} failed, {counts[WARN]} warnings, "
-            f"{counts[INFO]} notes, {len(self.not_judged)} not judged)"
+            f"{counts[INFO]} notes, {len(self.not_judged)} not judged){why}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -194,6 +209,7 @@ class BundleReport:
             "versions": self.versions,
             "findings": [f.to_dict() for f in self.findings],
             "not_judged": [n.to_dict() for n in self.not_judged],
+            "known_issues": self.known_issues,
         }
 
 
@@ -211,7 +227,9 @@ class FleetBundleReport:
     def summary(self) -> str:
         failed = [b.node for b in self.bundles if b.status == FAIL]
         warned = [b.node for b in self.bundles if b.status == WARN]
+        unjudged = [b.node for b in self.bundles if b.status == INCONCLUSIVE]
         text = f"{len(self.bundles)} bundles: {len(failed)} failed, {len(warned)} with warnings only"
+        text += f", {len(unjudged)} inconclusive" if unjudged else ""
         return text + (f" (failed: {', '.join(failed)})" if failed else "")
 
     def to_dict(self) -> dict[str, Any]:
@@ -225,6 +243,24 @@ class FleetBundleReport:
             "exit_code": self.exit_code,
             "bundles": [b.to_dict() for b in self.bundles],
         }
+
+
+def _standing(item: dict[str, Any]) -> str:
+    """How a known issue stands on the node, in a few words."""
+    trigger = " and ".join(f"{k}={v}" for k, v in (item.get("trigger_env") or {}).items())
+    if item["false_signal"]:
+        return "applies (a false signal: ignore it)"
+    if item["evidence"]:
+        return "applies, evidence in the bundle"
+    if item["triggered"] is False:
+        return f"only when {trigger} is set (it is not)"
+    if item["triggered"] is None:
+        return f"applies when {trigger} is set (env.txt missing)"
+    if item["mitigated"]:
+        return "applies, workaround in force"
+    if not item["release_known"]:
+        return "may apply (the bundle names no ROCm version)"
+    return "applies" + (" (env.txt missing: workaround unknown)" if item["mitigated"] is None else "")
 
 
 def _gpu_groups(gpus: list[BundleGpu]) -> str:

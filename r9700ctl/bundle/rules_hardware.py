@@ -138,17 +138,17 @@ def _judge_bars(d: Diagnosis, gpus: list[Any]) -> None:
     """Large BAR: the kernel enables P2P only 'between GPUs with large memory BARs that expose the entire "
     "VRAM'."""
     for function in gpus:
-        model = d.manifest.gpu(function.pci_id) if function.pci_id else None
-        if model is None or not model.discrete or not model.raw.get("vram_gib"):
-            continue
+        spec = d.manifest.gpu_spec(function.pci_id, function.revision) if function.pci_id else None
+        if spec is None or not spec.get("discrete", True) or not spec.get("vram_gib"):
+            continue  # an unknown product's VRAM is not guessed from a neighbour's
         bar = function.largest_prefetchable_bar_bytes
-        vram_gib = int(model.raw["vram_gib"])
+        vram_gib = int(spec["vram_gib"])
         if bar is None or bar >= vram_gib * 2**30:
             continue
         d.add(
             "pcie.small_bar",
             WARN,
-            f"{function.bdf} ({model.name}): its largest BAR is {_size(bar)}, less than its {vram_gib} GiB "
+            f"{function.bdf} ({spec['name']}): its largest BAR is {_size(bar)}, less than its {vram_gib} GiB "
             "of "
             "VRAM: without large BAR the kernel does not enable GPU peer-to-peer (CONFIG_HSA_AMD_P2P)",
             fix="enable 'Above 4G Decoding' and 'Re-Size BAR Support' in the BIOS",
@@ -167,9 +167,10 @@ def _size(size: int) -> str:
 
 def _judge_links(d: Diagnosis, report: Any, gpus: list[Any]) -> None:
     """Each card's link as the agent judges it (agent/checks/pcie.judge_link), read at the card's
-    upstream port against the lower of the card's and the slot's maximum. A bundle is recorded at
-    idle, where links downtrain to save power: that is a note (INFO), not a warning; a platform
-    that caps the link below what card and slot can do is a WARN."""
+    upstream port against what both ends support (the lower of the card's and the slot's maximum).
+    A bundle is recorded at idle, where links downtrain to save power: that is a note (INFO), not a
+    warning, and so is a slot that limits the card ("the platform limits this card to Gen4 x16");
+    a card whose own maximum is below its model's is a WARN."""
     from r9700ctl.agent.checks.pcie import judge_link
     from r9700ctl.agent.result import PASS as AGENT_PASS
     from r9700ctl.agent.result import WARN as AGENT_WARN
@@ -184,7 +185,11 @@ def _judge_links(d: Diagnosis, report: Any, gpus: list[Any]) -> None:
         model = d.manifest.gpu(gpu.pci_id) if gpu.pci_id else None
         spec = model.raw if model else {}
         verdict = judge_link(
-            link, speed_of_gen.get(spec.get("pcie_gen")), spec.get("pcie_width"), under_load=False
+            link,
+            speed_of_gen.get(spec.get("pcie_gen")),
+            spec.get("pcie_width"),
+            under_load=False,
+            idle_status=AGENT_PASS,
         )
         if verdict.status == AGENT_PASS and not verdict.reason:
             continue
@@ -295,4 +300,60 @@ def _judge_acs(d: Diagnosis, report: Any, gpus: list[Any]) -> None:
             fix=f"disable ACS in the BIOS, or at each boot: setpci -s {port} ECAP_ACS+6.w=0000 "
             "(or the kernel parameter pci=noacs where the kernel has it)",
             evidence=[evidence_in(d.bundle, "lspci.txt", r"ACSCtl:", bridge.first_line, bridge.last_line)],
+        )
+
+
+def rule_aer(d: Diagnosis) -> None:
+    """PCIe AER counters since boot on each AMD GPU's path up to its root port (aer.txt).
+
+    The same rule as the agent's before/after check (r9700ctl/agent/aer.py), over the whole
+    uptime: an uncorrectable (nonfatal or fatal) error is a FAIL, corrected errors a WARN.
+    """
+    from r9700ctl.agent import aer
+    from r9700ctl.agent.parsers import aer as aer_parser
+
+    if not d.bundle.has("aer.txt"):
+        if d.amd_gpus:
+            d.cannot_judge("PCIe errors (AER counters)", "aer.txt")
+        return
+    report = d.bundle.parsed("aer.txt", aer_parser.parse)
+    if report is None or report.error:
+        return  # the parse error is already a "could not read" finding
+    if not report.devices:
+        if d.amd_gpus:
+            d.cannot_judge(
+                "PCIe errors (AER counters)",
+                "aer.txt",
+                because="no device exposes AER counters (AER off in the firmware, or a kernel before 4.19)",
+            )
+        return
+    lines = d.bundle.lines("aer.txt")
+    for gpu in d.amd_gpus:
+        device = report.devices.get(gpu.bdf or "")
+        if device is None:
+            d.cannot_judge(
+                f"PCIe errors of {gpu.bdf or '?'}", "aer.txt", because="aer.txt has no counters for it"
+            )
+            continue
+        path = [*device.path, device.address]
+        roles = {address: "port" for address in path}
+        roles[path[0]] = "root port"
+        roles[device.address] = "GPU"
+        shot = aer.Snapshot({device.address: {a: report.devices[a] for a in path if a in report.devices}})
+        verdict = aer.judge(device.address, aer.increases(aer.Snapshot(), shot), None, roles)
+        if verdict.status == aer.PASS:
+            continue
+        evidence = [
+            Evidence("aer.txt", number, line)
+            for number, line in enumerate(lines, 1)
+            if "TOTAL_ERR_" in line
+            and any(f"/{a}/aer_dev_" in line for a in path)
+            and not line.rstrip().endswith(" 0")
+        ]
+        d.add(
+            "pcie.aer",
+            FAIL if verdict.status == FAIL else WARN,
+            f"{verdict.summary} since boot",
+            fix=verdict.hint,
+            evidence=evidence,
         )

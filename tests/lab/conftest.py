@@ -76,12 +76,14 @@ class _LabFactory:
     def __init__(self) -> None:
         self.made: list[Path] = []
 
-    def __call__(self, nodes: int = 1, node_options: dict | None = None, gpus: int = 4):
+    def __call__(
+        self, nodes: int = 1, node_options: dict | None = None, gpus: int = 4, recorded: str | None = None
+    ):
         from r9700ctl.lab import up
 
         directory = _new_directory()
         self.made.append(directory)
-        return up(directory, nodes=nodes, gpus=gpus, node_options=node_options)
+        return up(directory, nodes=nodes, gpus=gpus, node_options=node_options, recorded=recorded)
 
     def close(self) -> None:
         from r9700ctl.lab import down

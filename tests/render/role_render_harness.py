@@ -16,12 +16,16 @@ from typing import Any
 
 import yaml
 from ansible.parsing.dataloader import DataLoader
+from ansible.plugins.loader import filter_loader
 from ansible.template import Templar, trust_as_template
 
 from r9700ctl import manifest as manifest_module
 from r9700ctl import nodefacts, preflight
 
 ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
+# Roles' own filters (r9700_power_plan), found the way ansible-playbook finds them beside a role.
+for _filters in sorted(ROLES_DIR.glob("*/filter_plugins")):
+    filter_loader.add_directory(str(_filters))
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 PROVISIONING = [
     "r9700_preflight",
@@ -31,6 +35,7 @@ PROVISIONING = [
     "r9700_access",
     "r9700_env",
     "r9700_kernel",
+    "r9700_power",
 ]
 SKIPPED_MODULES = {"ansible.builtin.debug", "ansible.builtin.meta"}
 OS_FACTS = {
@@ -63,7 +68,13 @@ def node_facts(os_key: str, gpus: int, igpu: bool = False) -> dict[str, Any]:
     """Facts as nodefacts.gather() reports them for a healthy node of this shape."""
     distro, version, codename, kernel = OS_FACTS[os_key]
     devices = [
-        {"address": f"0000:{3 + i:02x}:00.0", "vendor": "0x1002", "device": "0x7551", "class": "0x030000"}
+        {
+            "address": f"0000:{3 + i:02x}:00.0",
+            "vendor": "0x1002",
+            "device": "0x7551",
+            "class": "0x030000",
+            "revision": "0xc0",  # as sysfs reports a real R9700 (lspci "(rev c0)")
+        }
         for i in range(gpus)
     ]
     if igpu:

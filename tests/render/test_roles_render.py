@@ -145,6 +145,10 @@ def test_every_role_renders_for_the_node_matrix(os_key, gpus, mirror, override, 
     access = RoleRender("r9700_access", ctx, access_registered(users, "")).run()
     assert access.task("Configure | Put the users in the GPU groups").items == ["r9700"]
 
+    power = RoleRender("r9700_power", ctx).run()  # no cap, no PSU map: nothing written
+    assert power.task("Plan | Read each card's power-cap range").skipped
+    assert not power.task("Configure | Remove the policy file").skipped
+
 
 # -- r9700_repos ---------------------------------------------------------------------------------
 
@@ -554,9 +558,11 @@ def test_the_three_files_carry_one_list_for_login_shells_user_managers_and_syste
 
 
 def test_defaults_carry_no_article_values_only_the_p2p_decision(tmp_path):
-    """NCCL_MIN_NCHANNELS=4 (MI300X tuning) and NCCL_P2P_DISABLE=0 (a no-op) are opt-in, not defaults."""
+    """NCCL_MIN_NCHANNELS=4 (MI300X tuning) and NCCL_P2P_DISABLE=0 (a no-op) are opt-in, not defaults;
+    the known issues' default workaround for gfx1201 (IPC legacy mode off, ROCm/rocm-systems#2209) is."""
     values = all_three(tmp_path)
-    assert values == {"NCCL_P2P_DISABLE": "1"}  # no P2P facts in this render: auto decides off
+    # no P2P facts in this render: auto decides off
+    assert values == {"NCCL_P2P_DISABLE": "1", "HSA_ENABLE_IPC_MODE_LEGACY": "0"}
     out = sh(f"PATH=/usr/bin:/bin; . {tmp_path / 'r9700.sh'}; . {tmp_path / 'r9700.sh'}; echo $PATH")
     assert out.splitlines()[0] == "/usr/bin:/bin:/opt/rocm/bin"  # added once, even when sourced twice
 
@@ -567,7 +573,12 @@ def test_a_key_set_to_null_is_removed_and_extra_keys_are_merged(tmp_path):
         r9700_env={"NCCL_DEBUG": "WARN", "NCCL_MIN_NCHANNELS": "4"},
         r9700_env_extra={"NCCL_MIN_NCHANNELS": None, "NCCL_SOCKET_IFNAME": "eth0"},
     )
-    assert values == {"NCCL_DEBUG": "WARN", "NCCL_SOCKET_IFNAME": "eth0", "NCCL_P2P_DISABLE": "1"}
+    assert values == {
+        "NCCL_DEBUG": "WARN",
+        "NCCL_SOCKET_IFNAME": "eth0",
+        "NCCL_P2P_DISABLE": "1",
+        "HSA_ENABLE_IPC_MODE_LEGACY": "0",
+    }
 
 
 def test_the_recorded_list_names_a_reason_and_a_source_for_every_entry(tmp_path):
@@ -577,6 +588,23 @@ def test_the_recorded_list_names_a_reason_and_a_source_for_every_entry(tmp_path)
     assert listed["NCCL_DEBUG"]["source"] == "r9700_env_extra"
     assert "rocm-systems#11348" in listed["NCCL_P2P_DISABLE"]["reason"]
     assert all(e["reason"] and e["source"] for e in listed.values())
+
+
+def test_a_known_issues_workaround_reaches_all_three_files_only_where_the_issue_applies(tmp_path):
+    """Issue 14: ROCm 7.2.x deadlocks RCCL on two or more gfx1201 cards (vllm-project/vllm#40980):
+    a pinned 7.2.3 gets NCCL_PROTO=Simple in profile.d, environment.d and the systemd drop-in; one
+    card, or 7.1.1, or the workaround skipped by the inventory gets none."""
+    assert all_three(tmp_path, r9700_rocm_version="7.2.3")["NCCL_PROTO"] == "Simple"
+    assert "NCCL_PROTO" not in all_three(tmp_path, r9700_rocm_version="7.1.1")
+    assert "NCCL_PROTO" not in all_three(tmp_path, gpus=1, r9700_rocm_version="7.2.3")
+    skipped = all_three(
+        tmp_path, r9700_rocm_version="7.2.3", r9700_known_issue_workarounds_skip=["r9700-rccl-72-hang"]
+    )
+    assert "NCCL_PROTO" not in skipped and skipped["HSA_ENABLE_IPC_MODE_LEGACY"] == "0"
+    env = RoleRender("r9700_env", context(r9700_rocm_version="7.2.3")).run()
+    listed = {e["name"]: e for e in env.vars["r9700_environment"]}
+    assert listed["NCCL_PROTO"]["reason"].startswith("workaround of known issue r9700-rccl-72-hang")
+    assert listed["NCCL_PROTO"]["source"] == "https://github.com/vllm-project/vllm/issues/40980"
 
 
 @pytest.mark.parametrize("value", ["INIT,ENV $HOME", "a b", "50%", 'say "hi"', "x'y", "${PATH}"], ids=str)
@@ -645,3 +673,161 @@ def test_the_preflight_task_hands_the_inventory_values_to_the_judge():
     assert task.args["rocm_version"] == "7.1.1"
     assert task.args["lab_pci_devices"][0]["device"] == "0x7551"
     assert task.args["apt_lock_timeout"] == 600 and task.args["driver_source"] == "dkms"
+
+
+def p2p_facts(bar_bytes: int, iommu: str | None = "identity") -> dict[str, Any]:
+    """nodefacts' `p2p` facts for four R9700s, each behind its own switch on its own root port."""
+    gpus, bridges = {}, {}
+    for i in range(4):
+        root_port = f"0000:00:0{i + 1}.1"
+        usp, dsp, gpu = (f"0000:{i * 4 + bus:02x}:00.0" for bus in (1, 2, 3))
+        gpus[gpu] = {
+            "bars": [{"index": 0, "size": bar_bytes, "memory": True, "prefetch": True, "mem64": True}],
+            "vram_bytes": None,
+            "iommu_group": str(i) if iommu else None,
+            "iommu_type": iommu,
+            "path": [root_port, usp, dsp, gpu],
+        }
+        # Linux's own ACS redirect on root ports and on each card's downstream port (0x001d)
+        bridges.update({root_port: {"control": 0x1D}, usp: {"control": None}, dsp: {"control": 0x1D}})
+    return {"source": "sysfs", "gpus": gpus, "bridges": bridges}
+
+
+@pytest.mark.parametrize(
+    ("bar", "iommu", "state", "variable"),
+    [
+        (32 * 2**30, "identity", "on", "HSA_FORCE_FINE_GRAIN_PCIE"),
+        (256 * 2**20, "identity", "off", "NCCL_P2P_DISABLE"),
+        (32 * 2**30, "DMA-FQ", "off", "NCCL_P2P_DISABLE"),
+    ],
+    ids=["large-bar-passthrough", "small-bar", "iommu-translated"],
+)
+def test_r9700_p2p_auto_decides_from_the_facts_and_all_three_files_carry_it(
+    tmp_path, bar, iommu, state, variable
+):
+    """Issue 9 item 4: P2P on only with BAR >= VRAM on every GPU, IOMMU passthrough/off, no ACS redirect
+    between GPUs (Linux's own on root ports and each card's switch does not count); else off."""
+    import role_render_harness as harness
+
+    from r9700ctl import manifest as manifest_module
+    from r9700ctl import preflight
+
+    ctx = context()
+    facts = harness.node_facts("ubuntu-24.04", 4)
+    for i, device in enumerate(facts["pci"]["devices"]):
+        device["revision"] = "0xc0"  # an R9700 (libdrm amdgpu.ids 7551 C0)
+        device["address"] = f"0000:{i * 4 + 3:02x}:00.0"  # the GPU behind card i's switch (p2p_facts)
+    facts["p2p"] = p2p_facts(bar, iommu)
+    verdict = preflight.judge(facts, ctx, manifest_module.load())
+    assert verdict.ok, [c.one_line() for c in verdict.failures]
+    ctx["r9700_resolved"] = verdict.resolved.to_dict()
+    assert ctx["r9700_resolved"]["p2p"]["state"] == state
+    env = RoleRender("r9700_env", ctx).run()
+    (tmp_path / "r9700.sh").write_text(
+        env.task("Configure | Write the login-shell environment").files[PROFILE]
+    )
+    session = env.task("Configure | Write the systemd user-manager environment").files[SESSION]
+    manager = env.task("Configure | Write the system manager's DefaultEnvironment").files[MANAGER]
+    values = session_values(session)
+    # and the default workaround of a known issue of gfx1201 (ROCm/rocm-systems#2209)
+    assert values == manager_values(manager) == {variable: "1", "HSA_ENABLE_IPC_MODE_LEGACY": "0"}
+    if state == "off":
+        reason = ctx["r9700_resolved"]["p2p"]["reason"]
+        assert f"# P2P {reason}" in manager  # the drop-in says why, next to the value
+
+
+# -- r9700_power ---------------------------------------------------------------------------------
+
+# `amd-smi static --json` of a real card (RX 6600: power cap 94-100 W, at 0000:0b:00.0); the
+# stand-in amd-smi of the lab prints the same file.
+RECORDED_STATIC = Path(__file__).resolve().parents[2] / "r9700ctl/data/recorded/rx6600-1x/amd-smi-static.json"
+
+
+def power_registered(rc: int = 0, stderr: str = "") -> dict[str, Any]:
+    stdout = "\n".join(RECORDED_STATIC.read_text().splitlines()[1:]) if rc == 0 else ""
+    return {"__r9700_power_static": {"rc": rc, "stdout": stdout, "stderr": stderr, "changed": False}}
+
+
+def test_a_cap_inside_the_cards_range_gets_a_policy_file_an_applier_and_an_enabled_boot_unit():
+    ctx = context(r9700_power_cap_w=95)
+    power = RoleRender("r9700_power", ctx, power_registered()).run()
+
+    policy = json.loads(power.task("Configure | Write the node's power policy").args["content"])
+    assert policy == {
+        "schema": "r9700ctl.power/1",
+        "caps_w": {"0000:0b:00.0": 95.0},
+        "psus": [],
+        "margin": 0.1,
+    }
+    unit_task = power.task("Configure | Write the oneshot unit")
+    unit = unit_task.files["/etc/systemd/system/r9700-power-cap.service"]
+    assert "Type=oneshot" in unit and "WantedBy=multi-user.target" in unit
+    assert (
+        "ExecStart=/usr/bin/python3 /usr/local/sbin/r9700-power-cap apply --policy /etc/r9700ctl/power.json"
+        in unit
+    )
+    link = power.task("Configure | Enable the unit").args
+    assert link["dest"] == "/etc/systemd/system/multi-user.target.wants/r9700-power-cap.service"
+    assert link["src"] == "/etc/systemd/system/r9700-power-cap.service" and link["state"] == "link"
+    # A systemd node (runtime steps on) also gets the caps now, through the same applier.
+    apply = power.task("Apply | Set the caps now")
+    assert not apply.skipped and apply.args["argv"][2:4] == ["apply", "--policy"]
+    assert power.notified == ["Reload the systemd units"]
+
+
+def test_files_only_nodes_get_the_enabled_unit_but_no_cap_is_set_now():
+    """The lab and image builds run no systemd: the unit applies the caps at next boot."""
+    ctx = context(r9700_power_cap_w=95, service_manager="sshd")
+    power = RoleRender("r9700_power", ctx, power_registered())
+
+    assert power.run().task("Apply | Set the caps now").skipped
+    assert not power.task("Configure | Enable the unit").skipped
+
+
+def test_a_cap_outside_the_cards_own_range_is_refused_with_that_range_before_any_file():
+    power = RoleRender("r9700_power", context(r9700_power_cap_w=250), power_registered())
+
+    with pytest.raises(AssertFailed, match=r"250 W is outside the 94-100 W this card accepts"):
+        power.run()
+    assert not any(t.name.startswith("Configure") for t in power.tasks)
+
+
+def test_a_per_gpu_cap_must_name_a_card_amd_smi_lists():
+    power = RoleRender(
+        "r9700_power", context(r9700_power_cap_w_by_gpu={"0000:03:00.0": 95}), power_registered()
+    )
+
+    with pytest.raises(AssertFailed, match=r"names 0000:03:00.0, which is not a GPU of this node"):
+        power.run()
+
+
+def test_without_a_working_amd_smi_no_cap_is_set_blind():
+    ctx = context(r9700_power_cap_w=95)
+    power = RoleRender("r9700_power", ctx, power_registered(2, "amd-smi: not found"))
+
+    with pytest.raises(AssertFailed, match=r"amd-smi static --json failed \(rc 2: amd-smi: not found\)"):
+        power.run()
+
+
+def test_a_psu_map_alone_writes_the_policy_for_validate_and_no_unit():
+    psus = {"psu1": {"watts": 1600, "gpus": ["0000:03:00.0", "0000:04:00.0"], "host_w": 300}}
+    earlier = {"__r9700_power_old_applier": {"stat": {"exists": True}, "changed": False}}
+    power = RoleRender("r9700_power", context(r9700_psus=psus), earlier).run()
+
+    policy = json.loads(power.task("Configure | Write the node's power policy").args["content"])
+    assert policy["caps_w"] == {} and policy["psus"][0]["gpus"] == ["0000:03:00.0", "0000:04:00.0"]
+    assert power.task("Configure | Write the oneshot unit").skipped
+    assert not power.task("Configure | Remove the unit, its link and the applier").skipped
+    # An earlier run's caps go back to the cards' defaults before the applier is removed.
+    assert not power.task("Configure | Restore the cards' default caps").skipped
+
+
+def test_the_policy_path_is_the_one_the_agent_reads():
+    from r9700ctl.agent import power
+
+    ctx = context()
+    vars_file = Path(__file__).resolve().parents[2] / "roles/r9700_power/vars/Debian.yml"
+    import yaml
+
+    assert yaml.safe_load(vars_file.read_text())["__r9700_power_policy_path"] == "/" + power.POLICY_PATH
+    assert ctx["r9700_psu_margin"] == power.DEFAULT_MARGIN

@@ -75,7 +75,8 @@ def test_an_rdna3_override_on_an_rx_9070_xt_fails_as_cross_family(tmp_path):
 
     assert finding.severity == "FAIL"
     assert (
-        "gfx1100 (RDNA3) code on gfx1201 (RDNA4: AMD Radeon RX 9070 / 9070 XT / 9070 GRE)" in finding.detail
+        "gfx1100 (RDNA3) code on gfx1201 (RDNA4: AMD Radeon RX 9070 XT)"
+        in finding.detail  # rocminfo names it
     )
 
 
@@ -442,3 +443,63 @@ def test_the_rocm_release_is_judged_from_collects_package_versions_without_amd_s
     assert report.versions["rocm"] == version
     ids = {f.id for f in report.findings}
     assert (finding in ids) if finding else not ids & {"rocm.not_in_manifest", "rocm.unsupported_gpu"}
+
+
+def test_a_bundle_that_lists_no_gpu_is_inconclusive_never_pass(tmp_path):
+    """Issue 9 item 7's sweep: "0 checks, PASS" was printed for a bundle holding only os-release."""
+    bundle = tmp_path / "node1"
+    bundle.mkdir()
+    (bundle / "os-release").write_text((FIXTURES / "osrelease" / "debian-12.txt").read_text())
+    report = diagnose_bundle(bundle)
+    assert (report.status, report.exit_code) == ("INCONCLUSIVE", 3)
+    assert report.summary().endswith("no file in it lists the node's GPUs, so nothing about them was judged")
+
+
+# ---- PCIe AER counters (aer.txt, `grep -H .` of /sys/devices/**/aer_dev_*)
+
+
+def aer_lines(path: str, kind: str, counts: dict[str, int]) -> list[str]:
+    total = {"correctable": "TOTAL_ERR_COR", "nonfatal": "TOTAL_ERR_NONFATAL", "fatal": "TOTAL_ERR_FATAL"}[
+        kind
+    ]
+    lines = [f"{path}/aer_dev_{kind}:{name} {n}" for name, n in counts.items()]
+    return [*lines, f"{path}/aer_dev_{kind}:{total} {sum(counts.values())}"]
+
+
+ROOT_PORT = "/sys/devices/pci0000:00/0000:00:01.1"
+GPU_03 = f"{ROOT_PORT}/0000:01:00.0/0000:02:00.0/0000:03:00.0"
+GPU_43 = "/sys/devices/pci0000:40/0000:40:01.1/0000:41:00.0/0000:42:00.0/0000:43:00.0"
+
+
+def test_uncorrectable_aer_errors_at_a_gpus_root_port_fail_with_the_riser_hint(tmp_path):
+    """The r9700-2x node's first card (0000:03:00.0) with a completion timeout counted at its root port."""
+    text = "\n".join(
+        aer_lines(ROOT_PORT, "correctable", {"RxErr": 0})
+        + aer_lines(ROOT_PORT, "nonfatal", {"CmpltTO": 2})
+        + aer_lines(GPU_03, "correctable", {"RxErr": 0})
+        + aer_lines(GPU_43, "correctable", {"RxErr": 0})
+    )
+    bundle = bundle_from(tmp_path, "r9700-2x", {"aer.txt": text + "\n"})
+
+    finding = only(diagnose_bundle(bundle), "pcie.aer")
+
+    assert finding.severity == "FAIL"
+    assert finding.detail == "0000:03:00.0: 2 nonfatal at root port 0000:00:01.1 (CmpltTO 2) since boot"
+    assert "reseat the card" in finding.fix and "riser" in finding.fix
+    assert [(e.file, e.line) for e in finding.evidence] == [("aer.txt", 4)]
+
+
+def test_corrected_aer_errors_on_a_gpu_warn_and_a_clean_gpu_says_nothing(tmp_path):
+    text = "\n".join(aer_lines(GPU_03, "correctable", {"BadTLP": 7}) + aer_lines(GPU_43, "fatal", {"DLP": 0}))
+    bundle = bundle_from(tmp_path, "r9700-2x", {"aer.txt": text + "\n"})
+
+    finding = only(diagnose_bundle(bundle), "pcie.aer")
+
+    assert finding.severity == "WARN"
+    assert finding.detail.startswith("0000:03:00.0: 7 correctable at GPU 0000:03:00.0 (BadTLP 7)")
+
+
+def test_a_bundle_without_aer_txt_says_the_pcie_errors_were_not_judged(tmp_path):
+    report = diagnose_bundle(bundle_from(tmp_path, "r9700-2x"))
+
+    assert any(n.topic == "PCIe errors (AER counters)" for n in report.not_judged)

@@ -94,7 +94,8 @@ def test_p2p_on_without_the_facts_is_a_loud_warning_with_allow_unsupported():
 
 def test_auto_without_facts_decides_off_with_the_reason_recorded():
     verdict = judge(facts())
-    assert listed(verdict) == {"NCCL_P2P_DISABLE": "1"}
+    # and the default workaround of a known issue of the R9700s (ROCm/rocm-systems#2209)
+    assert listed(verdict) == {"NCCL_P2P_DISABLE": "1", "HSA_ENABLE_IPC_MODE_LEGACY": "0"}
     assert verdict.resolved.p2p["state"] == "off"
     assert verdict.resolved.p2p["reason"].startswith("off: no BAR, IOMMU or ACS facts for 0000:03:00.0")
 
@@ -139,3 +140,12 @@ def test_yaml_booleans_for_r9700_p2p_mean_on_and_off():
 
 def test_the_manifest_knows_the_r9700s_vram_the_bar_must_cover():
     assert MANIFEST.gpu("1002:7551").raw["vram_gib"] == 32
+
+
+def test_json_text_from_an_ini_inventory_is_read_as_the_mapping_it_spells():
+    knobs, problems = envlist.EnvKnobs.from_vars({"r9700_env_extra": '{"NCCL_DEBUG": "INFO"}'})
+    assert problems == [] and knobs.env_extra == {"NCCL_DEBUG": "INFO"}
+    _, problems = envlist.EnvKnobs.from_vars({"r9700_env_extra": "NCCL_DEBUG=INFO"})
+    assert [p.detail for p in problems] == [
+        "r9700_env_extra='NCCL_DEBUG=INFO' is not a mapping of NAME: value"
+    ]

@@ -217,3 +217,19 @@ def test_indep_throttle_status_is_found_wherever_amd_smi_puts_it():
     assert gpu.indep_throttle_status == (1 << 36) | 1
     assert gpu.throttle is not None
     assert (gpu.throttle.power, gpu.throttle.thermal) == (["PPT0"], ["TEMP_HOTSPOT"])
+
+
+def test_the_older_limit_section_gives_the_range_set_power_cap_accepts():
+    """Pins limit.{min,max,socket}_power of the bare-list amd-smi (RX 6600: 94-100 W, cap 100 W)."""
+    (gpu,) = amdsmi.parse_file(RECORDED / "rx6600-1x" / "amd-smi-static.json").gpus
+
+    assert (gpu.power_cap_min_w, gpu.power_cap_max_w, gpu.power_cap_w) == (94.0, 100.0, 100.0)
+
+
+def test_the_rocm_7_2_limit_section_reads_ppt0_and_ignores_an_absent_ppt1():
+    """Pins the 26.x limit.ppt0.*_power_limit shape; PPT1 "N/A" must not blank PPT0's values."""
+    report = amdsmi.parse_file(FIXTURES / "static-limit-ppt0-changelog.json")
+
+    assert report.error is None
+    (gpu,) = report.gpus
+    assert (gpu.power_cap_min_w, gpu.power_cap_max_w, gpu.power_cap_w) == (0.0, 203.0, 100.0)

@@ -56,6 +56,7 @@ def r9700(n: int, first_bus: int = 3) -> list[dict[str, Any]]:
             "vendor": "0x1002",
             "device": "0x7551",
             "class": "0x030000",
+            "revision": "0xc0",  # as sysfs reports a real R9700 (lspci "(rev c0)")
         }
         for i in range(n)
     ]
@@ -108,8 +109,9 @@ def check(verdict: preflight.Verdict, check_id: str) -> preflight.Check:
 
 
 def test_auto_resolves_to_the_newest_release_supporting_the_r9700_on_ubuntu_2404():
-    """`auto` must pick per host the newest manifest release for its GPUs and OS (noble suite)."""
-    v = judge(facts("ubuntu-24.04"))
+    """`auto` must pick per host the newest manifest release for its GPUs and OS (noble suite); one
+    card has no RCCL collective to hang, so no known issue holds it back."""
+    v = judge(facts("ubuntu-24.04", gpus=r9700(1)))
     assert v.ok, [c.one_line() for c in v.failures]
     assert v.resolved.rocm_version == NEWEST
     assert v.resolved.suite == "noble"
@@ -117,6 +119,89 @@ def test_auto_resolves_to_the_newest_release_supporting_the_r9700_on_ubuntu_2404
     assert v.resolved.amdgpu_repo_path == f"amdgpu/{MANIFEST.release(NEWEST).amdgpu}/ubuntu"
     assert v.resolved.rocm_repo_path == f"rocm/apt/{MANIFEST.release(NEWEST).rocm_path}"
     assert all(c.status != WARN for c in v.checks), [c.one_line() for c in v.warnings]
+
+
+def test_auto_skips_a_release_with_a_blocking_known_issue_for_the_nodes_gpus_and_says_why():
+    """4x R9700: the RCCL of ROCm 7.2.x deadlocks on gfx1201 (vllm-project/vllm#40980), so `auto`
+    takes 7.1.1 and the check says which release it skipped and why."""
+    v = judge(facts("ubuntu-24.04"))
+    assert v.resolved.rocm_version == "7.1.1"
+    c = check(v, "rocm.version")
+    assert c.status == PASS
+    assert c.detail == (
+        "auto -> ROCm 7.1.1 (newest supporting gfx1201; skipped 7.2.3: known issue r9700-rccl-72-hang "
+        "(RCCL collectives deadlock on two or more gfx1201 GPUs with ROCm 7.2.x))"
+    )
+    assert v.resolved.rocm_choice == c.detail
+    assert not any(c.id.startswith("known_issue.") for c in v.checks)
+    assert "NCCL_PROTO" not in env_of(v)  # 7.1.1 needs no NCCL_PROTO workaround
+
+
+def test_a_pinned_release_with_a_blocking_issue_warns_and_gets_the_workaround():
+    v = judge(facts("ubuntu-24.04"), rocm_version="7.2.3")
+    assert v.ok and v.resolved.rocm_version == "7.2.3"
+    c = check(v, "known_issue.r9700-rccl-72-hang")
+    assert c.status == WARN
+    assert c.detail.startswith("ROCm 7.2.3 has known issue r9700-rccl-72-hang on 4 gfx1201 GPU(s)")
+    assert c.detail.endswith("workaround in force: NCCL_PROTO=Simple")
+    assert c.fix.startswith("set r9700_rocm_version to 7.1.1 or auto to avoid it")
+    entry = next(e for e in v.resolved.environment if e["name"] == "NCCL_PROTO")
+    assert entry == {
+        "name": "NCCL_PROTO",
+        "value": "Simple",
+        "reason": "workaround of known issue r9700-rccl-72-hang: RCCL collectives deadlock on two or more "
+        "gfx1201 GPUs with ROCm 7.2.x",
+        "source": "https://github.com/vllm-project/vllm/issues/40980",
+    }
+    assert env_of(v)["HSA_ENABLE_IPC_MODE_LEGACY"] == "0"
+    found = next(k for k in v.resolved.known_issues if k["id"] == "r9700-rccl-72-hang")
+    assert found["in_force"] == "in force: NCCL_PROTO=Simple"
+
+
+def test_a_users_value_wins_over_a_workaround_and_the_issue_says_it_is_not_in_force():
+    v = judge(facts("ubuntu-24.04"), rocm_version="7.2.3", env_extra={"NCCL_PROTO": "LL"})
+    assert env_of(v)["NCCL_PROTO"] == "LL"
+    found = next(k for k in v.resolved.known_issues if k["id"] == "r9700-rccl-72-hang")
+    assert found["in_force"] == "not in force: the environment list has NCCL_PROTO=LL (r9700_env)"
+
+
+def env_of(v: preflight.Verdict) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in v.resolved.environment}
+
+
+def test_known_issues_list_every_issue_of_the_node_with_what_is_in_force():
+    v = judge(facts("ubuntu-24.04"))
+    in_force = {k["id"]: k["in_force"] for k in v.resolved.known_issues}
+    assert in_force == {
+        "hsa-ipc-mode-legacy": "in force: HSA_ENABLE_IPC_MODE_LEGACY=0",
+        "r9700-p2p-host-hang": "in force: NCCL_P2P_DISABLE=1 (through r9700_p2p)",
+        "r9700-hotspot-throttle-bit": "advice only",
+        "r9700-fan-stopped": "advice only",
+        "r9700-4x-p2p-ipc-invalid": "in force: NCCL_P2P_DISABLE=1 (through r9700_p2p)",
+    }
+    assert check(v, "known_issues").detail.startswith(
+        "known issues of this node: hsa-ipc-mode-legacy (in force"
+    )
+
+
+def test_skipping_a_known_issue_workaround_keeps_it_recorded_but_unapplied():
+    v = judge(
+        facts("ubuntu-24.04"), rocm_version="7.2.3", known_issue_workarounds_skip=["r9700-rccl-72-hang"]
+    )
+    assert "NCCL_PROTO" not in env_of(v)
+    assert check(v, "known_issue.r9700-rccl-72-hang").detail.endswith(
+        "workaround not applied (r9700_known_issue_workarounds_skip)"
+    )
+    none = judge(facts("ubuntu-24.04"), known_issue_workarounds_skip="all")
+    assert not {"NCCL_PROTO", "HSA_ENABLE_IPC_MODE_LEGACY"} & set(env_of(none))
+
+
+def test_a_node_without_gfx1201_gets_no_known_issue():
+    mi300x = [{"address": "0000:05:00.0", "vendor": "0x1002", "device": "0x74a1", "class": "0x038000"}]
+    v = judge(facts("ubuntu-24.04", gpus=mi300x * 1))
+    assert v.resolved.known_issues == []
+    assert not any(e["reason"].startswith("workaround of known issue") for e in v.resolved.environment)
+    assert not any(c.id.startswith("known_issue") for c in v.checks)
 
 
 def test_debian_12_gets_the_jammy_suite_with_a_best_effort_warning():
@@ -766,7 +851,8 @@ def test_verdict_serialises_for_the_ansible_fact_and_the_doctors_json():
     v = judge(copy.deepcopy(facts()))
     data = json.loads(json.dumps(v.to_dict()))
     assert data["ok"] is True
-    assert data["resolved"]["rocm_version"] == NEWEST
+    assert data["resolved"]["rocm_version"] == "7.1.1"  # 4x R9700: auto skips 7.2.x (RCCL hang)
+    assert data["resolved"]["known_issues"][0]["id"] == "hsa-ipc-mode-legacy"
     assert {c["id"] for c in data["checks"]} >= {
         "os.release",
         "gpu.detected",
@@ -774,3 +860,80 @@ def test_verdict_serialises_for_the_ansible_fact_and_the_doctors_json():
         "apt.lock",
         "secureboot",
     }
+
+
+def test_a_shared_device_id_is_named_by_its_revision():
+    """1002:7550 rev c3 is the RX 9070 (libdrm amdgpu.ids), not "RX 9070 XT / 9070 / 9070 GRE"."""
+    card = {"address": "0000:03:00.0", "vendor": "0x1002", "device": "0x7550", "class": "0x030000"}
+    named = judge(facts(gpus=[{**card, "revision": "0xc3"}]))
+    assert check(named, "gpu.detected").detail.startswith("1x AMD Radeon RX 9070 (gfx1201)")
+    unnamed = judge(facts(gpus=[card]))
+    assert "AMD Radeon RX 9070 XT / 9070 / 9070 GRE" in check(unnamed, "gpu.detected").detail
+
+
+# -- Power caps and PSU budgets (r9700_power's interface, refused before anything changes) --------
+
+FOUR = ["0000:03:00.0", "0000:04:00.0", "0000:05:00.0", "0000:06:00.0"]
+
+
+def test_no_psu_map_means_no_budget_is_claimed_checked():
+    assert check(judge(facts()), "power.psu").status == SKIP
+
+
+def test_an_overcommitted_psu_refuses_the_node_and_says_by_how_much():
+    """4 R9700 at a 300 W cap + 550 W of host on one 1600 W PSU: over by 150 W."""
+    verdict = judge(facts(), power_cap_w=300, psus={"psu1": {"watts": 1600, "gpus": FOUR, "host_w": 550}})
+
+    psu = check(verdict, "power.psu.psu1")
+    assert psu.status == FAIL
+    assert "over its rating by 150 W" in psu.detail
+    assert not verdict.ok
+    assert verdict.refusal("node1").startswith("node1: preflight refused, nothing changed: PSU psu1 (1600 W)")
+
+
+def test_uncapped_cards_are_budgeted_at_their_board_power_from_the_manifest():
+    """No r9700_power_cap_w: an R9700 draws up to its 300 W default cap (manifest board_power_w)."""
+    verdict = judge(facts(), psus={"psu1": {"watts": 1600, "gpus": FOUR, "host_w": 300}})
+
+    psu = check(verdict, "power.psu.psu1")
+    assert psu.status == WARN  # 1500 W: inside the 10% margin of 1600 W
+    assert psu.evidence["budget"]["draw_w"] == dict.fromkeys(FOUR, 300.0)
+
+
+def test_two_psus_each_judged_on_their_own_gpus_and_a_per_gpu_cap_counts():
+    verdict = judge(
+        facts(),
+        power_cap_w=250,
+        power_cap_w_by_gpu={"0000:03:00.0": 200},
+        psus={
+            "psu1": {"watts": 1000, "gpus": FOUR[:2], "host_w": 460},
+            "psu2": {"watts": 850, "gpus": FOUR[2:]},
+        },
+    )
+
+    # psu1: 200 (its own cap) + 250 + 460 = 910 W, above 1000 x 0.9 = 900: inside the margin.
+    assert check(verdict, "power.psu.psu1").status == WARN
+    assert check(verdict, "power.psu.psu2").status == PASS  # 2 x 250 = 500 W on 850 W
+    assert verdict.ok
+
+
+def test_a_psu_feeding_a_gpu_the_node_does_not_have_is_refused():
+    verdict = judge(facts(gpus=r9700(1)), psus={"psu1": {"watts": 1600, "gpus": ["0000:43:00.0"]}})
+
+    psu = check(verdict, "power.psu.psu1")
+    assert psu.status == FAIL
+    assert "0000:43:00.0, not a GPU of this node (GPUs: 0000:03:00.0)" in psu.detail
+
+
+def test_a_gpu_no_psu_feeds_is_a_warning():
+    verdict = judge(facts(), psus={"psu1": {"watts": 1600, "gpus": FOUR[:3]}})
+
+    assert check(verdict, "power.psu.unassigned").status == WARN
+
+
+def test_a_malformed_power_setting_is_a_settings_failure():
+    verdict = judge(facts(), power_cap_w="lots", psu_margin=1.5)
+
+    details = [c.detail for c in verdict.failures]
+    assert any("r9700_power_cap_w must be whole watts" in d for d in details)
+    assert any("r9700_psu_margin must be a fraction" in d for d in details)

@@ -26,6 +26,7 @@ PROVISIONING = [
     "r9700_access",
     "r9700_env",
     "r9700_kernel",
+    "r9700_power",
 ]
 # Facts roles set for other roles and for the runner: the public contract (see the READMEs).
 PUBLIC_FACTS = {

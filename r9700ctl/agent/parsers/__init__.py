@@ -1,5 +1,5 @@
 """Parsers of recorded tool outputs: amd-smi, rocm-smi, rocminfo, lspci, dkms, /proc/cmdline,
-os-release, the kernel log, RCCL logs and nvidia-smi.
+os-release, the kernel log, RCCL logs, nvidia-smi and the kernel's PCIe AER counters.
 
 Standard library only: the agent runs them on nodes and the controller's doctor reads
 support bundles with them. Every module offers parse(text, source) and parse_file(path)
@@ -28,4 +28,5 @@ BUNDLE_FILES = {
     "rocm-smi-topo.txt": "rocmsmi:parse_topo_file",
     "nvidia-smi.xml": "nvidia_smi:parse_file",
     "dmesg.txt": "dmesg:parse_file",
+    "aer.txt": "aer:parse_file",
 }

@@ -71,8 +71,12 @@ class AmdSmiGpu:
     temperature_mem_c: float | None = None
     socket_power_w: float | None = None
     power_cap_w: float | None = None
+    # The range `amd-smi set --power-cap` accepts, from `static --limit` (None where not printed).
+    power_cap_min_w: float | None = None
+    power_cap_max_w: float | None = None
     gfx_activity_pct: float | None = None
     fan_pct: float | None = None
+    fan_rpm: float | None = None
     throttle_status: str | None = None
     throttled: bool | None = None
     indep_throttle_status: int | None = None
@@ -258,13 +262,27 @@ def _read_vbios(gpu: AmdSmiGpu, vbios: dict[str, Any]) -> None:
 
 
 def _read_limit(gpu: AmdSmiGpu, limit: dict[str, Any]) -> None:
-    # Older amd-smi: limit.socket_power; 26.x: limit.ppt0.socket_power_limit.
-    for holder in (limit, _section(limit, "ppt0")):
-        for key in ("socket_power_limit", "socket_power", "power_cap"):
-            value = _float(holder.get(key))
-            if value is not None:
-                gpu.power_cap_w = value
-                return
+    # Older amd-smi: limit.{socket_power,max_power,min_power}; ROCm 7.2's amd-smi (26.x) moved
+    # them to limit.ppt0.{socket,max,min}_power_limit (AMD SMI CHANGELOG, "amd_smi_lib for ROCm
+    # 7.2.0": "amd-smi static --limit now has a PPT1 section"). PPT0 is the cap `set --power-cap`
+    # changes by default; PPT1 exists on MI300-class parts only.
+    for holder in (_section(limit, "ppt0"), limit):
+        cap = _first_float(holder, "socket_power_limit", "socket_power", "power_cap")
+        if cap is None and not holder:
+            continue
+        gpu.power_cap_w = cap
+        gpu.power_cap_max_w = _first_float(holder, "max_power_limit", "max_power")
+        gpu.power_cap_min_w = _first_float(holder, "min_power_limit", "min_power")
+        if cap is not None or gpu.power_cap_max_w is not None:
+            return
+
+
+def _first_float(holder: dict[str, Any], *keys: str) -> float | None:
+    for key in keys:
+        value = _float(holder.get(key))
+        if value is not None:
+            return value
+    return None
 
 
 def _read_driver(gpu: AmdSmiGpu, driver: dict[str, Any]) -> None:
@@ -329,6 +347,7 @@ def _read_temperature(gpu: AmdSmiGpu, temperature: dict[str, Any]) -> None:
 
 def _read_fan(gpu: AmdSmiGpu, fan: dict[str, Any]) -> None:
     gpu.fan_pct = _float(fan.get("usage"))
+    gpu.fan_rpm = _float(fan.get("rpm"))
 
 
 def _read_firmware(gpu: AmdSmiGpu, fw_list: Any) -> None:

@@ -26,6 +26,7 @@ ARGUMENT_SPEC = {
     "apt_lock_timeout": {"type": "float", "default": 600.0},
     "apt_update": {"type": "bool", "default": True},
     "apply_runtime": {"type": "str", "default": "auto"},
+    "known_issue_workarounds_skip": {"type": "list", "elements": "str", "default": []},
     "lab_pci_devices": {"type": "raw", "default": []},
     # The r9700_env role's knobs: the environment list is composed and checked here, before any
     # change (r9700ctl/envlist.py). None = not given: the judge applies the role's defaults.
@@ -33,12 +34,23 @@ ARGUMENT_SPEC = {
     "env_extra": {"type": "raw", "default": None},
     "rocr_visible_devices": {"type": "raw", "default": None},
     "p2p": {"type": "raw", "default": None},
+    # The r9700_power role's knobs: the PSU budget is judged here, before anything changes.
+    "power_cap_w": {"type": "raw", "default": None},
+    "power_cap_w_by_gpu": {"type": "raw", "default": None},
+    "psus": {"type": "raw", "default": None},
+    "psu_margin": {"type": "raw", "default": None},
 }
 ENV_KNOBS = {
     "env": "r9700_env",
     "env_extra": "r9700_env_extra",
     "rocr_visible_devices": "r9700_rocr_visible_devices",
     "p2p": "r9700_p2p",
+}
+POWER_KNOBS = {
+    "power_cap_w": "r9700_power_cap_w",
+    "power_cap_w_by_gpu": "r9700_power_cap_w_by_gpu",
+    "psus": "r9700_psus",
+    "psu_margin": "r9700_psu_margin",
 }
 
 
@@ -96,8 +108,10 @@ class ActionModule(ActionBase):
             "r9700_driver_source": args["driver_source"],
             "r9700_apt_lock_timeout": args["apt_lock_timeout"],
             "r9700_apply_runtime": args["apply_runtime"],
+            "r9700_known_issue_workarounds_skip": args["known_issue_workarounds_skip"],
         }
-        host_vars.update({name: args[arg] for arg, name in ENV_KNOBS.items() if args[arg] is not None})
+        knobs = {**ENV_KNOBS, **POWER_KNOBS}
+        host_vars.update({name: args[arg] for arg, name in knobs.items() if args[arg] is not None})
         verdict = preflight.judge(facts, host_vars, manifest_module.load())
         checks = [{"id": c.id, "status": c.status, "detail": c.detail, "fix": c.fix} for c in verdict.checks]
         result["changed"] = False

@@ -1,0 +1,126 @@
+"""Thermal readings you can trust (r9700ctl/agent/thermal.py) on amd-smi metric series.
+
+The three series in tests/fixtures/thermal/ are SYNTHESISED (their first line says so and
+names the report each is shaped after): a healthy R9700 with the figures measured in
+Tanguille/cluster#4132, a blower that never spins as in ROCm/legacy-rocm-build#6101, and frozen
+temperature sensors. Each fault must be flagged by its own rule and by no other; the healthy
+card by none. Limits are the R9700's (hotspot 110 C, memory 108 C, ROCm/rocm-systems#11781).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from r9700ctl.agent import thermal
+from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WARN
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "thermal"
+R9700_CRIT = {"hotspot_c": 110.0, "mem_temp_c": 108.0}
+
+
+def series(name: str) -> thermal.Series:
+    document = json.loads((FIXTURES / f"metric-series-{name}.json").read_text().split("\n", 1)[1])
+    outputs = [json.dumps(snapshot) for snapshot in document["snapshots"]]
+    return thermal.Series.from_amdsmi(outputs, document["interval_s"])
+
+
+def verdicts(s: thermal.Series) -> dict[str, str]:
+    out = {"fan": thermal.fan(s).status, "sensors": thermal.sensors(s).status}
+    for sensor, crit in R9700_CRIT.items():
+        out[sensor] = thermal.limit(s, sensor, crit).status
+    return out
+
+
+def test_a_healthy_card_is_flagged_by_nothing():
+    assert verdicts(series("healthy")) == {
+        "fan": PASS,
+        "sensors": PASS,
+        "hotspot_c": PASS,
+        "mem_temp_c": PASS,
+    }
+
+
+def test_a_fan_that_never_spins_while_the_card_heats_is_a_stall_and_the_heat_is_flagged_too():
+    s = series("stalled-fan")
+
+    fan = thermal.fan(s)
+    assert fan.status == FAIL
+    assert fan.reason == "fan at 0 rpm for the whole load while the hotspot rose from 46 to 109 C"
+    assert fan.hint.startswith("FAN_STALLED")
+    assert verdicts(s) == {"fan": FAIL, "sensors": PASS, "hotspot_c": FAIL, "mem_temp_c": WARN}
+
+
+def test_frozen_temperatures_make_the_card_thermally_blind_never_a_pass():
+    s = series("stale-sensors")
+
+    blind = thermal.sensors(s)
+    assert blind.status == FAIL
+    assert blind.reason.startswith("THERMALLY_BLIND: no temperature reading moved under load")
+    assert "edge stuck at 35" in blind.reason and "hotspot stuck at 38" in blind.reason
+    assert "memory" in blind.reason  # N/A throughout
+    # The fan does spin and the frozen readings are low: the other rules have nothing to flag.
+    assert thermal.fan(s).status == PASS
+    assert thermal.limit(s, "mem_temp_c", 108.0).status == INCONCLUSIVE
+
+
+def test_one_stale_sensor_beside_live_ones_is_inconclusive_naming_it():
+    samples = [{"t": k, "hotspot_c": 50 + k / 2, "temp_c": 45 + k / 3, "mem_temp_c": 60.0} for k in range(30)]
+
+    verdict = thermal.sensors(thermal.Series.from_samples(samples))
+
+    assert verdict.status == INCONCLUSIVE
+    assert verdict.reason == "not every reading can be trusted: memory stuck at 60"
+
+
+def test_read_errors_count_against_a_sensor():
+    samples = [{"t": k / 10, "hotspot_c": 50 + k / 20, "temp_c": 40 + k / 30} for k in range(200)]
+    samples[7]["errors"] = ["hotspot_c"]
+
+    verdict = thermal.sensors(thermal.Series.from_samples(samples))
+
+    assert verdict.status == INCONCLUSIVE and "hotspot (1 read errors)" in verdict.reason
+
+
+def test_too_short_a_load_cannot_tell_stuck_from_steady():
+    samples = [{"t": k, "hotspot_c": 50.0} for k in range(5)]
+
+    assert thermal.sensors(thermal.Series.from_samples(samples)).status == INCONCLUSIVE
+
+
+def test_a_card_without_a_fan_reading_is_skipped_not_passed():
+    samples = [{"t": k, "hotspot_c": 50.0 + k} for k in range(30)]
+
+    assert thermal.fan(thermal.Series.from_samples(samples)).status == SKIP
+
+
+def test_a_fan_in_zero_rpm_mode_on_a_cool_card_is_fine():
+    samples = [{"t": k, "hotspot_c": 40.0 + k / 10, "fan_rpm": 0} for k in range(30)]
+
+    assert thermal.fan(thermal.Series.from_samples(samples)).status == PASS
+
+
+def test_a_fan_that_slows_while_the_card_heats_warns():
+    samples = [{"t": k, "hotspot_c": 50.0 + k / 2, "fan_rpm": 3000 - 40 * k} for k in range(40)]
+
+    assert thermal.fan(thermal.Series.from_samples(samples)).status == WARN
+
+
+@pytest.mark.parametrize(
+    ("peak", "slope", "status"),
+    [(80, 0.0, PASS), (96, 0.0, WARN), (106, 0.0, FAIL), (88, 12.0, WARN)],
+    ids=["cool", "within-15C", "within-5C", "still-climbing-fast"],
+)
+def test_the_hotspot_against_its_critical_limit(peak, slope, status):
+    """88 C rising 12 C/min at the end reaches 110 C in under 2 minutes: not levelling off."""
+    samples = [{"t": k, "hotspot_c": peak - slope * (59 - k) / 60} for k in range(60)]
+
+    assert thermal.limit(thermal.Series.from_samples(samples), "hotspot_c", 110.0).status == status
+
+
+def test_a_temperature_without_a_known_limit_is_skipped():
+    samples = [{"t": k, "temp_c": 50.0} for k in range(30)]
+
+    assert thermal.limit(thermal.Series.from_samples(samples), "temp_c", None).status == SKIP

@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 import torch
 
 from r9700ctl.agent.kernels import gemm, hostbw, memory, p2p
+from r9700ctl.agent.kernels.specs import CopySpec, GemmSpec, MemorySpec, PairSpec
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out: dict = {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "gpu": args.gpu}
     t = time.monotonic()
-    out["hostbw"] = hostbw.host_device_bandwidth([args.gpu])
+    out["hostbw"] = hostbw.host_device_bandwidth(CopySpec(gpus=(args.gpu,)))
     out["hostbw_s"] = time.monotonic() - t
     g = out["hostbw"]["gpus"][str(args.gpu)]
     print(
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         f"verified {g['verified']}, host memory {g['host_memory']} ({out['hostbw_s']:.1f} s)"
     )
     t = time.monotonic()
-    out["memory"] = memory.memory_bandwidth(args.gpu)
+    out["memory"] = memory.memory_bandwidth(MemorySpec(gpu=args.gpu))
     out["memory_s"] = time.monotonic() - t
     m = out["memory"]
     print(
@@ -48,13 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     count = torch.cuda.device_count()
     if count > 1:
-        out["hostbw_all"] = hostbw.host_device_bandwidth(list(range(count)), pageable=False)
+        out["hostbw_all"] = hostbw.host_device_bandwidth(CopySpec(gpus=tuple(range(count)), pageable=False))
         for i, fig in out["hostbw_all"]["gpus"].items():
             print(f"agent hostbw all-at-once gpu{i}: h2d {fig['h2d_gbs']:.2f} d2h {fig['d2h_gbs']:.2f} GB/s")
         out["p2p"] = {}
         for a in range(count):
             for b in range(a + 1, count):
-                r = p2p.pair_bandwidth(a, b)
+                r = p2p.pair_bandwidth(PairSpec(a=a, b=b))
                 out["p2p"][f"{a}-{b}"] = r
                 for key, d in r["directions"].items():
                     print(
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         t = time.monotonic()
         dtypes = tuple(args.dtypes.split(","))
         out["gemm"] = gemm.gemm_under_load(
-            list(range(count)), dtypes=dtypes, seconds_per_dtype=args.gemm_seconds
+            GemmSpec(gpus=tuple(range(count)), dtypes=dtypes, seconds_per_dtype=args.gemm_seconds)
         )
         out["gemm_s"] = time.monotonic() - t
         for i, entry in out["gemm"]["gpus"].items():

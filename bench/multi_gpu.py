@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 
 from r9700ctl.agent import watchdog
-from r9700ctl.agent.kernels import collective, scaling, stability, timing
+from r9700ctl.agent.kernels import collective, figures, scaling, stability, timing
+from r9700ctl.agent.kernels.specs import AllReduceSpec, StepSpec
 
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
             f"allreduce.{mode}",
             count,
             collective.allreduce_sweep,
-            (sizes, "bf16"),
+            (AllReduceSpec(sizes_bytes=tuple(sizes), dtype="bf16"),),
             timeout_s=300,
             backend="nccl",
             env={**SAFE_ENV, **extra},
@@ -58,15 +59,14 @@ def main(argv: list[str] | None = None) -> int:
             )
         if not o.ok:
             print(f"allreduce {mode}: {o.status} {o.error[-2000:]}")
-    shape = {"tokens": args.tokens}
     for mode, extra in modes.items():
         step_ms, share = {}, {}
-        for n in scaling.world_sizes(count):
+        for n in figures.world_sizes(count):
             o = watchdog.run_ranks(
                 f"scaling.{mode}.n{n}",
                 n,
                 scaling.tp_scaling_rank,
-                (shape, 30, 5, 3),
+                (StepSpec(tokens=args.tokens, iterations=30, warmup=5, repeats=3),),
                 timeout_s=300,
                 backend="nccl",
                 env={**SAFE_ENV, **extra},
@@ -81,14 +81,18 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print(f"scaling {mode} n={n}: {o.status} {o.error[-2000:]}")
         if 1 in step_ms:
-            out[f"scaling_{mode}_table"] = scaling.scaling_table(step_ms, share)
+            out[f"scaling_{mode}_table"] = figures.scaling_table(step_ms, share)
             for row in out[f"scaling_{mode}_table"]:
                 print(f"scaling {mode} table: {row}")
     o = watchdog.run_ranks(
         "stability",
         count,
         stability.latency_rank,
-        ("tp", args.iterations, args.repeats, 10, shape),
+        (
+            StepSpec(
+                tokens=args.tokens, iterations=args.iterations, repeats=args.repeats, warmup=10, warmup_s=5.0
+            ),
+        ),
         timeout_s=600,
         backend="nccl",
         env=SAFE_ENV,

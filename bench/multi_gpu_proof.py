@@ -81,11 +81,14 @@ MODES = {"p2p_on": {}, "p2p_off": {"NCCL_P2P_DISABLE": "1"}}
 def agent_p2p_matrix(indices: list[int], size: int, windows: int, copies: int) -> dict[str, Any]:
     """Child: the agent's P2P kernel for every pair (both directions each), with the host bounce."""
     from r9700ctl.agent.kernels import p2p
+    from r9700ctl.agent.kernels.specs import PairSpec
 
     pairs = {}
     for position, a in enumerate(indices):
         for b in indices[position + 1 :]:
-            pairs[f"{a}-{b}"] = p2p.pair_bandwidth(a, b, size, windows, copies, 2, True, True)
+            pairs[f"{a}-{b}"] = p2p.pair_bandwidth(
+                PairSpec(a=a, b=b, size_bytes=size, windows=windows, copies_per_window=copies)
+            )
     return {"pairs": pairs, "safe_env": {k: os.environ.get(k) for k in SAFE_ENV}}
 
 
@@ -94,8 +97,10 @@ def agent_allreduce_rank(
 ) -> dict[str, Any]:
     """Rank child: the agent's all-reduce sweep, plus the environment this rank saw."""
     from r9700ctl.agent.kernels import collective
+    from r9700ctl.agent.kernels.specs import AllReduceSpec
 
-    out = collective.allreduce_sweep(rank, world, sizes, "bf16", windows, warmup)
+    spec = AllReduceSpec(sizes_bytes=tuple(sizes), dtype="bf16", windows=windows, warmup=warmup)
+    out = collective.allreduce_sweep(rank, world, spec)
     out["safe_env"] = {k: os.environ.get(k) for k in SAFE_ENV}
     out["nccl_p2p_disable"] = os.environ.get("NCCL_P2P_DISABLE")
     return out
@@ -220,10 +225,11 @@ def judge_faults(runs: dict[str, dict[str, Any]], busy_gpu: int) -> dict[str, An
         out["healthy_passes"] = healthy.get("exit_code") == 0 and baseline_ok
     busy = runs.get("c", {}).get("report")
     if busy is not None:
+        # Issue 10: a busy GPU is found before measuring (gpu.busy) and its figures are INCONCLUSIVE.
         flags = [
             r
             for r in non_passing(busy)
-            if r["status"] in ("WARN", "FAIL")
+            if r["status"] in ("WARN", "FAIL", "INCONCLUSIVE")
             and (r["subject"] == f"gpu{busy_gpu}" or r["id"].startswith("baseline."))
         ]
         out["busy_flagged"] = bool(flags)
@@ -351,7 +357,12 @@ class Proof:
         self.log.append(line)
 
     def run(
-        self, name: str, cmd: list[str], timeout_s: float, extra_env: dict[str, str] | None = None
+        self,
+        name: str,
+        cmd: list[str],
+        timeout_s: float,
+        extra_env: dict[str, str] | None = None,
+        cwd: Path = ROOT,
     ) -> Done:
         """A command in its own process group, output to a file; the group is killed at the deadline."""
         output = self.tmp / f"{name}.out"
@@ -363,7 +374,7 @@ class Proof:
         with open(output, "w", encoding="utf-8") as sink:
             try:
                 process = subprocess.Popen(
-                    cmd, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                    cmd, cwd=cwd, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True
                 )
             except OSError as exc:
                 self.say(f"  could not start: {exc}")
@@ -549,7 +560,8 @@ class Proof:
         path = self.out / f"{label}.json"
         cmd = [sys.executable, "-m", "r9700ctl.agent", *args, "--json", str(path)]
         cmd += ["--journal-dir", str(self.tmp / "journal")]
-        done = self.run(label, cmd, timeout_s, extra_env)
+        staged = self.staged_agent()
+        done = self.run(label, cmd, timeout_s, {**(extra_env or {}), "PYTHONPATH": str(staged)}, cwd=staged)
         report = _read_json(path)
         entry: dict[str, Any] = {"rc": done.rc, "wall_s": round(done.wall_s, 1), "report": report}
         if report is not None:
@@ -561,6 +573,15 @@ class Proof:
         else:
             entry["output_tail"] = done.output[-2000:]
         return entry
+
+    def staged_agent(self) -> Path:
+        """The agent as the controller ships it (code + data as JSON), staged once in the scratch dir."""
+        staged = self.tmp / "agent"
+        if not (staged / "r9700ctl").is_dir():
+            from r9700ctl import agentpack
+
+            agentpack.stage(staged)
+        return staged
 
     def phase_fault(self) -> dict[str, Any]:
         n = self.gpus

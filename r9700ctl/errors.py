@@ -12,6 +12,7 @@ EXIT_OK = 0
 EXIT_WARN = 1
 EXIT_FAIL = 2
 EXIT_CANNOT_RUN = 3
+EXIT_INCONCLUSIVE = 4  # validate: ran, nothing failed, something could not be judged
 EXIT_BAD_INPUT = 64
 
 

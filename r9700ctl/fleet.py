@@ -2,28 +2,30 @@
 
 The agent judges what one node can judge; only the controller sees every node. Per (check id,
 subject kind, metric), a node's figure is its weakest one (the slowest GPU, the slowest pair),
-and robust z = (x - median) / (1.4826 * MAD) says how far it sits from the fleet. A node in
+and robust z = (x - median) / (1.4826 * MAD) (r9700ctl.agent.stats, the one statistics module)
+says how far it sits from the fleet. A node in
 the bad direction beyond |z| > 3 gets WARN FLEET_OUTLIER, beyond 5 FAIL. With fewer than 3 nodes
 or no spread at all (MAD 0) there is nothing to compare against: no fleet verdict.
 
-Pure standard library: it reads the agents' report dicts and returns CheckResults.
+Pure standard library: it reads the agents' report dicts and returns CheckResults. Fleet
+verdicts are PASS/WARN/FAIL against the fleet only; a node's own INCONCLUSIVE figures are left
+out of the comparison (a busy or unjudged figure says nothing about the card).
 """
 
 from __future__ import annotations
 
 import math
 import re
-import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from r9700ctl.agent import stats
 from r9700ctl.agent.result import FAIL, PASS, WARN, CheckResult
 
 MIN_NODES = 3
 WARN_Z = 3.0
 FAIL_Z = 5.0
-MAD_TO_SIGMA = 1.4826  # MAD of a normal distribution times this is its standard deviation
 HIGHER_IS_BETTER = frozenset({"GB/s", "TFLOPS", "x"})  # bandwidths, throughput, speed-ups
 LOWER_IS_BETTER = frozenset({"ms", "us", "s"})  # latencies and durations
 OUTLIER = "FLEET_OUTLIER"
@@ -49,15 +51,6 @@ class FleetJudgement:
     note: str = ""  # why there is no fleet verdict, said once
 
 
-def robust_z(value: float, values: list[float]) -> float | None:
-    """(value - median) / (1.4826 * MAD); None when MAD is 0 (no spread to measure against)."""
-    median = statistics.median(values)
-    mad = statistics.median(abs(v - median) for v in values)
-    if mad == 0:
-        return None
-    return (value - median) / (MAD_TO_SIGMA * mad)
-
-
 def subject_kind(subject: str) -> str:
     return _GPU_INDEX.sub("gpu", subject)
 
@@ -71,6 +64,8 @@ def node_figures(report: Mapping[str, Any]) -> dict[MetricKey, tuple[float, str]
         value, unit = result.get("value"), str(result.get("unit") or "")
         if unit not in HIGHER_IS_BETTER | LOWER_IS_BETTER or not _is_number(value):
             continue
+        if result.get("status") in ("INCONCLUSIVE", "ERROR"):
+            continue  # not a figure of the card (busy GPU, too few windows, a crashed step)
         key = MetricKey(
             check=str(result.get("id", "")),
             subject_kind=subject_kind(str(result.get("subject", ""))),
@@ -96,14 +91,14 @@ def judge_fleet(reports: Mapping[str, Mapping[str, Any]]) -> FleetJudgement:
         if len(values) < MIN_NODES:
             continue
         numbers = [number for number, _ in values.values()]
-        median = statistics.median(numbers)
-        mad = statistics.median(abs(n - median) for n in numbers)
-        if mad == 0:
+        median = stats.median(numbers)
+        if stats.robust_z(median, numbers) is None:  # MAD 0: no spread to measure a distance against
             no_spread += 1
             continue
         judgement.compared += 1
         for node, (number, subject) in values.items():
-            z = (number - median) / (MAD_TO_SIGMA * mad)
+            z = stats.robust_z(number, numbers)
+            assert z is not None  # the spread is the same for every node of this key
             judgement.results.append(_verdict(node, subject, key, number, median, z))
     if judgement.compared == 0:
         judgement.note = _no_verdict_note(len(reports), no_spread)

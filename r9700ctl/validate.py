@@ -1,17 +1,16 @@
 """`r9700ctl validate INVENTORY`: run the on-node agent on every node through Ansible, judge the fleet.
 
 The inventory is checked first (bad input touches no host). The agent (r9700ctl/__init__.py,
-r9700ctl/agent/, the two data files) is packed once into the run's report directory and
-playbooks/validate.yml (role r9700_validate) unpacks it on each node, runs it, and fetches
-REPORTS/<host>.json plus REPORTS/<host>.agent.json (its exit status and output tail). Then every
-node's report is read and r9700ctl.fleet judges each node against the others. Library code:
-progress goes through a callback, nothing is printed.
+r9700ctl/agent/, the data files as JSON: r9700ctl.agentpack) is packed once into the run's
+report directory and playbooks/validate.yml (role r9700_validate) unpacks it on each node, runs
+it, and fetches REPORTS/<host>.json plus REPORTS/<host>.agent.json (its exit status and output
+tail). Then every node's report is read and r9700ctl.fleet judges each node against the others.
+Library code: progress goes through a callback, nothing is printed.
 """
 
 from __future__ import annotations
 
 import json
-import tarfile
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +32,6 @@ UNREACHABLE = "UNREACHABLE"
 NO_REPORT = "NO_REPORT"  # reached, but the agent wrote no report: it could not run
 # Seconds the agent may run per level before the role stops it (burnin adds --duration).
 LEVEL_TIMEOUT_S = {"config": 300, "quick": 900, "standard": 3600, "burnin": 3600}
-AGENT_FILES = ("__init__.py", "agent", "data/manifest.yaml", "data/thresholds.yaml")
 
 
 @dataclass
@@ -54,6 +52,7 @@ class NodeOutcome:
             "passed": statuses.count("PASS"),
             "warn": statuses.count("WARN"),
             "fail": statuses.count("FAIL"),
+            "inconclusive": statuses.count("INCONCLUSIVE"),
         }
 
     def worst_finding(self) -> dict[str, Any] | None:
@@ -95,7 +94,7 @@ class FleetReport:
 
     @property
     def exit_code(self) -> int:
-        """0/1/2 from the worst result; 3 when a node was unreachable or its agent could not run."""
+        """0/1/2/4 from the worst result; 3 when a node was unreachable or its agent could not run."""
         if any(n.status in (UNREACHABLE, NO_REPORT) for n in self.nodes):
             return EXIT_CANNOT_RUN
         return exit_code_for([self.status])
@@ -137,19 +136,20 @@ def validate_inventory(
     level: str = "config",
     limit: str | None = None,
     expected_gpus: int | None = None,
+    allow_busy: bool = False,
     progress: Callable[[Any], None] | None = None,
     reports_root: Path | None = None,
     history: HistoryPlan | None = None,
 ) -> FleetReport:
     """Check the inventory, run playbooks/validate.yml on its nodes, judge what they reported,
     then compare with the history and record the run there (`history`, when given)."""
-    from r9700ctl import paths, runner
+    from r9700ctl import agentpack, paths, runner
     from r9700ctl.inventory import load_inventory
 
     inventory = load_inventory(inventory_path, group, limit=limit)
     started = datetime.now(timezone.utc)
     reports_dir = new_reports_dir(reports_root or paths.state_dir() / "validate", started)
-    archive = pack_agent(reports_dir / "agent.tar.gz")
+    archive = agentpack.pack(reports_dir / "agent.tar.gz")
 
     extra_vars: dict[str, Any] = {
         "r9700_group": group,
@@ -157,6 +157,7 @@ def validate_inventory(
         "r9700_validate_agent_archive": str(archive),
         "r9700_validate_level": level,
         "r9700_validate_timeout": LEVEL_TIMEOUT_S[level],
+        "r9700_validate_allow_busy": allow_busy,
     }
     if expected_gpus is not None:
         extra_vars["r9700_expected_gpus"] = expected_gpus
@@ -198,37 +199,6 @@ def new_reports_dir(root: Path, started: datetime) -> Path:
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
     return Path(tempfile.mkdtemp(prefix=f"{stamp}-", dir=root))
-
-
-def pack_agent(archive: Path, extra: tuple[str, ...] = ()) -> Path:
-    """The agent's files (plus `extra`, paths under the package) as r9700ctl/... in a .tar.gz.
-
-    Byte-for-byte the same for the same files (sorted, no times, owners or gzip name), so a
-    role that copies it to a node changes nothing when nothing changed.
-    """
-    import gzip
-
-    from r9700ctl import paths
-
-    package = paths.data_file("manifest.yaml").parent.parent
-
-    def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
-        if "__pycache__" in info.name or info.name.endswith(".pyc"):
-            return None
-        info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "root", "root"
-        info.mode = 0o755 if info.isdir() else 0o644
-        return info
-
-    tmp = archive.with_name(archive.name + ".tmp")
-    with (
-        open(tmp, "wb") as raw,
-        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as zipped,
-        tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar,
-    ):
-        for name in (*AGENT_FILES, *extra):
-            tar.add(package / name, arcname=f"r9700ctl/{name}", filter=keep)
-    tmp.replace(archive)
-    return archive
 
 
 def read_node(host: str, reports_dir: Path, outcome: Any) -> NodeOutcome:

@@ -1,12 +1,32 @@
-"""Shared test settings: plain output and fixed width, so CLI output is stable; a history per test."""
+"""Shared test settings: plain output and fixed width, so CLI output is stable; a history per test;
+the agent's data.
+
+The agent reads its data files as the JSON the controller writes when it packs the agent
+(r9700ctl.agentpack). Tests get the same: the agent is staged once per session, in-process
+agent code reads the staged JSON, and agents started as processes run from the staged tree.
+"""
 
 import pytest
+from agent_stage import staged_agent_dir
 
 
 @pytest.fixture(autouse=True)
 def _plain_terminal(monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "100")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _agent_data():
+    """In-process agent code reads the JSON data files of the staged agent."""
+    from r9700ctl.agent import datafiles
+
+    saved = datafiles.DATA_DIR
+    datafiles.DATA_DIR = staged_agent_dir() / "r9700ctl" / "data"
+    datafiles._cache.clear()
+    yield datafiles.DATA_DIR
+    datafiles.DATA_DIR = saved
+    datafiles._cache.clear()
 
 
 @pytest.fixture(autouse=True)

@@ -30,7 +30,9 @@ examples:
   python -m r9700ctl.agent --level standard --json now.json --baseline last-month.json
 
 exit codes: 0 all good, 1 warnings only, 2 something failed, 3 could not run (no GPU, a step
-timed out, a result inconclusive), 64 bad option (one line on stderr, nothing ran)."""
+timed out or crashed), 4 inconclusive (nothing failed, but something could not be judged: a
+busy GPU, a figure without a threshold, too few or too noisy windows), 64 bad option (one line
+on stderr, nothing ran)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -153,7 +155,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--thresholds",
         type=Path,
         metavar="FILE",
-        help="thresholds overriding r9700ctl/data/thresholds.yaml (same layout)",
+        help="thresholds overriding the shipped ones: JSON with the layout of r9700ctl/data/thresholds.yaml "
+        "(r9700ctl validate --thresholds converts a YAML file)",
+    )
+    parser.add_argument(
+        "--allow-busy",
+        action="store_true",
+        help="judge the figures of a GPU another process is using (by default they are INCONCLUSIVE "
+        "'GPU busy: pid N (command)')",
     )
     parser.add_argument(
         "--root",
@@ -213,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             thresholds_path=args.thresholds,
             root=args.root,
             baseline_path=args.baseline,
+            allow_busy=args.allow_busy,
         )
 
         def progress(text: str) -> None:

@@ -53,46 +53,6 @@ MiB = 1 << 20
 REGRESSION = "REGRESSION"
 BUSBW_TIERS = ("small", "mid", "large")
 
-DEFAULT_CONFIG: dict[str, Any] = {
-    # Allowed drop of the median, as a fraction of the baseline's median. busbw tiers: ROCm/cvs's
-    # small/mid tiers (small messages are latency-bound and noisy) with validation.md C6's 15% mid
-    # and 7.5% large; bandwidth, TFLOPS and speedup use the large tier (C7 TFLOPS, C10b scaling).
-    "drop": {
-        "small": 0.20,
-        "mid": 0.15,
-        "large": 0.075,
-        "bandwidth": 0.075,
-        "tflops": 0.075,
-        "speedup": 0.075,
-    },
-    # Inclusive upper bounds of the small and mid busbw tiers (ROCm/cvs tier_boundaries).
-    "small_max_bytes": 1 * MiB,
-    "mid_max_bytes": 64 * MiB,
-    # Below these medians a relative change means nothing (units of the figure). busbw per tier
-    # after ROCm/cvs: one flat 0.5 GB/s floor silently excluded whole small-message bands there.
-    "floor": {
-        "small": 0.005,
-        "mid": 0.05,
-        "large": 0.5,
-        "bandwidth": 0.5,
-        "tflops": 0.1,
-        "speedup": 0.05,
-    },
-    # Widen the drop limit to this many times the baseline windows' CV when that is larger
-    # (validation.md R-G6: max(tier floor, 2 x p95 CV)) ...
-    "noise_factor": 2.0,
-    # ... but never beyond this: one pathologically noisy baseline must not hide a halving
-    # (ROCm/cvs clamps derived thresholds for the same reason).
-    "noise_limit_cap": 0.5,
-    # Fewer timed windows than this on either side: INCONCLUSIVE (R-G6 "when there are >= 3").
-    "min_samples": 3,
-    # Separation gate: p75 of this run below p25 of the baseline (ROCm/cvs).
-    "current_percentile": 75.0,
-    "baseline_percentile": 25.0,
-    # A busbw size is confirmed inside a run of this many consecutive candidate sizes (ROCm/cvs).
-    "adjacency_min_run": 2,
-}
-
 # thresholds.yaml `baseline.*` keys -> (config key, sub-key): the one way the shipped file and a
 # --thresholds override reach the comparison.
 THRESHOLD_KEYS: dict[str, tuple[str, str | None]] = {
@@ -112,7 +72,12 @@ THRESHOLD_KEYS: dict[str, tuple[str, str | None]] = {
     "baseline.noise_limit_cap": ("noise_limit_cap", None),
     "baseline.min_samples": ("min_samples", None),
     "baseline.adjacency_min_run": ("adjacency_min_run", None),
+    "baseline.current_percentile": ("current_percentile", None),
+    "baseline.baseline_percentile": ("baseline_percentile", None),
 }
+SIZE_KEYS = {"baseline.busbw_small_max_mib": "small_max_bytes", "baseline.busbw_mid_max_mib": "mid_max_bytes"}
+# Every thresholds.yaml key the comparison reads (the runner refuses to start without one).
+REQUIRED_KEYS = frozenset(THRESHOLD_KEYS) | frozenset(SIZE_KEYS)
 
 ENV_HINT = "likely cause: the environment differs from the baseline's ({diff})"
 OWN_CHECKS_HINT = (
@@ -164,60 +129,47 @@ class Comparison:
 # --- configuration -----------------------------------------------------------------------------
 
 
-def merge_config(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """DEFAULT_CONFIG with `overrides` merged one level deep (the one way in)."""
-    config = {k: (dict(v) if isinstance(v, dict) else v) for k, v in DEFAULT_CONFIG.items()}
-    for key, value in (overrides or {}).items():
-        if isinstance(value, Mapping) and isinstance(config.get(key), dict):
-            config[key] = {**config[key], **value}
-        else:
+def config_from_thresholds(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The comparison's config from flat thresholds ("baseline.busbw_large_drop": 0.075, ...).
+
+    Every key of REQUIRED_KEYS must be there (thresholds.yaml is the one source; no defaults here).
+    """
+    config: dict[str, Any] = {"drop": {}, "floor": {}}
+    for name, (key, sub) in THRESHOLD_KEYS.items():
+        value = values[name]
+        if sub is None:
             config[key] = value
+        else:
+            config[key][sub] = float(value)
+    for name, key in SIZE_KEYS.items():
+        config[key] = int(float(values[name]) * MiB)
     return config
 
 
-def config_from_thresholds(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The comparison's config from flat thresholds ("baseline.busbw_large_drop": 0.075, ...)."""
-    overrides: dict[str, Any] = {}
-    for name, (key, sub) in THRESHOLD_KEYS.items():
-        value = values.get(name)
-        if value is None:
-            continue
-        if sub is None:
-            overrides[key] = value
-        else:
-            overrides.setdefault(key, {})[sub] = float(value)
-    if values.get("baseline.busbw_small_max_mib") is not None:
-        overrides["small_max_bytes"] = int(float(values["baseline.busbw_small_max_mib"]) * MiB)
-    if values.get("baseline.busbw_mid_max_mib") is not None:
-        overrides["mid_max_bytes"] = int(float(values["baseline.busbw_mid_max_mib"]) * MiB)
-    return merge_config(overrides)
-
-
-def size_tier(size_bytes: int, config: Mapping[str, Any] | None = None) -> str:
+def size_tier(size_bytes: int, config: Mapping[str, Any]) -> str:
     """'small' | 'mid' | 'large' for an all-reduce message size."""
-    cfg = config or DEFAULT_CONFIG
-    if size_bytes <= cfg["small_max_bytes"]:
+    if size_bytes <= config["small_max_bytes"]:
         return "small"
-    if size_bytes <= cfg["mid_max_bytes"]:
+    if size_bytes <= config["mid_max_bytes"]:
         return "mid"
     return "large"
 
 
-def tier_of(figure: Figure, config: Mapping[str, Any] | None = None) -> str:
+def tier_of(figure: Figure, config: Mapping[str, Any]) -> str:
     if figure.kind == "busbw" and figure.size_bytes is not None:
         return size_tier(figure.size_bytes, config)
     return figure.kind
 
 
-def threshold_for(tier: str, config: Mapping[str, Any] | None = None) -> float:
+def threshold_for(tier: str, config: Mapping[str, Any]) -> float:
     """Allowed drop for a tier; an unknown tier gets the tightest one (never a lenient default)."""
-    drops = (config or DEFAULT_CONFIG)["drop"]
+    drops = config["drop"]
     return float(drops[tier]) if tier in drops else float(min(drops.values()))
 
 
-def floor_for(tier: str, config: Mapping[str, Any] | None = None) -> float:
+def floor_for(tier: str, config: Mapping[str, Any]) -> float:
     """Smallest median a relative comparison means something at; unknown tiers: the highest floor."""
-    floors = (config or DEFAULT_CONFIG)["floor"]
+    floors = config["floor"]
     return float(floors[tier]) if tier in floors else float(max(floors.values()))
 
 
@@ -395,9 +347,9 @@ def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
-def compare_figure(reference: Figure, current: Figure, config: Mapping[str, Any] | None = None) -> Comparison:
+def compare_figure(reference: Figure, current: Figure, config: Mapping[str, Any]) -> Comparison:
     """Gates 1 and 2 with the guards; adjacency (gate 3) needs the whole sweep: `confirm_adjacent`."""
-    cfg = config or DEFAULT_CONFIG
+    cfg = config
     tier = tier_of(reference, cfg)
     base_limit = threshold_for(tier, cfg)
     floor = floor_for(tier, cfg)
@@ -438,9 +390,9 @@ def compare_figure(reference: Figure, current: Figure, config: Mapping[str, Any]
     return out
 
 
-def confirm_adjacent(comparisons: list[Comparison], config: Mapping[str, Any] | None = None) -> None:
+def confirm_adjacent(comparisons: list[Comparison], config: Mapping[str, Any]) -> None:
     """Gate 3: a busbw regression stands only within a run of consecutive candidate sizes."""
-    cfg = config or DEFAULT_CONFIG
+    cfg = config
     groups: dict[tuple[str, str], list[Comparison]] = {}
     for c in comparisons:
         if c.reference.kind == "busbw" and c.verdict != INCONCLUSIVE:
@@ -466,7 +418,7 @@ def confirm_adjacent(comparisons: list[Comparison], config: Mapping[str, Any] | 
 def compare(
     reference: Mapping[tuple[str, str, str], Figure],
     current: Mapping[tuple[str, str, str], Figure],
-    config: Mapping[str, Any] | None = None,
+    config: Mapping[str, Any],
 ) -> list[Comparison]:
     """Every figure present in both, in the current run's order, all three gates applied."""
     comparisons = [compare_figure(reference[k], fig, config) for k, fig in current.items() if k in reference]
@@ -612,14 +564,14 @@ def baseline_results(
     document: Mapping[str, Any],
     current_results: Iterable[Mapping[str, Any]],
     current_environment: Mapping[str, Any],
-    config: Mapping[str, Any] | None = None,
+    config: Mapping[str, Any],
     *,
     source_path: str = "",
     level: str = "",
     node: str = "",
 ) -> list[CheckResult]:
     """Every comparison of this run with the baseline report, plus `baseline.coverage`."""
-    cfg = config or DEFAULT_CONFIG
+    cfg = config
     before = figures(document.get("results", []))
     now = figures(current_results)
     comparisons = compare(before, now, cfg)

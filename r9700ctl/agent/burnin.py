@@ -25,9 +25,7 @@ def _numeric(value: Any) -> float | None:
     return None if math.isnan(value) else float(value)
 
 
-def merge_rounds(
-    rounds: list[list[CheckResult]], warn_drop: float = 0.05, fail_drop: float = 0.10
-) -> list[CheckResult]:
+def merge_rounds(rounds: list[list[CheckResult]], warn_drop: float, fail_drop: float) -> list[CheckResult]:
     """One result per (check, subject): the worst round, with every round in evidence; plus drift results."""
     order: list[tuple[str, str]] = []
     seen: dict[tuple[str, str], list[CheckResult]] = {}

@@ -16,7 +16,8 @@ from typing import Any
 from r9700ctl.agent import watchdog
 from r9700ctl.agent.gpus import Discovery, GpuInfo
 from r9700ctl.agent.journal import Journal
-from r9700ctl.agent.result import ERROR, CheckResult
+from r9700ctl.agent.judge import Verdict, not_applied
+from r9700ctl.agent.result import ERROR, SKIP, CheckResult
 from r9700ctl.agent.thresholds import Thresholds
 from r9700ctl.agent.watchdog import StepOutcome
 
@@ -65,11 +66,26 @@ class AgentContext:
     def param(self, key: str, default: Any = None) -> Any:
         return self.params.get(key, default)
 
-    def threshold(self, key: str, default: Any = None) -> Any:
-        return self.thresholds.get(key, default)
+    def threshold(self, key: str) -> Any:
+        """The value of `key` from thresholds.yaml for this node (None = no limit); no fallbacks."""
+        return self.thresholds.get(key)
 
     def threshold_text(self, key: str) -> str:
-        return f"{key} ({self.thresholds.section})"
+        """'compute.peak_tflops_bf16 from thresholds.yaml [NVIDIA H200]': a rule's source, for reports."""
+        return f"{key} from {self.thresholds.origin(key)}"
+
+    def unjudged(self, key: str, what: str) -> Verdict:
+        """The verdict for a figure whose limit `key` is null: SKIP "reported only" when the model's
+        section says so, else INCONCLUSIVE (no limit known for this model)."""
+        if self.thresholds.reported_only(key):
+            return not_applied(
+                "reported only", f"{what}: not judged for {self.model} ({self.threshold_text(key)})", SKIP
+            )
+        return not_applied(
+            "no threshold applies",
+            f"{what}: no limit known for {self.model} ({key} is null in thresholds.yaml; "
+            "set it in a --thresholds file to judge it)",
+        )
 
     def progress(self, text: str) -> None:
         if self.on_progress is not None:

@@ -1,12 +1,17 @@
 """Verdicts a node can reach on its own figures: pure functions, standard library only.
 
-Three rules, each returning a Verdict (status + the threshold text a report shows):
+The rules, each returning a Verdict (status + the threshold text a report shows):
 - `judge_floor`: a value against WARN and FAIL limits (floors from thresholds.yaml);
+- `judge_measured`: a figure measured as several windows or repeats: enough of them, a spread
+  that does not straddle a limit, then `judge_floor` on their median;
 - `judge_against_peers`: each GPU or pair against the median of its siblings on this node;
 - `judge_samples`: a sampled condition (throttle bits) that must persist before it FAILs.
-Guards come first: too few samples give INCONCLUSIVE with the numbers in the reason, never a
-PASS ("a green verdict over a run that did not measure what it claims looks identical to a
-real pass", ROCm/cvs regression_lib).
+
+Nothing unjudged is a PASS. A rule that cannot apply (no limit for this model, too few peers)
+gives a Verdict with applied=False and status INCONCLUSIVE; `worse_of` takes the most severe
+APPLIED verdict, and INCONCLUSIVE when none applied. Guards come first: too few samples give
+INCONCLUSIVE with the numbers in the reason ("a green verdict over a run that did not measure
+what it claims looks identical to a real pass", ROCm/cvs regression_lib).
 """
 
 from __future__ import annotations
@@ -16,13 +21,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from r9700ctl.agent import stats
-from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SEVERITY, WARN
+from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SEVERITY, SKIP, WARN
+
+NO_LIMIT = "no threshold applies"
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """status: a result status; threshold: the rule as text; applied: False when the rule could not
-    be applied (too few peers), so it neither passes nor fails anything on its own."""
+    """status: a result status; threshold: the rule as text; reason: the numbers (for the hint);
+    applied: False when the rule could not be applied (no limit, too few peers): it then neither
+    passes nor fails anything on its own."""
 
     status: str
     threshold: str
@@ -30,8 +38,25 @@ class Verdict:
     applied: bool = True
 
 
+def not_applied(threshold: str, reason: str, status: str = INCONCLUSIVE) -> Verdict:
+    """A rule that could not apply: INCONCLUSIVE, or SKIP for a figure deliberately reported only."""
+    return Verdict(status, threshold, reason, applied=False)
+
+
 def _fmt(x: float) -> str:
     return f"{x:.3g}" if abs(x) < 100 else f"{x:.1f}"
+
+
+def _limits_text(warn: float | None, fail: float | None, unit: str, higher_is_better: bool) -> str:
+    suffix = f" {unit}" if unit else ""
+    op, bad = (">=", "below") if higher_is_better else ("<=", "above")
+    parts = []
+    if warn is not None:
+        parts.append(f"WARN {bad} {_fmt(warn)}{suffix}")
+    if fail is not None:
+        parts.append(f"FAIL {bad} {_fmt(fail)}{suffix}")
+    limit = warn if warn is not None else fail
+    return f"{op} {_fmt(limit)}{suffix} ({', '.join(parts)})" if limit is not None else NO_LIMIT
 
 
 def judge_floor(
@@ -42,21 +67,17 @@ def judge_floor(
     unit: str = "",
     higher_is_better: bool = True,
 ) -> Verdict:
-    """FAIL beyond `fail`, WARN beyond `warn`, else PASS; a missing limit is not applied.
+    """FAIL beyond `fail`, WARN beyond `warn`, else PASS; no limit at all: not applied (INCONCLUSIVE).
 
     higher_is_better=True: limits are floors (bandwidth); False: ceilings (latency, temperature).
     """
-    suffix = f" {unit}" if unit else ""
-    op, bad = (">=", "below") if higher_is_better else ("<=", "above")
-    parts = []
-    if warn is not None:
-        parts.append(f"WARN {bad} {_fmt(warn)}{suffix}")
-    if fail is not None:
-        parts.append(f"FAIL {bad} {_fmt(fail)}{suffix}")
-    limit = warn if warn is not None else fail
-    text = f"{op} {_fmt(limit)}{suffix} ({', '.join(parts)})" if limit is not None else "no limit set"
+    text = _limits_text(warn, fail, unit, higher_is_better)
+    if warn is None and fail is None:
+        return not_applied(text, "no threshold for this figure: reported only")
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return Verdict(INCONCLUSIVE, text, "no value was measured")
+    suffix = f" {unit}" if unit else ""
+    bad = "below" if higher_is_better else "above"
 
     def beyond(limit_value: float | None) -> bool:
         if limit_value is None:
@@ -70,6 +91,57 @@ def judge_floor(
     return Verdict(PASS, text)
 
 
+def judge_repeats(values: Sequence[float | None], min_repeats: int) -> Verdict | None:
+    """INCONCLUSIVE when fewer than `min_repeats` usable repeats were measured, else None (go on)."""
+    usable = stats.clean(values)
+    if len(usable) < min_repeats:
+        return Verdict(
+            INCONCLUSIVE,
+            f">= {min_repeats} repeats",
+            f"{len(usable)} of {len(values)} repeat(s) usable, need >= {min_repeats}",
+        )
+    return None
+
+
+def judge_measured(
+    windows: Sequence[float | None],
+    warn: float | None,
+    fail: float | None,
+    *,
+    min_windows: int,
+    max_cv: float,
+    unit: str = "",
+    higher_is_better: bool = True,
+) -> Verdict:
+    """A figure measured as windows (or repeats), judged on their median.
+
+    INCONCLUSIVE when fewer than `min_windows` are usable, or when their spread is wider than
+    `max_cv` (sample CV) AND the slowest and fastest window would get different verdicts: the
+    limit lies inside the noise, so the median says nothing. A wide spread entirely on one side
+    of the limits keeps the median's verdict (half speed in every window is still half speed).
+    """
+    floor = judge_floor(stats.median(windows), warn, fail, unit=unit, higher_is_better=higher_is_better)
+    if not floor.applied:
+        return floor
+    too_few = judge_repeats(windows, min_windows)
+    if too_few is not None:
+        return Verdict(INCONCLUSIVE, floor.threshold, f"{too_few.reason}: too few to judge")
+    spread = stats.cv(windows)
+    if not math.isnan(spread) and spread > max_cv:
+        data = stats.clean(windows)
+        low = judge_floor(data[0], warn, fail, higher_is_better=higher_is_better)
+        high = judge_floor(data[-1], warn, fail, higher_is_better=higher_is_better)
+        if low.status != high.status:
+            return Verdict(
+                INCONCLUSIVE,
+                floor.threshold,
+                f"windows spread {spread:.1%} (> {max_cv:.0%}) from {_fmt(data[0])} to {_fmt(data[-1])}"
+                f"{' ' + unit if unit else ''}, across the limit: too noisy to judge (another process on "
+                "the GPU, power or thermal limits); rerun on an idle node",
+            )
+    return floor
+
+
 def judge_against_peers(
     values: Mapping[str, float],
     warn_frac: float,
@@ -81,7 +153,7 @@ def judge_against_peers(
     """Each subject against the median of all subjects: FAIL below fail_frac x median, WARN below warn_frac.
 
     With fewer than `min_peers` subjects a median says nothing about who is the odd one out: every
-    subject gets a PASS verdict with applied=False (the count is in the reason), and the floors decide.
+    subject gets a verdict with applied=False (the count is in the reason), and the floors decide.
     """
     clean = {k: float(v) for k, v in values.items() if v is not None and not math.isnan(float(v))}
     node_median = stats.median(clean.values())
@@ -89,7 +161,7 @@ def judge_against_peers(
     if len(clean) < min_peers or not node_median or math.isnan(node_median):
         reason = f"{len(clean)} subject(s) measured, peer comparison needs >= {min_peers}"
         for key in values:
-            verdicts[key] = Verdict(PASS, "vs node median: not applied", reason, applied=False)
+            verdicts[key] = not_applied("vs node median: not applied", reason)
         return verdicts
     if higher_is_better:
         text = f">= {warn_frac:g} x node median {_fmt(node_median)} (FAIL below {fail_frac:g} x)"
@@ -111,20 +183,11 @@ def judge_against_peers(
     return verdicts
 
 
-def longest_run(flags: Sequence[bool]) -> int:
-    """Length of the longest run of consecutive True values."""
-    best = current = 0
-    for flag in flags:
-        current = current + 1 if flag else 0
-        best = max(best, current)
-    return best
-
-
 def judge_samples(
     flags: Sequence[bool],
     *,
-    max_fraction: float = 0.05,
-    max_consecutive: int = 3,
+    max_fraction: float,
+    max_consecutive: int,
     min_samples: int = 5,
     bad_status: str = FAIL,
     isolated_status: str = WARN,
@@ -137,7 +200,7 @@ def judge_samples(
     """
     n = len(flags)
     hits = sum(1 for f in flags if f)
-    run = longest_run(flags)
+    run = stats.longest_run(flags)
     text = f"<= {max_fraction:.0%} of samples and < {max_consecutive} in a row"
     if n < min_samples:
         return Verdict(INCONCLUSIVE, text, f"{n} sample(s), need >= {min_samples}")
@@ -149,19 +212,18 @@ def judge_samples(
     return Verdict(PASS, text, reason)
 
 
-def judge_repeats(values: Sequence[float], min_repeats: int) -> Verdict | None:
-    """INCONCLUSIVE when fewer than `min_repeats` usable repeats were measured, else None (go on)."""
-    usable = [v for v in values if v is not None and not math.isnan(float(v))]
-    if len(usable) < min_repeats:
-        return Verdict(
-            INCONCLUSIVE,
-            f">= {min_repeats} repeats",
-            f"{len(usable)} of {len(values)} repeat(s) usable, need >= {min_repeats}",
-        )
-    return None
-
-
 def worse_of(*verdicts: Verdict) -> Verdict:
-    """The most severe applied verdict on one subject (e.g. floor and peers)."""
-    applied = [v for v in verdicts if v.applied] or list(verdicts)
-    return max(applied, key=lambda v: SEVERITY[v.status])
+    """The most severe applied verdict on one subject (e.g. floor and peers).
+
+    None applied: INCONCLUSIVE, or SKIP when a rule says the figure is deliberately reported
+    only (a peer comparison without peers is neutral), with every rule's reason; never a PASS.
+    """
+    applied = [v for v in verdicts if v.applied]
+    if applied:
+        return max(applied, key=lambda v: SEVERITY[v.status])
+    status = SKIP if any(v.status == SKIP for v in verdicts) else INCONCLUSIVE
+    return not_applied(
+        "; ".join(v.threshold for v in verdicts),
+        "; ".join(v.reason for v in verdicts if v.reason) or "no rule applied",
+        status,
+    )

@@ -16,14 +16,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from r9700ctl.agent.result import PASS, SEVERITY, SKIP, CheckResult, exit_code_for, worst
+from r9700ctl.agent.result import SEVERITY, CheckResult, exit_code_for, overall
 
 SCHEMA = "r9700ctl.validate/1"
 EXIT_MEANING = {
     0: "all good",
     1: "warnings only",
     2: "something failed",
-    3: "could not run or judge everything",
+    3: "could not run everything",
+    4: "inconclusive: something could not be judged",
 }
 
 
@@ -41,7 +42,9 @@ def build(
     journal: str = "",
     steps: list[dict[str, Any]] | None = None,
     notes: list[str] | None = None,
+    banners: list[str] | None = None,
 ) -> dict[str, Any]:
+    """The report document; `banners` are what the run must say before any table (a busy GPU)."""
     return {
         "schema": SCHEMA,
         "node": node,
@@ -57,15 +60,16 @@ def build(
         "journal": journal,
         "steps": steps or [],
         "notes": notes or [],
+        "banners": banners or [],
     }
 
 
 def verdict(statuses: list[str]) -> dict[str, Any]:
     """The report's status, exit_code and counts from its results' statuses (also used when the
-    controller adds results to a node's report, e.g. a comparison with the history)."""
-    status = worst(statuses)
-    if status == SKIP and PASS in statuses:
-        status = PASS  # a skipped check does not make a passing node "skipped"
+    controller adds results to a node's report, e.g. a comparison with the history).
+
+    SKIP next to a judged result counts as that result; nothing judged is INCONCLUSIVE."""
+    status = overall(statuses)
     return {
         "status": status,
         "exit_code": exit_code_for(statuses),
@@ -126,6 +130,8 @@ def render_table(report: dict[str, Any], width: int = 100) -> str:
         f"r9700ctl validate: node {report.get('node')}, level {report.get('level')}, "
         f"{len(report.get('gpus', []))} GPU(s), thresholds: {report.get('model') or '-'}"
     ]
+    for banner in report.get("banners") or []:
+        lines.extend(textwrap.wrap(f"!! {banner}", width=width, subsequent_indent="   "))
     id_width = min(34, max([len(str(r.get("id", ""))) for r in rows] + [12]))
     subject_width = min(14, max([len(str(r.get("subject", ""))) for r in rows] + [7]))
     header = f"  {'CHECK':<{id_width}} {'SUBJECT':<{subject_width}} {'STATUS':<12} {'VALUE':<16} THRESHOLD"

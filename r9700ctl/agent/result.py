@@ -44,18 +44,24 @@ class CheckResult:
         return asdict(self)
 
 
+# Exit codes of a validation (README "Exit codes"): 0 all good, 1 warnings only, 2 something
+# failed, 3 could not run (no GPU, a step timed out or crashed), 4 inconclusive: it ran, nothing
+# failed, but something could not be judged (busy GPU, no threshold, too few or too noisy windows).
+EXIT_CODES = {PASS: 0, WARN: 1, FAIL: 2, ERROR: 3, INCONCLUSIVE: 4}
+
+
 def worst(statuses: list[str]) -> str:
     """The most severe status, PASS for an empty list."""
     return max(statuses, key=lambda s: SEVERITY[s], default=PASS)
 
 
+def overall(statuses: list[str]) -> str:
+    """A run's status: the worst result; SKIP next to a judged result counts as that result;
+    nothing judged at all (no results, or SKIPs only) is INCONCLUSIVE, never a PASS."""
+    judged = [s for s in statuses if s != SKIP]
+    return worst(judged) if judged else INCONCLUSIVE
+
+
 def exit_code_for(statuses: list[str]) -> int:
-    """Exit codes per the contract: 0 good, 1 warnings only, 2 failed, 3 could not run."""
-    w = worst(statuses)
-    if w == FAIL:
-        return 2
-    if w in (ERROR, INCONCLUSIVE):
-        return 3
-    if w == WARN:
-        return 1
-    return 0
+    """Exit code per the contract (EXIT_CODES) for a run with these result statuses."""
+    return EXIT_CODES[overall(statuses)]

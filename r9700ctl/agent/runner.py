@@ -7,6 +7,7 @@ AgentExit(3). A check that raises becomes one ERROR result; the run goes on.
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 import traceback
@@ -15,9 +16,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from r9700ctl.agent import baseline, burnin, causes, checks, environment, gpus, levels, report, watchdog
+from r9700ctl.agent import (
+    baseline,
+    burnin,
+    busy,
+    causes,
+    checks,
+    environment,
+    gpus,
+    levels,
+    report,
+    watchdog,
+)
 from r9700ctl.agent.context import AgentContext
-from r9700ctl.agent.datafiles import DataFileError, gpu_models
+from r9700ctl.agent.datafiles import DataFileError, gpu_models, load_data
 from r9700ctl.agent.journal import (
     Interrupted,
     Journal,
@@ -27,11 +39,16 @@ from r9700ctl.agent.journal import (
     read_boot_id,
     usable,
 )
-from r9700ctl.agent.result import ERROR, FAIL, WARN, CheckResult
+from r9700ctl.agent.result import ERROR, FAIL, INCONCLUSIVE, SKIP, WARN, CheckResult
 from r9700ctl.agent.thresholds import resolve
 
 EXIT_BAD_INPUT = 64
 EXIT_CANNOT_RUN = 3
+BUSY_HINT = (
+    "GPU busy: {holders}: another process computes on this GPU, so its figures below are INCONCLUSIVE, "
+    "not a verdict on the card; stop that process and rerun, or pass --allow-busy to judge them anyway"
+)
+SHARED_NOTE = "measured while shared with {holders} (--allow-busy)"
 
 HANG_HINT = (
     "host hang during {step}: known R9700/RCCL issue with PCIe P2P (ROCm/rocm-systems#11348); "
@@ -69,6 +86,7 @@ class Options:
     thresholds_path: Path | None = None
     root: Path = Path("/")
     baseline_path: Path | None = None
+    allow_busy: bool = False
 
 
 @dataclass
@@ -270,9 +288,90 @@ def _burn_in(
         rounds.append(_measure_round(specs, ctx, params, say))
     return burnin.merge_rounds(
         rounds,
-        warn_drop=float(ctx.threshold("burnin.drift_warn", 0.05)),
-        fail_drop=float(ctx.threshold("burnin.drift_fail", 0.10)),
+        warn_drop=float(ctx.threshold("burnin.drift_warn")),
+        fail_drop=float(ctx.threshold("burnin.drift_fail")),
     )
+
+
+# Thresholds the runner itself reads (burn-in drift, the busy scan); checks declare their own.
+RUNNER_KEYS = {"burnin.drift_warn", "burnin.drift_fail", "busy.ignored_commands"}
+
+
+def _busy_scan(ctx: AgentContext) -> busy.Scan:
+    return busy.scan(
+        ctx.root,
+        ctx.gpus,
+        ignored_commands=ctx.threshold("busy.ignored_commands") or [],
+        tool_timeout_s=ctx.tool_timeout_s,
+    )
+
+
+_GPU_IN_SUBJECT = re.compile(r"gpu(\d+)")
+
+
+def judge_busy(
+    selected: list[gpus.GpuInfo],
+    before: busy.Scan,
+    after: busy.Scan,
+    figures: list[CheckResult],
+    allow_busy: bool,
+) -> tuple[list[CheckResult], list[str]]:
+    """One `gpu.busy` result per shared GPU, and the measured figures of shared GPUs made
+    INCONCLUSIVE (unless allow_busy: then judged, with a note). Returns (busy results, banners).
+
+    A figure belongs to the GPUs its subject names ("gpu1", "gpu0->gpu2"); a subject naming none
+    ("node", "p2p_on", "n=4 p2p_on") covers every GPU of the run.
+    """
+    holders: dict[int, dict[int, busy.Holder]] = {}
+    for scan in (before, after):
+        for index, found in scan.by_gpu().items():
+            for holder in found:
+                holders.setdefault(index, {})[holder.pid] = holder
+    results, banners = [], []
+    for gpu in selected:
+        mine = list(holders.get(gpu.index, {}).values())
+        if not mine:
+            continue
+        text = ", ".join(h.text() for h in mine)
+        results.append(
+            CheckResult(
+                "gpu.busy",
+                gpu.subject,
+                WARN if allow_busy else INCONCLUSIVE,
+                "other_processes",
+                len(mine),
+                "processes",
+                "no other process computes on the GPU while it is measured",
+                (SHARED_NOTE if allow_busy else BUSY_HINT).format(holders=text),
+                {
+                    "holders": [h.to_dict() for h in mine],
+                    "before": before.to_dict(),
+                    "after": after.to_dict(),
+                },
+            )
+        )
+        banners.append(
+            f"GPU busy: {gpu.subject} is used by {text}: its figures are "
+            + ("judged anyway (--allow-busy)" if allow_busy else "INCONCLUSIVE (--allow-busy judges them)")
+        )
+    if not holders:
+        return results, banners
+    everyone = sorted(holders)
+    for result in figures:
+        if result.status in (SKIP, ERROR, INCONCLUSIVE) and not allow_busy:
+            continue
+        named = [int(i) for i in _GPU_IN_SUBJECT.findall(result.subject)] or everyone
+        shared = [h for i in named for h in holders.get(i, {}).values()]
+        if not shared:
+            continue
+        text = ", ".join(sorted({h.text() for h in shared}))
+        if allow_busy:
+            result.hint = "; ".join(x for x in (result.hint, SHARED_NOTE.format(holders=text)) if x)
+            continue
+        result.evidence["if_judged"] = {"status": result.status, "hint": result.hint}
+        result.status = INCONCLUSIVE
+        result.hint = BUSY_HINT.format(holders=text)
+    return results, banners
 
 
 def validate_names(options: Options) -> None:
@@ -305,6 +404,11 @@ def run(options: Options, progress: Callable[[str], None] | None = None) -> RunO
     say = progress or (lambda text: None)
     import_failures = checks.load_all()
     validate_names(options)
+    try:
+        for name in ("manifest", "thresholds"):
+            load_data(name)
+    except DataFileError as exc:
+        raise AgentExit(f"data files: {exc}", EXIT_CANNOT_RUN) from None
     previous_report = load_baseline(options)
     params = levels.params_for(options.level, options.duration_s)
     if options.json_path is not None:
@@ -363,9 +467,15 @@ def _run_opened(
         )
         if mismatch:
             raise AgentExit(mismatch, EXIT_BAD_INPUT)
+    planned = checks.plan(options.level, options.only, options.skip)
     try:
         thresholds = resolve(
-            [g.model for g in selected], [g.vendor for g in selected], overrides=options.thresholds_path
+            [g.model for g in selected],
+            [g.vendor for g in selected],
+            overrides=options.thresholds_path,
+            required=checks.threshold_keys(planned)
+            | RUNNER_KEYS
+            | (baseline.REQUIRED_KEYS if previous_report is not None else set()),
         )
     except DataFileError as exc:
         code = EXIT_BAD_INPUT if options.thresholds_path else EXIT_CANNOT_RUN
@@ -390,15 +500,22 @@ def _run_opened(
         on_progress=say,
     )
     unusable = _unusable_reason(options.level, discovery, selected)
-    planned = checks.plan(options.level, options.only, options.skip)
     for spec in (s for s in planned if not s.needs_gpu):
         say(f"check {spec.id}")
         results.extend(_run_check(spec, ctx))
     measured = [] if unusable else [s for s in planned if s.needs_gpu]
-    if options.level == "burnin" and measured:
-        results.extend(_burn_in(measured, ctx, params, say))
-    elif measured:
-        results.extend(_measure_round(measured, ctx, params, say))
+    banners: list[str] = []
+    if measured:
+        say("looking for other processes on the GPUs")
+        before = _busy_scan(ctx)
+        if options.level == "burnin":
+            figures = _burn_in(measured, ctx, params, say)
+        else:
+            figures = _measure_round(measured, ctx, params, say)
+        after = _busy_scan(ctx)
+        busy_results, banners = judge_busy(selected, before, after, figures, options.allow_busy)
+        results.extend(busy_results)
+        results.extend(figures)
     if previous_report is not None:
         say(f"comparing with the baseline {options.baseline_path}")
         results.extend(
@@ -445,6 +562,7 @@ def _run_opened(
         steps=ctx.steps,
         notes=discovery.notes
         + [f"{tool}: {state}" for tool, state in discovery.tools.items() if state != "ok"],
+        banners=banners,
     )
     if unusable:
         # The measurement level could not run at all: that is the answer (exit 3), whatever

@@ -1,36 +1,50 @@
-"""Robust statistics for measured samples: standard library only, no torch, no numpy.
+"""The one statistics module of r9700ctl: the agent, its kernels and the controller's fleet judge.
 
-Medians and percentiles rather than means (one slow window from a stray interrupt should not
-move a verdict); MAD for robust spread (1.4826 x MAD estimates sigma for normal data).
+Built on the standard library's `statistics`; no numpy, no torch. One set of conventions:
+- NaN and None samples are ignored; no usable sample gives NaN (never an exception, never 0);
+- percentiles take q on the 0..100 scale and interpolate linearly between closest ranks
+  (numpy's default, `statistics.quantiles(method="inclusive")`);
+- stdev is the SAMPLE standard deviation (n - 1): windows and repeats are samples of the card's
+  behaviour, not the whole population; one value has a stdev of 0.0;
+- robust z is (value - median) / (1.4826 x MAD) and None when the MAD is 0: without spread there
+  is nothing to measure a distance against, so no verdict (fleet.py says so once).
+Medians rather than means for figures: one slow window from a stray interrupt must not move a
+verdict.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 
 # Scale that makes the MAD a consistent estimator of the standard deviation for normal data.
 MAD_TO_SIGMA = 1.4826
 
 
-def _clean(values: Iterable[float]) -> list[float]:
-    return sorted(float(v) for v in values if v is not None and not math.isnan(float(v)))
+def clean(values: Iterable[float | None]) -> list[float]:
+    """The usable samples as floats, sorted (NaN and None dropped)."""
+    out = []
+    for value in values:
+        if value is None:
+            continue
+        number = float(value)
+        if not math.isnan(number):
+            out.append(number)
+    return sorted(out)
 
 
-def median(values: Iterable[float]) -> float:
-    """The median; NaN for no values (NaN and None samples are ignored)."""
-    data = _clean(values)
-    if not data:
-        return math.nan
-    mid = len(data) // 2
-    return data[mid] if len(data) % 2 else (data[mid - 1] + data[mid]) / 2.0
+def median(values: Iterable[float | None]) -> float:
+    """The median; NaN for no usable values."""
+    data = clean(values)
+    return float(statistics.median(data)) if data else math.nan
 
 
-def percentile(values: Iterable[float], q: float) -> float:
-    """The q-th percentile (0..100), linear interpolation between closest ranks (numpy's default)."""
+def percentile(values: Iterable[float | None], q: float) -> float:
+    """The q-th percentile, q in 0..100, linear between closest ranks; NaN for no usable values."""
     if not 0.0 <= q <= 100.0:
         raise ValueError(f"percentile must be within 0..100, got {q}")
-    data = _clean(values)
+    data = clean(values)
     if not data:
         return math.nan
     position = (len(data) - 1) * q / 100.0
@@ -39,51 +53,47 @@ def percentile(values: Iterable[float], q: float) -> float:
     return data[low] + (data[high] - data[low]) * (position - low)
 
 
-def mean(values: Iterable[float]) -> float:
-    data = _clean(values)
-    return sum(data) / len(data) if data else math.nan
+def mean(values: Iterable[float | None]) -> float:
+    data = clean(values)
+    return statistics.fmean(data) if data else math.nan
 
 
-def stdev(values: Iterable[float]) -> float:
-    """Sample standard deviation (n-1); 0.0 for a single value."""
-    data = _clean(values)
+def stdev(values: Iterable[float | None]) -> float:
+    """Sample standard deviation (n - 1); 0.0 for a single value, NaN for none."""
+    data = clean(values)
     if not data:
         return math.nan
-    if len(data) == 1:
-        return 0.0
-    m = sum(data) / len(data)
-    return math.sqrt(sum((x - m) ** 2 for x in data) / (len(data) - 1))
+    return statistics.stdev(data) if len(data) > 1 else 0.0
 
 
-def cv(values: Iterable[float]) -> float:
-    """Coefficient of variation (stdev / mean) as a fraction; NaN when the mean is 0."""
-    data = _clean(values)
-    m = mean(data)
-    if not data or m == 0 or math.isnan(m):
+def cv(values: Iterable[float | None]) -> float:
+    """Coefficient of variation: sample stdev / |mean|; NaN without values or with a zero mean."""
+    data = clean(values)
+    average = mean(data)
+    if not data or average == 0 or math.isnan(average):
         return math.nan
-    return stdev(data) / abs(m)
+    return stdev(data) / abs(average)
 
 
-def mad(values: Iterable[float]) -> float:
-    """Median absolute deviation from the median (unscaled)."""
-    data = _clean(values)
+def mad(values: Iterable[float | None]) -> float:
+    """Median absolute deviation from the median (unscaled); NaN for no values."""
+    data = clean(values)
     if not data:
         return math.nan
-    m = median(data)
-    return median(abs(x - m) for x in data)
+    middle = statistics.median(data)
+    return float(statistics.median(abs(x - middle) for x in data))
 
 
-def robust_z(value: float, values: Sequence[float]) -> float:
-    """(value - median) / (1.4826 x MAD); 0.0 when the spread is zero and the value is the median."""
-    m = median(values)
+def robust_z(value: float, values: Iterable[float | None]) -> float | None:
+    """(value - median) / (1.4826 x MAD); None when there is no spread (MAD 0) or no values."""
     spread = MAD_TO_SIGMA * mad(values)
     if spread == 0 or math.isnan(spread):
-        return 0.0 if value == m else math.copysign(math.inf, value - m)
-    return (value - m) / spread
+        return None
+    return (value - median(values)) / spread
 
 
 def drift(values: Sequence[float], fraction: float = 0.1) -> float:
-    """Median of the last `fraction` over median of the first: 1.0 = no drift (thermal soak check)."""
+    """Median of the last `fraction` over the median of the first: 1.0 = no drift (thermal soak)."""
     data = [float(v) for v in values]
     if len(data) < 2:
         return math.nan
@@ -92,9 +102,18 @@ def drift(values: Sequence[float], fraction: float = 0.1) -> float:
     return last / first if first else math.nan
 
 
-def summary(values: Iterable[float]) -> dict[str, float]:
+def longest_run(flags: Iterable[bool]) -> int:
+    """Length of the longest run of consecutive True values."""
+    best = current = 0
+    for flag in flags:
+        current = current + 1 if flag else 0
+        best = max(best, current)
+    return best
+
+
+def summary(values: Iterable[float | None]) -> dict[str, float]:
     """n, median, mean, min, max, cv and p5/p50/p95/p99, rounded for reports."""
-    data = _clean(values)
+    data = clean(values)
     if not data:
         return {"n": 0}
     out = {

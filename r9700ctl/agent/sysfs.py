@@ -381,6 +381,9 @@ def kfd_nodes(root: Path) -> dict[str, dict[str, int]]:
         bus, devfn = location >> 8, location & 0xFF
         address = f"{props.get('domain', 0):04x}:{bus:02x}:{devfn >> 3:02x}.{devfn & 7}"
         props["node_id"] = int(entry.name) if entry.name.isdigit() else -1
+        gpu_id = read_int(entry / "gpu_id", 10)
+        if gpu_id is not None:
+            props["gpu_id"] = gpu_id  # names the GPU in /sys/class/kfd/kfd/proc/<pid>/*_<gpu_id>
         nodes[address] = props
     return nodes
 

@@ -71,7 +71,9 @@ Examples:
 \b
 Exit codes: 0 all good, 1 warnings only, 2 something failed, 3 could not run
 (no GPU, a step timed out; with INVENTORY also: a node unreachable or its agent wrote
-no report), 64 bad option or inventory (then no host was contacted)."""
+no report), 4 inconclusive (nothing failed, but something could not be judged: a busy
+GPU, a figure without a threshold, too few or too noisy windows), 64 bad option or
+inventory (then no host was contacted)."""
 )
 @click.argument("inventory", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--local", is_flag=True, help="Run the validation agent on this machine.")
@@ -109,7 +111,7 @@ no report), 64 bad option or inventory (then no host was contacted)."""
     type=click.Path(dir_okay=False, path_type=Path),
     metavar="PATH",
     help="Also write a Prometheus textfile (node_exporter textfile collector; name it *.prom): "
-    "r9700_check_status (0 PASS, 1 WARN, 2 FAIL, 3 ERROR or INCONCLUSIVE, -1 SKIP), r9700_check_value, "
+    "r9700_check_status (0 PASS, 1 WARN, 2 FAIL, 3 ERROR, 4 INCONCLUSIVE, -1 SKIP), r9700_check_value, "
     "r9700_node_status, r9700_last_run_timestamp_seconds and per GPU link, temperature, clocks, power, "
     "VRAM (docs/monitoring.md).",
 )
@@ -153,6 +155,11 @@ no report), 64 bad option or inventory (then no host was contacted)."""
     metavar="PREVIOUS.json",
     help="Compare every GB/s, TFLOPS and speedup figure with an earlier --json report of this node "
     "(3-gate regression check: results baseline.*).",
+)
+@click.option(
+    "--allow-busy",
+    is_flag=True,
+    help="Judge the figures of a GPU another process is using (normally INCONCLUSIVE 'GPU busy').",
 )
 @click.option(
     "--save-baseline",
@@ -223,13 +230,18 @@ def validate(
         )
     plan.check()
 
-    from r9700ctl.agent.launch import run_agent
+    from r9700ctl.launch import run_agent
 
     with tempfile.TemporaryDirectory(prefix="r9700ctl-validate-") as scratch:
         given_json = options.get("json_path")
         if (_wanted_formats(options) or plan.enabled) and given_json is None:
             # The formats and the history read the agent's report.
             options = {**options, "json_path": Path(scratch) / "report.json"}
+        if isinstance(options.get("thresholds"), Path):
+            from r9700ctl.agentpack import convert_thresholds
+
+            converted = convert_thresholds(options["thresholds"], Path(scratch) / "thresholds.json")
+            options = {**options, "thresholds": converted}
         args = _agent_args(options, verbose=not app.plain and sys.stderr.isatty())
         code = run_agent(args, on_stdout=click.echo, on_stderr=lambda line: click.echo(line, err=True))
         report = _read_agent_report(options)
@@ -401,6 +413,7 @@ def _validate_fleet(
             level=str(options["level"]),
             limit=limit,
             expected_gpus=int(expected) if isinstance(expected, int) else None,
+            allow_busy=bool(options.get("allow_busy")),
             progress=renderer,
             history=plan,
         )
@@ -429,11 +442,15 @@ def _nodes_table(report: FleetReport) -> Table:
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("node", no_wrap=True)
     table.add_column("status", no_wrap=True)
-    table.add_column("pass/warn/fail", justify="right", no_wrap=True)
+    table.add_column("pass/warn/fail/inconclusive", justify="right", no_wrap=True)
     table.add_column("worst finding", overflow="fold", ratio=1)
     for node in report.nodes:
         counts = node.counts
-        numbers = f"{counts['passed']}/{counts['warn']}/{counts['fail']}" if node.report else "-"
+        numbers = (
+            f"{counts['passed']}/{counts['warn']}/{counts['fail']}/{counts['inconclusive']}"
+            if node.report
+            else "-"
+        )
         table.add_row(node.host, node.status, numbers, Text(_worst_text(node)))
     return table
 
@@ -478,8 +495,12 @@ def _agent_args(options: dict[str, object], verbose: bool) -> list[str]:
     args: list[str] = []
     for key, flag in flags.items():
         value = options.get(key)
+        if isinstance(value, Path):
+            value = value.expanduser().resolve()  # the agent runs in its staged directory
         if value is not None:
             args += [flag, str(value)]
+    if options.get("allow_busy"):
+        args.append("--allow-busy")
     if verbose:
         args.append("--verbose")
     return args

@@ -221,13 +221,11 @@ def unavailable(name: str, node: str, why: str) -> CheckResult:
 
 
 def comparison_config(report: Mapping[str, Any]) -> dict[str, Any]:
-    """The 3-gate's settings for this node's thresholds section (thresholds.yaml baseline.*)."""
-    from r9700ctl.agent.datafiles import DataFileError
+    """The 3-gate's settings for this node's thresholds section (thresholds.yaml baseline.*, the one
+    source; the controller reads the YAML the agent gets as JSON)."""
     from r9700ctl.agent.thresholds import resolve
+    from r9700ctl.agentpack import data_document
 
     model = str(report.get("model") or "")
-    try:
-        values = resolve([model] if model else []).values
-    except DataFileError:
-        return baseline.merge_config()
+    values = resolve([model] if model else [], document=data_document("thresholds")).values
     return baseline.config_from_thresholds(values)

@@ -16,14 +16,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from r9700ctl.agent.result import ERROR, STATUSES, worst
+from r9700ctl.agent.result import ERROR, EXIT_CODES, SKIP, STATUSES, overall
 from r9700ctl.agent.sysfs import pcie_gen
 
 NODE_SCHEMA = "r9700ctl.validate/1"
 FLEET_SCHEMA = "r9700ctl.validate-fleet/1"
-# Prometheus has no strings: a number per status, SKIP below PASS so "> 0" means "look at it".
-STATUS_VALUES = {"PASS": 0, "WARN": 1, "FAIL": 2, "ERROR": 3, "INCONCLUSIVE": 3, "SKIP": -1}
-STATUS_HELP = "0 PASS, 1 WARN, 2 FAIL, 3 ERROR or INCONCLUSIVE, -1 SKIP."
+# Prometheus has no strings: a number per status, the exit code of a run whose worst result it is
+# (r9700ctl.agent.result.EXIT_CODES: INCONCLUSIVE 4, a verdict of its own), SKIP below PASS so
+# "> 0" means "look at it".
+STATUS_VALUES = {**EXIT_CODES, SKIP: -1}
+STATUS_HELP = "0 PASS, 1 WARN, 2 FAIL, 3 ERROR, 4 INCONCLUSIVE (not judged: see the hint), -1 SKIP."
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,7 @@ def samples_of(document: Mapping[str, Any]) -> list[NodeSample]:
         samples.append(NodeSample(host, level, ERROR, None, started, 3, [missing]))
     fleet = [r for r in (document.get("fleet") or {}).get("results") or [] if isinstance(r, Mapping)]
     if fleet:
-        status = worst([_known(r.get("status")) for r in fleet])
+        status = overall([_known(r.get("status")) for r in fleet])
         samples.append(NodeSample("fleet", level, status, None, started, None, fleet))
     return samples
 

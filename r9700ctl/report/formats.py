@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from r9700ctl.agent.result import ERROR, SEVERITY, STATUSES, worst
+from r9700ctl.agent.result import ERROR, SEVERITY, STATUSES, overall
 
 NODE_SCHEMA = "r9700ctl.validate/1"
 FLEET_SCHEMA = "r9700ctl.validate-fleet/1"
@@ -85,7 +85,7 @@ def nodes_of(report: dict[str, Any]) -> list[NodeReport]:
     if fleet:
         statuses = [_known(r.get("status")) for r in fleet]
         nodes.append(
-            NodeReport("fleet", worst(statuses), _worst_first(fleet), str(report.get("started") or ""))
+            NodeReport("fleet", overall(statuses), _worst_first(fleet), str(report.get("started") or ""))
         )
     return sorted(nodes, key=lambda n: -_severity(n.status))
 
@@ -146,7 +146,8 @@ def render_prometheus(report: dict[str, Any], now: float | None = None) -> str:
 
 
 def render_junit(report: dict[str, Any]) -> str:
-    """A testsuite per node, a testcase per result: FAIL failure, ERROR/INCONCLUSIVE error, SKIP skipped."""
+    """A testsuite per node, a testcase per result: FAIL failure, ERROR error, INCONCLUSIVE and SKIP
+    skipped (INCONCLUSIVE with type "INCONCLUSIVE" and the reason: nothing was judged, nothing broke)."""
     from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
     document = JUnitXml("r9700ctl validate")
@@ -169,8 +170,10 @@ def render_junit(report: dict[str, Any]) -> str:
             )
             if verdict == "FAIL":
                 case.result = [Failure(hint or detail, "FAIL")]
-            elif verdict in ("ERROR", "INCONCLUSIVE"):
+            elif verdict == "ERROR":
                 case.result = [Error(hint or detail, verdict)]
+            elif verdict == "INCONCLUSIVE":
+                case.result = [Skipped(f"INCONCLUSIVE: {hint or detail}", "INCONCLUSIVE")]
             elif verdict == "SKIP":
                 case.result = [Skipped(hint or "skipped")]
             case.system_out = f"{detail}\n{hint}".strip() if hint else detail

@@ -8,28 +8,53 @@ from __future__ import annotations
 import pytest
 
 from r9700ctl.agent import watchdog
+from r9700ctl.agent.kernels.specs import AllReduceSpec, CopySpec, GemmSpec, MemorySpec, PairSpec, StepSpec
 
 pytestmark = pytest.mark.gpu
 
 torch = pytest.importorskip("torch")
+
+# About 1 ms of sleep on the default stream at ~2 GHz (torch.cuda._sleep counts clock cycles).
+ONE_MS_OF_DEFAULT_STREAM_WORK = 2_000_000
 
 
 def test_host_device_copies_are_verified_and_faster_than_pageable():
     """Pinned copy-engine copies deliver the right bytes and beat pageable memory."""
     from r9700ctl.agent.kernels import hostbw
 
-    out = hostbw.host_device_bandwidth([0], size_bytes=64 << 20, windows=2, copies_per_window=5)
+    out = hostbw.host_device_bandwidth(
+        CopySpec(gpus=(0,), size_bytes=64 << 20, windows=2, copies_per_window=5)
+    )
     fig = out["gpus"]["0"]
     assert fig["verified"] and fig["pageable_verified"]
     assert fig["h2d_gbs"] > fig["pageable_h2d_gbs"]
     assert fig["d2h_gbs"] > 1.0
 
 
+def test_verification_survives_work_queued_on_the_default_stream_40_of_40():
+    """Bug pinned (issue 10): the poison fill ran on the default stream, the verified copy on the
+    lane's stream, unordered; with ~1 ms of default-stream work queued before it, every healthy
+    H200 read as corrupt and the hint said to reseat the card. The streams are ordered now."""
+    from r9700ctl.agent.kernels import hostbw
+
+    spec = CopySpec(
+        gpus=(0,),
+        size_bytes=64 << 20,
+        windows=1,
+        copies_per_window=2,
+        warmup=1,
+        pageable=False,
+        planted_default_stream_cycles=ONE_MS_OF_DEFAULT_STREAM_WORK,
+    )
+    verified = [hostbw.host_device_bandwidth(spec)["gpus"]["0"]["verified"] for _ in range(40)]
+    assert verified.count(True) == 40
+
+
 def test_memory_copy_and_triad_are_verified_on_the_device():
     """copy checksum equal, triad within 1e-5 of float64 on sampled elements."""
     from r9700ctl.agent.kernels import memory
 
-    out = memory.memory_bandwidth(0, array_bytes=256 << 20, windows=2, calls_per_window=5)
+    out = memory.memory_bandwidth(MemorySpec(gpu=0, array_bytes=256 << 20, windows=2, calls_per_window=5))
     assert out["verified"]
     assert out["copy_gbs"] > 50.0
 
@@ -38,7 +63,7 @@ def test_gemm_under_load_samples_telemetry_and_verifies_each_dtype():
     """bf16 and fp32 GEMMs verified; the sampler found a source and saw clocks while loaded."""
     from r9700ctl.agent.kernels import gemm
 
-    out = gemm.gemm_under_load([0], dtypes=("bf16", "fp32"), n=4096, seconds_per_dtype=2.0)
+    out = gemm.gemm_under_load(GemmSpec(gpus=(0,), dtypes=("bf16", "fp32"), n=4096, seconds_per_dtype=2.0))
     entry = out["gpus"]["0"]
     assert entry["bf16"]["verified"] and entry["fp32"]["verified"]
     assert entry["bf16"]["tflops"] > entry["fp32"]["tflops"]
@@ -55,7 +80,7 @@ def test_allreduce_over_every_gpu_through_nccl_is_correct():
         "gpu.allreduce",
         count,
         collective.allreduce_sweep,
-        ([1 << 20, 64 << 20], "bf16", 2, 2),
+        (AllReduceSpec(sizes_bytes=(1 << 20, 64 << 20), dtype="bf16", windows=2, warmup=2),),
         timeout_s=180,
         backend="nccl",
     )
@@ -68,7 +93,12 @@ def test_tensor_parallel_step_runs_on_one_gpu_without_communication():
     from r9700ctl.agent.kernels import scaling
 
     out = watchdog.run_ranks(
-        "gpu.tp1", 1, scaling.tp_scaling_rank, ({"tokens": 256}, 5, 2, 1, 0.5), timeout_s=180, backend="nccl"
+        "gpu.tp1",
+        1,
+        scaling.tp_scaling_rank,
+        (StepSpec(tokens=256, iterations=5, warmup=2, repeats=1, warmup_s=0.5),),
+        timeout_s=180,
+        backend="nccl",
     )
     assert out.ok, out.error
     assert out.value["comm_share"] == 0.0
@@ -80,5 +110,5 @@ def test_p2p_pair_copies_are_verified_both_ways():
     """Every path of the first pair (uni, bidir, host bounce) delivers the source's checksum."""
     from r9700ctl.agent.kernels import p2p
 
-    out = p2p.pair_bandwidth(0, 1, size_bytes=64 << 20, windows=2, copies_per_window=3)
+    out = p2p.pair_bandwidth(PairSpec(a=0, b=1, size_bytes=64 << 20, windows=2, copies_per_window=3))
     assert all(d["verified"] for d in out["directions"].values())

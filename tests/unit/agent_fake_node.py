@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from agent_stage import staged_agent_dir
+
 GIB = 2**30
 BRIDGE = "0x060400"
 VGA = "0x030000"
@@ -155,9 +157,30 @@ class FakeNode:
     def add_kfd_cpu_node(self) -> None:
         self._kfd_node("cpu_cores_count 32\nsimd_count 0\ngfx_target_version 0\nlocation_id 0\ndomain 0\n")
 
-    def _kfd_node(self, text: str) -> None:
+    def _kfd_node(self, text: str, gpu_id: int | None = None) -> None:
         self._write(f"sys/class/kfd/kfd/topology/nodes/{self._kfd_nodes}/properties", text)
+        if gpu_id is not None:
+            self._write(f"sys/class/kfd/kfd/topology/nodes/{self._kfd_nodes}/gpu_id", f"{gpu_id}\n")
         self._kfd_nodes += 1
+
+    def add_process(
+        self, pid: int, cmdline: list[str], *, ppid: int = 1, fds: dict[int, str] | None = None
+    ) -> None:
+        """A process as /proc shows it: cmdline (NUL-separated), comm, stat (ppid) and fd symlinks."""
+        base = self.root / "proc" / str(pid)
+        self._write(f"proc/{pid}/cmdline", "\0".join(cmdline) + "\0")
+        self._write(f"proc/{pid}/comm", Path(cmdline[0]).name[:15] + "\n")
+        self._write(f"proc/{pid}/stat", f"{pid} ({Path(cmdline[0]).name[:15]}) S {ppid} {pid} {pid} 0\n")
+        (base / "fd").mkdir(parents=True, exist_ok=True)
+        for fd, target in (fds or {}).items():
+            os.symlink(target, base / "fd" / str(fd))
+
+    def add_kfd_process(self, pid: int, gpu_ids: list[int]) -> None:
+        """/sys/class/kfd/kfd/proc/<pid>/ as amdgpu makes it for a process with a ROCm context."""
+        for gpu_id in gpu_ids:
+            self._write(f"sys/class/kfd/kfd/proc/{pid}/vram_{gpu_id}", "268435456\n")
+            (self.root / f"sys/class/kfd/kfd/proc/{pid}/stats_{gpu_id}").mkdir(parents=True, exist_ok=True)
+        self._write(f"sys/class/kfd/kfd/proc/{pid}/pasid", "32770\n")
 
     # --- whole cards -------------------------------------------------------------------
 
@@ -183,7 +206,7 @@ class FakeNode:
         link_cur: tuple[str, int] = ("32.0 GT/s PCIe", 16),
         link_max: tuple[str, int] = ("32.0 GT/s PCIe", 16),
         bar_bytes: int = 32 * GIB,
-        vram_bytes: int = 34_190_917_632,
+        vram_bytes: int = 30576 * 2**20,  # what healthy R9700s report (ROCm/ROCm#5832)
         render_minor: int = 128,
         vbios: str = "113-APM7551-100",
         driver: str = "amdgpu",
@@ -241,7 +264,8 @@ class FakeNode:
         location = ((bus + 2) << 8) | 0
         self._kfd_node(
             f"simd_count 128\ngfx_target_version 120001\nvendor_id 4098\ndevice_id 30033\n"
-            f"location_id {location}\ndomain 0\ndrm_render_minor {render_minor}\n"
+            f"location_id {location}\ndomain 0\ndrm_render_minor {render_minor}\n",
+            gpu_id=40000 + render_minor,
         )
         self.add_dev(f"dev/dri/renderD{render_minor}")
         return gpu
@@ -308,18 +332,20 @@ def agent_environment(tmp_path: Path) -> dict[str, str]:
     dmesg.write_text("#!/bin/sh\nexit 0\n")
     dmesg.chmod(dmesg.stat().st_mode | stat.S_IEXEC)
     variables = {k: v for k, v in os.environ.items() if not k.startswith(("NCCL_", "HSA_", "RCCL_", "HIP_"))}
-    variables.update(PYTHONPATH=f"{no_torch}{os.pathsep}{REPO}", PATH=str(bin_dir), NO_COLOR="1")
+    staged = staged_agent_dir()
+    variables.update(PYTHONPATH=f"{no_torch}{os.pathsep}{staged}", PATH=str(bin_dir), NO_COLOR="1")
     return variables
 
 
 def run_agent(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    """`python -m r9700ctl.agent ARGS` in a child process with `env`."""
+    """`python -m r9700ctl.agent ARGS` in a child process with `env`, from the staged agent (as
+    the controller runs it: code + data as JSON, r9700ctl.agentpack); paths in ARGS absolute."""
     return subprocess.run(
         [sys.executable, "-m", "r9700ctl.agent", *args],
         capture_output=True,
         text=True,
         env=env,
-        cwd=REPO,
+        cwd=staged_agent_dir(),
         timeout=120,
         check=False,
     )

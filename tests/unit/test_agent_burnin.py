@@ -24,7 +24,7 @@ def bw(value: float, status: str = PASS, subject: str = "gpu0") -> CheckResult:
 
 def test_the_worst_round_is_kept_with_every_round_in_evidence():
     rounds = [[bw(54.0)], [bw(38.0, FAIL)], [bw(54.5)]]
-    merged = merge_rounds(rounds)
+    merged = merge_rounds(rounds, 0.05, 0.10)
     main = next(r for r in merged if r.id == "hostbw.h2d")
     assert (main.status, main.value) == (FAIL, 38.0)
     assert [r["status"] for r in main.evidence["rounds"]] == [PASS, FAIL, PASS]
@@ -34,7 +34,7 @@ def test_the_worst_round_is_kept_with_every_round_in_evidence():
 def test_a_steady_slowdown_across_rounds_is_a_drift_failure():
     """Each round passes its floor, but the card lost 12 % from the first round to the last."""
     rounds = [[bw(v)] for v in (55.0, 53.0, 51.0, 49.5, 48.4)]
-    drift = next(r for r in merge_rounds(rounds) if r.id == "burnin.drift")
+    drift = next(r for r in merge_rounds(rounds, 0.05, 0.10) if r.id == "burnin.drift")
     assert drift.subject == "gpu0:hostbw.h2d"
     assert drift.status == FAIL
     assert drift.value == round(48.4 / 55.0, 4)
@@ -45,15 +45,19 @@ def test_a_rising_latency_is_drift_and_a_steady_one_is_not():
     def latency(value: float) -> CheckResult:
         return CheckResult("stability.latency", "node", PASS, "p99", value, "ms")
 
-    rising = next(r for r in merge_rounds([[latency(10.0)], [latency(10.7)]]) if r.id == "burnin.drift")
+    rising = next(
+        r for r in merge_rounds([[latency(10.0)], [latency(10.7)]], 0.05, 0.10) if r.id == "burnin.drift"
+    )
     assert rising.status == WARN
-    steady = next(r for r in merge_rounds([[latency(10.0)], [latency(10.1)]]) if r.id == "burnin.drift")
+    steady = next(
+        r for r in merge_rounds([[latency(10.0)], [latency(10.1)]], 0.05, 0.10) if r.id == "burnin.drift"
+    )
     assert steady.status == PASS
 
 
 def test_figures_without_a_known_direction_get_no_drift_result():
     rounds = [[CheckResult("x.count", "node", PASS, value=3, unit="lines")] for _ in range(3)]
-    assert [r.id for r in merge_rounds(rounds)] == ["x.count"]
+    assert [r.id for r in merge_rounds(rounds, 0.05, 0.10)] == ["x.count"]
 
 
 def test_burn_in_repeats_the_gpu_checks_until_the_duration_has_passed():

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from agent_fake_node import GIB, FakeNode, r9700_node
 
-from r9700ctl.agent import environment, gpus, levels
+from r9700ctl.agent import environment, gpus, levels, sysfs
 from r9700ctl.agent.checks import driver, inventory, pcie, platform
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.datafiles import gpu_models
-from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN
+from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WARN
 from r9700ctl.agent.sysfs import Link
 from r9700ctl.agent.thresholds import resolve
 
@@ -147,11 +147,24 @@ def test_a_vbios_mismatch_warns(tmp_path):
     assert "VBIOS differs" in uniform.hint
 
 
+def test_a_healthy_r9700_reporting_30576_mib_passes(tmp_path):
+    """Bug pinned: healthy R9700s report 30576 MiB (ROCm/ROCm#5832), below the old 0.95 x 32 GiB
+    floor, so every healthy card was warned about its memory."""
+    r9700_node(tmp_path, 1)
+    vram = by_id(inventory.run(make_ctx(tmp_path)), "inventory.vram", "gpu0")
+    assert (vram.status, vram.value) == (PASS, 30576.0)
+    assert (
+        "30576 MiB, what healthy cards report (inventory.vram_healthy_mib from thresholds.yaml"
+        in vram.threshold
+    )
+
+
 def test_a_card_reporting_half_its_memory_warns(tmp_path):
     node = r9700_node(tmp_path, 1)
     (node.path_of("0000:12:00.0") / "mem_info_vram_total").write_text(f"{16 * GIB}\n")
     vram = by_id(inventory.run(make_ctx(tmp_path)), "inventory.vram", "gpu0")
-    assert (vram.status, vram.value, vram.threshold) == (WARN, 16.0, ">= 95% of 32 GiB")
+    assert (vram.status, vram.value) == (WARN, 16384.0)
+    assert "healthy cards of this model report 30576" in vram.hint
 
 
 # --- driver --------------------------------------------------------------------------
@@ -364,13 +377,14 @@ def test_nvidia_bar_is_reported_not_judged(tmp_path):
     ctx = make_ctx(tmp_path, probe=probe)
     assert ctx.model == "NVIDIA H200"
     bar = by_id(platform.run(ctx), "platform.bar", "gpu0")
-    assert bar.status == PASS and "not judged" in bar.threshold
+    assert bar.status == SKIP and bar.threshold == "reported only"
+    assert "not judged for NVIDIA H200" in bar.hint
 
 
 def test_topology_maps_gpus_to_numa_nodes_and_root_ports(tmp_path):
     r9700_node(tmp_path, 4)
     topo = by_id(platform.run(make_ctx(tmp_path)), "platform.topology")
-    assert topo.status == PASS
+    assert topo.status == SKIP  # reported only: nothing to judge, never an unjudged PASS
     assert topo.evidence["numa_nodes"] == [0, 1]
     assert topo.evidence["gpus"]["gpu2"]["root_port"] == "0000:00:03.1"
     assert "across sockets" in topo.hint
@@ -382,7 +396,8 @@ def test_topology_maps_gpus_to_numa_nodes_and_root_ports(tmp_path):
 def test_a_link_at_gen5_x16_passes(tmp_path):
     r9700_node(tmp_path, 1)
     [link] = pcie.run(make_ctx(tmp_path))
-    assert (link.status, link.value, link.threshold) == (PASS, "Gen5 x16", ">= Gen5 x16")
+    assert (link.status, link.value) == (PASS, "Gen5 x16")
+    assert link.threshold == ">= Gen5 x16 (what both the card and its slot support)"
 
 
 def test_an_idle_downtrained_link_is_only_noted_at_config_level(tmp_path):
@@ -394,13 +409,31 @@ def test_an_idle_downtrained_link_is_only_noted_at_config_level(tmp_path):
     assert "idle" in link.hint and "under load" in link.hint
 
 
-def test_a_gen4_slot_under_a_gen5_card_is_platform_limited(tmp_path):
+def test_an_r9700_in_a_gen4_slot_is_judged_against_gen4_with_the_platform_note(tmp_path):
+    """Bug pinned: every R9700 was held to Gen5, so healthy cards in Gen4 servers FAILed."""
     node = FakeNode(tmp_path)
     port = node.add_root_port("0000:00:01.1", maxi=("16.0 GT/s PCIe", 16))
     node.add_r9700(0x10, port, link_cur=("16.0 GT/s PCIe", 16))
     [link] = pcie.run(make_ctx(tmp_path))
-    assert link.status == WARN
-    assert "caps this card at Gen4 x16, below the expected Gen5 x16" in link.hint
+    assert link.status == PASS
+    assert link.threshold.startswith(">= Gen4 x16")
+    assert "the platform limits this card to Gen4 x16" in link.hint
+    under_load = pcie.judge_link(
+        sysfs.read_link(tmp_path, "0000:12:00.0"), 32.0, 16, under_load=True, idle_status=PASS
+    )
+    assert under_load.status == PASS
+
+
+def test_a_card_trained_below_what_its_gen4_slot_supports_fails_under_load(tmp_path):
+    node = FakeNode(tmp_path)
+    port = node.add_root_port("0000:00:01.1", maxi=("16.0 GT/s PCIe", 16))
+    node.add_r9700(0x10, port, link_cur=("8.0 GT/s PCIe", 16))
+    link = sysfs.read_link(tmp_path, "0000:12:00.0")
+    verdict = pcie.judge_link(link, 32.0, 16, under_load=True, idle_status=PASS)
+    assert verdict.status == FAIL
+    assert verdict.reason.startswith(
+        "link trained at Gen3 x16, below the Gen4 x16 both the card and its slot"
+    )
 
 
 def test_a_link_below_its_maximum_under_load_fails_naming_the_slot():
@@ -415,10 +448,38 @@ def test_a_link_below_its_maximum_under_load_fails_naming_the_slot():
         slot_max_speed_gts=32.0,
         slot_max_width=16,
     )
-    verdict = pcie.judge_link(link, 32.0, 16, under_load=True)
+    verdict = pcie.judge_link(link, 32.0, 16, under_load=True, idle_status=PASS)
     assert verdict.status == FAIL
-    assert verdict.reason.startswith("link trained at Gen4 x8, below the Gen5 x16 it can do")
+    assert verdict.reason.startswith("link trained at Gen4 x8, below the Gen5 x16 both the card and its slot")
     assert "0000:00:01.1" in verdict.reason
     healthy = Link(32.0, 16, 32.0, 16, "0000:10:00.0", slot_max_speed_gts=32.0, slot_max_width=16)
-    assert pcie.judge_link(healthy, 32.0, 16, under_load=True).status == PASS
-    assert pcie.judge_link(Link(), 32.0, 16, under_load=True).status == SKIP
+    assert pcie.judge_link(healthy, 32.0, 16, under_load=True, idle_status=PASS).status == PASS
+    unreadable = pcie.judge_link(Link(), 32.0, 16, under_load=True, idle_status=PASS)
+    assert unreadable.status == INCONCLUSIVE
+
+
+def test_without_a_readable_slot_only_a_link_at_the_cards_maximum_is_judged():
+    """In a VM there is no port above the card: at its maximum both ends evidently support it (PASS);
+    below it a slower slot cannot be told from a downtrained link (INCONCLUSIVE, not FAIL)."""
+    at_max = Link(32.0, 16, 32.0, 16, "0000:00:06.0")
+    assert pcie.judge_link(at_max, 32.0, 16, under_load=True, idle_status=PASS).status == PASS
+    below = Link(16.0, 16, 32.0, 16, "0000:00:06.0")
+    verdict = pcie.judge_link(below, 32.0, 16, under_load=True, idle_status=PASS)
+    assert verdict.status == INCONCLUSIVE
+    assert "slot's capability is not readable" in verdict.reason
+
+
+def test_a_card_whose_own_maximum_is_below_its_models_warns():
+    gen4_card = Link(
+        16.0,
+        16,
+        16.0,
+        16,
+        "0000:10:00.0",
+        slot_port="0000:00:01.1",
+        slot_max_speed_gts=32.0,
+        slot_max_width=16,
+    )
+    verdict = pcie.judge_link(gen4_card, 32.0, 16, under_load=True, idle_status=PASS)
+    assert verdict.status == WARN
+    assert "below its model's Gen5 x16" in verdict.reason

@@ -1,62 +1,48 @@
-"""Thresholds per GPU model, and the YAML reader the agent uses on nodes without PyYAML.
+"""Thresholds per GPU model, one source of truth, and the JSON data files the agent reads.
 
-The reader is held equal to yaml.safe_load on the shipped data files: if someone adds YAML the
-agent cannot read, this fails here instead of on a customer's node.
+The controller converts r9700ctl/data/*.yaml to JSON when it packs the agent; the node reads
+them with the standard library. thresholds.yaml is the only place a number behind a verdict
+lives: keys are checked when the file loads, and the code has no fallback values.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import pytest
 import yaml
 
-from r9700ctl.agent.datafiles import DATA_DIR, DataFileError, gfx_name, gpu_models, parse_yaml_subset
-from r9700ctl.agent.thresholds import DEFAULT, resolve
+from r9700ctl import agentpack
+from r9700ctl.agent import checks, datafiles
+from r9700ctl.agent.datafiles import DataFileError, gfx_name, gpu_models
+from r9700ctl.agent.thresholds import DEFAULT, flatten, resolve
+from r9700ctl.errors import BadInput
 
 R9700 = "AMD Radeon AI PRO R9700"
+H200 = "NVIDIA H200"
+PACKAGE = Path(__file__).resolve().parents[2] / "r9700ctl"
 
 
-@pytest.mark.parametrize("name", ["manifest.yaml", "thresholds.yaml"])
-def test_the_agents_yaml_reader_reads_the_shipped_files_exactly_as_pyyaml(name):
-    """Bug class pinned: a data file edited with YAML the node-side reader misreads."""
-    text = (DATA_DIR / name).read_text(encoding="utf-8")
-    assert parse_yaml_subset(text, name) == yaml.safe_load(text)
+@pytest.mark.parametrize("name", ["manifest", "thresholds"])
+def test_the_packed_json_is_exactly_the_yaml_source(name):
+    """The node reads what the controller's YAML says, converted by PyYAML on the controller."""
+    packed = json.loads((datafiles.DATA_DIR / f"{name}.json").read_text(encoding="utf-8"))
+    with open(PACKAGE / "data" / f"{name}.yaml", encoding="utf-8") as fh:
+        assert packed == json.loads(json.dumps(yaml.safe_load(fh), default=str))
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        pytest.param(
-            'a: 1\nb: "x: y # not a comment"\nc: [1, 2.5, "q"]  # comment\n', id="scalars-and-comments"
-        ),
-        pytest.param(
-            "m: {k: v, n: [1, 2]}\nyes_no: [yes, no, on, off, ~, null]\n", id="flow-and-yaml11-bools"
-        ),
-        pytest.param(
-            "v: 6.4.1\nf: 32.0\ni: -3\ns: '1002:7551'\nu: https://a.b/c:d\n", id="strings-like-numbers"
-        ),
-        pytest.param("l:\n  - a\n  - 'b c'\nm:\n- 1\n- 2\n", id="block-lists"),
-        pytest.param("s: >-\n  one\n  two # kept\n\n  three\nt: |\n  x\n  y\nu: 1\n", id="block-scalars"),
-        pytest.param("p: [a, b,\n    c]\nq: 2\n", id="flow-over-lines"),
-    ],
-)
-def test_the_subset_reader_agrees_with_pyyaml(text):
-    assert parse_yaml_subset(text) == yaml.safe_load(text)
+def test_the_agent_has_no_yaml_reader_of_its_own():
+    agent_code = "\n".join(p.read_text(encoding="utf-8") for p in (PACKAGE / "agent").rglob("*.py"))
+    assert "import yaml" not in agent_code
+    assert "parse_yaml_subset" not in agent_code
 
 
-@pytest.mark.parametrize(
-    ("text", "message"),
-    [
-        ("a: &x 1\nb: *x\n", "not supported"),
-        ("a: 1\n   b: 2\n", "unexpected indentation"),
-        ("a: 1\na: 2\n", "duplicate key"),
-        ("a: [1, 2\n", r"expected .,. or .\]."),
-        ("a:\n\t- 1\n", "tab in indentation"),
-    ],
-)
-def test_yaml_the_reader_cannot_read_is_an_error_with_file_and_line(text, message):
-    with pytest.raises(DataFileError, match=message) as info:
-        parse_yaml_subset(text, "thresholds.yaml")
-    assert str(info.value).startswith("thresholds.yaml:")
+def test_an_agent_run_without_packed_data_files_says_how_to_pack(tmp_path, monkeypatch):
+    monkeypatch.setattr(datafiles, "DATA_DIR", tmp_path)
+    with pytest.raises(DataFileError, match="agentpack"):
+        datafiles.load_data("thresholds")
 
 
 def test_kfd_gfx_target_versions_become_llvm_targets():
@@ -74,9 +60,19 @@ def test_the_r9700_gets_its_own_section_merged_over_the_defaults():
     resolved = resolve([R9700], ["1002"])
     assert resolved.section == R9700
     assert resolved.get("pcie.expect_speed_gts") == 32.0
-    assert resolved.get("pcie.expect_width") == 16
+    assert resolved.get("inventory.vram_healthy_mib") == 30576
     # Inherited from default: the section lists only what it changes.
     assert resolved.get("platform.bar_min_fraction_of_vram") == 1.0
+    assert resolved.origin("pcie.expect_width") == f"thresholds.yaml [{R9700}]"
+    assert resolved.origin("hostbw.peer_warn_fraction") == "thresholds.yaml [default]"
+
+
+def test_null_in_the_models_section_is_reported_only_null_in_default_is_unknown():
+    r9700 = resolve([R9700], ["1002"])
+    assert r9700.reported_only("compute.peak_tflops_fp32")  # R9700 section: not judged by decision
+    unknown = resolve(["AMD Radeon RX 7600"], ["1002"])
+    assert unknown.get("compute.peak_tflops_bf16") is None
+    assert not unknown.reported_only("compute.peak_tflops_bf16")  # nobody knows a limit
 
 
 def test_an_unknown_model_gets_the_strictest_default_section():
@@ -87,7 +83,7 @@ def test_an_unknown_model_gets_the_strictest_default_section():
 
 
 def test_mixed_models_use_the_default_section():
-    resolved = resolve([R9700, "NVIDIA H200"], ["1002", "10de"])
+    resolved = resolve([R9700, H200], ["1002", "10de"])
     assert resolved.section == DEFAULT
     assert "mixed" in resolved.reason
 
@@ -99,22 +95,63 @@ def test_an_unlisted_nvidia_card_gets_the_generic_nvidia_section():
     assert "match_vendor" not in resolved.values
 
 
-def test_an_overrides_file_wins_over_both_layers(tmp_path):
-    overrides = tmp_path / "site.yaml"
-    overrides.write_text(
-        "models:\n  default:\n    inventory:\n      vram_min_fraction: 0.9\n"
-        f'  "{R9700}":\n    pcie:\n      expect_speed_gts: 16.0\n'
+def _override(tmp_path: Path, text: str) -> Path:
+    source = tmp_path / "site.yaml"
+    source.write_text(text)
+    return agentpack.convert_thresholds(source, tmp_path / "site.json")
+
+
+def test_an_overrides_file_wins_over_both_layers_and_is_named_as_the_source(tmp_path):
+    converted = _override(
+        tmp_path,
+        "models:\n  default:\n    inventory:\n      vram_min_fraction_of_healthy: 0.9\n"
+        f'  "{R9700}":\n    compute:\n      peak_tflops_bf16: 400\n',
     )
-    resolved = resolve([R9700], ["1002"], overrides=overrides)
-    assert resolved.get("inventory.vram_min_fraction") == 0.9
-    assert resolved.get("pcie.expect_speed_gts") == 16.0
-    assert str(overrides) in resolved.reason
+    resolved = resolve([R9700], ["1002"], overrides=converted)
+    assert resolved.get("inventory.vram_min_fraction_of_healthy") == 0.9
+    assert resolved.get("compute.peak_tflops_bf16") == 400
+    assert resolved.origin("compute.peak_tflops_bf16") == f"{tmp_path / 'site.yaml'} [{R9700}]"
+    assert "site.yaml" in resolved.reason
+
+
+def test_a_typo_in_an_overrides_file_is_bad_input_naming_the_key(tmp_path):
+    with pytest.raises(BadInput, match=r"hostbw\.warn_fraction_of_lnk"):
+        _override(tmp_path, "models:\n  default:\n    hostbw:\n      warn_fraction_of_lnk: 0.5\n")
+    with pytest.raises(BadInput, match="models:"):
+        _override(tmp_path, "hostbw: 1\n")
+    with pytest.raises(BadInput, match=r"site.yaml:\d+: not valid YAML"):
+        _override(tmp_path, "models:\n  default: [\n")
+
+
+def test_a_key_the_checks_read_but_the_file_lacks_stops_the_run_at_load():
+    document = {"models": {"default": {"hostbw": {"peer_warn_fraction": 0.9}}}}
+    with pytest.raises(DataFileError, match=r"hostbw\.peer_fail_fraction"):
+        resolve([R9700], ["1002"], document=document, required={"hostbw.peer_fail_fraction"})
+    with pytest.raises(KeyError):
+        resolve([R9700], ["1002"], document=document).get("hostbw.nothing")
+
+
+def test_the_code_reads_thresholds_only_from_the_file_with_no_fallbacks():
+    """Bug class pinned: ctx.threshold("hostbw.warn_fraction_of_link", 0.714) kept a second copy of
+    every rule in the code. Every key the agent reads is in models.default and declared by its check."""
+    checks.load_all()
+    known = set(flatten(agentpack.data_document("thresholds")["models"][DEFAULT]))
+    declared = checks.threshold_keys(checks.REGISTRY.values())
+    read = re.compile(r"threshold(?:_text)?\(\s*f?\"([a-z0-9_.{}]+)\"(\s*,)?")
+    for path in (PACKAGE / "agent").rglob("*.py"):
+        for key, second_argument in read.findall(path.read_text(encoding="utf-8")):
+            assert not second_argument, f"{path.name}: a fallback value for {key}"
+            if "{" in key:
+                continue
+            assert key in known, f"{path.name} reads {key}, which thresholds.yaml lacks"
+            if path.parent.name == "checks":
+                assert key in declared, f"{path.name} reads {key} without declaring it (register thresholds=)"
 
 
 def test_every_threshold_value_is_commented_with_its_reason():
     """thresholds.yaml promises a source or reason for every value (STYLE.md rule 11): each value
     line has a comment above it, possibly shared by the values listed right under that comment."""
-    lines = (DATA_DIR / "thresholds.yaml").read_text(encoding="utf-8").splitlines()
+    lines = (PACKAGE / "data" / "thresholds.yaml").read_text(encoding="utf-8").splitlines()
     uncommented = []
     for index, line in enumerate(lines):
         stripped = line.strip()

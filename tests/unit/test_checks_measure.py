@@ -7,6 +7,7 @@ tested on the CPU in test_kernels_*.py and on a GPU in tests/gpu).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,8 +47,16 @@ class CannedContext(AgentContext):
         return self._answer(step_id, (world_size, env, *args))
 
 
-def _ctx(gpus: list[GpuInfo], canned: dict, level: str = "quick", **kw: Any) -> CannedContext:
-    th = thresholds.resolve(["AMD Radeon AI PRO R9700"], ["1002"])
+def _ctx(
+    gpus: list[GpuInfo],
+    canned: dict,
+    level: str = "quick",
+    model: str = "AMD Radeon AI PRO R9700",
+    overrides: Any = None,
+    **kw: Any,
+) -> CannedContext:
+    vendor = "10de" if model.startswith("NVIDIA") else "1002"
+    th = thresholds.resolve([model], [vendor], overrides=overrides)
     return CannedContext(level=level, gpus=gpus, thresholds=th, params={}, canned=canned, **kw)
 
 
@@ -56,8 +65,8 @@ def _hostbw(index: int, h2d: float, d2h: float, ok: bool = True) -> dict:
     fig = {
         "h2d_gbs": h2d,
         "d2h_gbs": d2h,
-        "h2d_windows_gbs": [h2d],
-        "d2h_windows_gbs": [d2h],
+        "h2d_windows_gbs": [h2d] * 3,
+        "d2h_windows_gbs": [d2h] * 3,
         "verified": ok,
         "verify": {"h2d": check, "d2h": check},
         "host_memory": "NUMA node 0 (8 CPUs)",
@@ -75,13 +84,50 @@ def _hostbw(index: int, h2d: float, d2h: float, ok: bool = True) -> dict:
 
 
 def test_hostbw_at_gen4_speed_fails_the_gen5_floor_with_the_gen4_hint():
-    """26 GB/s on an R9700 (Gen5 x16 expected, floors 40/45) is a FAIL that names a Gen4/x8 link."""
+    """26 GB/s on an R9700 whose card and slot both do Gen5 x16 (floors 40/45) is a FAIL that says
+    the figure fits a link of half the rate."""
     ctx = _ctx([_gpu(0)], {"hostbw.gpu0": _hostbw(0, 26.0, 55.0)})
     results = {r.id: r for r in hostbw.run(ctx)}
     assert results["hostbw.h2d"].status == "FAIL"
-    assert "Gen4 or x8" in results["hostbw.h2d"].hint
+    assert "1/2 the rate of Gen5 x16" in results["hostbw.h2d"].hint
     assert results["hostbw.h2d"].threshold.startswith(">= 45 GB/s")
     assert results["hostbw.d2h"].status == "PASS"
+
+
+def test_an_r9700_in_a_gen4_server_is_judged_against_gen4_with_the_platform_note():
+    """Bug pinned: every R9700 was held to Gen5, so a healthy card in a Gen4 server FAILed. The
+    expected link is what both ends support; 26 GB/s on Gen4 x16 (31.5 raw) is healthy."""
+    gen4_slot = dataclasses.replace(
+        GEN5, slot_port="0000:00:01.1", slot_max_speed_gts=16.0, slot_max_width=16
+    )
+    gpu = GpuInfo(index=0, pci_address="0000:03:00.0", vendor="1002", link=gen4_slot, numa_node=0)
+    results = {r.id: r for r in hostbw.run(_ctx([gpu], {"hostbw.gpu0": _hostbw(0, 26.0, 26.5)}))}
+    assert results["hostbw.h2d"].status == "PASS"
+    assert "the platform limits this card to Gen4 x16" in results["hostbw.h2d"].hint
+    assert "[Gen4 x16: 31.5 GB/s raw]" in results["hostbw.h2d"].threshold
+    slow = {r.id: r for r in hostbw.run(_ctx([gpu], {"hostbw.gpu0": _hostbw(0, 12.0, 26.5)}))}
+    assert slow["hostbw.h2d"].status == "FAIL"
+
+
+def test_host_to_device_on_a_link_nobody_could_read_is_never_a_pass():
+    """Bug pinned: 2 GB/s host->device on an unknown link PASSed (no floor, no peers)."""
+    unknown = GpuInfo(index=0, pci_address="0000:03:00.0", vendor="1002", link=sysfs.Link(), numa_node=0)
+    results = {r.id: r for r in hostbw.run(_ctx([unknown], {"hostbw.gpu0": _hostbw(0, 2.0, 2.0)}))}
+    assert results["hostbw.h2d"].status == "INCONCLUSIVE"
+    assert "not readable" in results["hostbw.h2d"].hint
+
+
+def test_too_few_windows_or_noise_across_the_limit_is_inconclusive():
+    """judge_repeats is wired: 2 windows cannot be judged; windows straddling the floor neither."""
+    figure = _hostbw(0, 44.0, 55.0)
+    figure["gpus"]["0"]["h2d_windows_gbs"] = [44.0, 44.0]
+    results = {r.id: r for r in hostbw.run(_ctx([_gpu(0)], {"hostbw.gpu0": figure}))}
+    assert results["hostbw.h2d"].status == "INCONCLUSIVE"
+    assert "need >= 3" in results["hostbw.h2d"].hint
+    figure["gpus"]["0"]["h2d_windows_gbs"] = [55.0, 30.0, 44.0, 52.0]
+    results = {r.id: r for r in hostbw.run(_ctx([_gpu(0)], {"hostbw.gpu0": figure}))}
+    assert results["hostbw.h2d"].status == "INCONCLUSIVE"
+    assert "across the limit" in results["hostbw.h2d"].hint
 
 
 def test_hostbw_wrong_data_fails_even_at_full_speed():
@@ -97,7 +143,7 @@ def _pair(uni_ab: float, uni_ba: float, bounce: float, verified_ba: bool = True,
         check = {"ok": ok, "expected_checksum": 1, "got_checksum": 1 if ok else 0}
         return {
             "unidirectional_gbs": uni,
-            "unidirectional_windows_gbs": [uni],
+            "unidirectional_windows_gbs": [uni] * 3,
             "bidirectional_gbs": uni * 0.9,
             "host_bounce_gbs": bounce,
             "verify_unidirectional": check,
@@ -160,7 +206,7 @@ def test_multi_gpu_checks_skip_on_one_gpu_with_the_reason(check):
     assert ctx.calls == []
 
 
-def _gemm(masks: list[int], tflops: float = 90.0) -> dict:
+def _gemm(masks: list[int], tflops: float = 90.0, sclk: float | None = None) -> dict:
     samples = []
     for k, mask in enumerate(masks):
         from r9700ctl.agent.kernels import sampler
@@ -175,11 +221,12 @@ def _gemm(masks: list[int], tflops: float = 90.0) -> dict:
                 "groups": groups,
                 "power_cap_w": 700.0,
                 "power_cap_default_w": 700.0,
+                "sclk_mhz": sclk,
             }
         )
     s = [sampler.Sample(**{**x}) for x in samples]
     telemetry = sampler.summarize(s, 0)
-    fig = {"tflops": tflops, "windows_tflops": [tflops], "verify": {"ok": True}, "verified": True}
+    fig = {"tflops": tflops, "windows_tflops": [tflops] * 5, "verify": {"ok": True}, "verified": True}
     return {
         "gpus": {"0": {"bf16": fig, "telemetry": telemetry}},
         "samples": samples,
@@ -219,7 +266,7 @@ def _sweep(busbw: float, wrong: int = 0) -> dict:
         "time_us": 1.0,
         "algbw_gbs": busbw / 1.5,
         "busbw_gbs": busbw,
-        "windows_busbw_gbs": [busbw],
+        "windows_busbw_gbs": [busbw] * 3,
         "calls_per_window": 10,
         "wrong": wrong,
         "checked_elements": 1,
@@ -246,8 +293,9 @@ def test_allreduce_with_a_wrong_element_fails_and_low_busbw_warns():
     assert results[0].evidence["env"] == {"HSA_FORCE_FINE_GRAIN_PCIE": "1"}
 
 
-def test_p2p_gain_below_one_point_one_is_a_pass_with_the_stability_note():
-    """standard: P2P on 21 GB/s vs off 20 GB/s = 1.05x: PASS, note recommends NCCL_P2P_DISABLE=1."""
+def test_p2p_gain_below_one_point_one_is_reported_with_the_stability_note():
+    """standard: P2P on 21 GB/s vs off 20 GB/s = 1.05x: reported only (SKIP, no rule judges a gain),
+    the note recommends NCCL_P2P_DISABLE=1."""
     gpus = [_gpu(i) for i in range(4)]
     ctx = _ctx(
         gpus,
@@ -256,7 +304,7 @@ def test_p2p_gain_below_one_point_one_is_a_pass_with_the_stability_note():
     )
     results = {r.id: r for r in collective.run(ctx)}
     gain = results["collective.p2p_gain"]
-    assert (gain.status, gain.value) == ("PASS", 1.05)
+    assert (gain.status, gain.value) == ("SKIP", 1.05)
     assert "NCCL_P2P_DISABLE=1" in gain.hint
 
 
@@ -268,7 +316,7 @@ def _tp(step_ms: float, share: float) -> dict:
         "rank_tflops": 1.0,
         "shape": {},
         "iterations": 30,
-        "repeats": [],
+        "repeats": [{"step_ms": step_ms}] * 3,
         "versions": {},
     }
 
@@ -289,4 +337,71 @@ def test_expect_scaling_fails_a_node_below_ninety_percent_of_the_claim():
     assert four.value == 2.5
     assert "below 0.9 x the expected 3.4x" in four.hint
     assert "40% of the step is communication" in four.hint
-    assert results["n=2 p2p_on"].status == "PASS"
+    assert results["n=2 p2p_on"].status == "SKIP"  # no expectation for n=2: reported only
+    assert "reported only" in results["n=2 p2p_on"].hint
+
+
+H200 = "NVIDIA H200"
+
+
+def test_a_one_gpu_h200_at_half_its_gemm_rate_fails_the_absolute_floor():
+    """Bug pinned: a GEMM only compared with siblings is never judged on a 1-2 GPU node; an H200
+    sharing its GPU measured 310 TFLOPS (healthy 657-666) and PASSed. The floor names its source."""
+    slow = {
+        r.id: r
+        for r in compute.run(_ctx([_gpu(0, "10de")], {"compute.gemm": _gemm([0x4] * 20, 310.0)}, model=H200))
+    }
+    tflops = slow["compute.tflops_bf16"]
+    assert tflops.status == "FAIL"
+    assert (
+        "989 TFLOPS dense peak, compute.peak_tflops_bf16 from thresholds.yaml [NVIDIA H200]"
+        in tflops.threshold
+    )
+    assert "31% of the 989 TFLOPS dense peak" in tflops.hint
+    healthy = {
+        r.id: r
+        for r in compute.run(_ctx([_gpu(0, "10de")], {"compute.gemm": _gemm([0x4] * 20, 660.0)}, model=H200))
+    }
+    assert healthy["compute.tflops_bf16"].status == "PASS"
+
+
+def test_a_raised_floor_in_a_thresholds_file_fails_and_names_that_file(tmp_path):
+    """Planted fault (c) of the proof, on the CPU: the override's peak is named as the floor's source."""
+    from r9700ctl import agentpack
+
+    source = tmp_path / "too-strict.yaml"
+    source.write_text(f'models:\n  "{H200}":\n    compute:\n      peak_tflops_bf16: 2000\n')
+    converted = agentpack.convert_thresholds(source, tmp_path / "too-strict.json")
+    ctx = _ctx([_gpu(0, "10de")], {"compute.gemm": _gemm([0x4] * 20, 660.0)}, model=H200, overrides=converted)
+    tflops = {r.id: r for r in compute.run(ctx)}["compute.tflops_bf16"]
+    assert tflops.status == "FAIL"
+    assert f"{source} [{H200}]" in tflops.threshold
+
+
+def test_a_dtype_the_model_does_not_judge_is_reported_only():
+    """R9700 fp32 GEMM depends on the library's kernel choice: null in its section = SKIP, not PASS."""
+    value = _gemm([0x4] * 20, 30.0)
+    value["gpus"]["0"]["fp32"] = value["gpus"]["0"]["bf16"]
+    ctx = _ctx([_gpu(0)], {"compute.gemm": value}, level="standard")
+    ctx.params = {"compute.dtypes": "fp32", "watchdog.min_timeout_s": 30.0, "watchdog.timeout_factor": 3.0}
+    fp32 = {r.id: r for r in compute.run(ctx)}["compute.tflops_fp32"]
+    assert fp32.status == "SKIP"
+    assert "not judged for AMD Radeon AI PRO R9700" in fp32.hint
+
+
+@pytest.mark.parametrize(
+    ("masks", "sclk", "status", "words"),
+    [
+        pytest.param([0x4] * 20, 1470.0, "PASS", "", id="h200-at-its-power-cap"),
+        pytest.param([0x4] * 20, 900.0, "PASS", "power-capped", id="far-below-but-power-capped"),
+        pytest.param([0x0] * 20, 900.0, "WARN", "CLOCKS_LOW", id="far-below-without-a-reason"),
+        pytest.param([0x20] * 20, 900.0, "PASS", "see compute.throttle", id="thermal-explains-it"),
+    ],
+)
+def test_the_clock_under_load_against_the_boost_clock(masks, sclk, status, words):
+    """0.6 x 1980 MHz = 1188: a healthy power-capped H200 sits at 1470 (0.74)."""
+    ctx = _ctx([_gpu(0, "10de")], {"compute.gemm": _gemm(masks, 660.0, sclk)}, model=H200)
+    clock = {r.id: r for r in compute.run(ctx)}["compute.clock"]
+    assert clock.status == status
+    assert words in clock.hint
+    assert clock.value == round(sclk)

@@ -117,5 +117,34 @@ def test_help_teaches_levels_examples_and_exit_codes():
         "quick",
         "r9700ctl validate --local --level quick",
         "Exit codes: 0 all good",
+        "4 inconclusive",
     ):
         assert text in result.output
+
+
+def test_a_thresholds_file_with_a_typo_is_refused_before_anything_runs(tmp_path):
+    """thresholds.yaml is the one source; a key it does not have is bad input, not ignored."""
+    site = tmp_path / "site.yaml"
+    site.write_text("models:\n  default:\n    compute:\n      peak_tflops_bf17: 100\n")
+    result = r9700ctl("validate", "--local", "--journal-dir", str(tmp_path / "j"), "--thresholds", str(site))
+    assert result.returncode == 64, result.stderr
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1
+    assert "compute.peak_tflops_bf17" in result.stderr and str(site) in result.stderr
+
+
+def test_a_thresholds_file_reaches_the_agent_and_is_named_as_the_source(tmp_path, monkeypatch):
+    """--local converts the YAML override to the JSON the agent reads; relative paths still work
+    although the agent runs in its staged directory."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "site.yaml").write_text(
+        "models:\n  default:\n    inventory:\n      vram_min_fraction_of_healthy: 0.5\n"
+    )
+    result = CliRunner().invoke(
+        cli,
+        ["validate", "--local", "--journal-dir", "j", "--json", "out.json", "--thresholds", "site.yaml"],
+        catch_exceptions=False,
+    )
+    report = json.loads((tmp_path / "out.json").read_text())
+    assert result.exit_code == report["exit_code"], result.output
+    assert "overrides from site.yaml" in report["model_reason"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from r9700ctl.fleet import MAD_TO_SIGMA, judge_fleet, node_figures, robust_z, subject_kind
+from r9700ctl.agent.stats import MAD_TO_SIGMA
+from r9700ctl.fleet import judge_fleet, node_figures, subject_kind
 
 
 def result(check: str, subject: str, value: float, unit: str, metric: str = "bandwidth") -> dict:
@@ -24,12 +25,11 @@ def verdicts(judgement) -> dict[str, str]:
     return {r.evidence["node"]: r.status for r in judgement.results}
 
 
-def test_robust_z_is_distance_from_the_median_in_scaled_mads():
-    assert robust_z(10.0, [1.0, 2.0, 3.0, 4.0, 10.0]) == pytest.approx((10 - 3) / (MAD_TO_SIGMA * 1))
-
-
-def test_robust_z_is_none_without_spread():
-    assert robust_z(5.0, [5.0, 5.0, 5.0]) is None
+def test_an_inconclusive_figure_is_left_out_of_the_fleet_comparison():
+    """A busy GPU's 300 TFLOPS says nothing about the card: it is not a fleet outlier."""
+    fleet = planted(20.0)
+    fleet["node5"]["results"][0]["status"] = "INCONCLUSIVE"
+    assert "node5" not in verdicts(judge_fleet(fleet))
 
 
 @pytest.mark.parametrize(

@@ -182,7 +182,7 @@ def test_a_node_without_a_reference_is_inconclusive_never_a_pass(tmp_path):
     [only] = comparisons["node1"]
     assert (only.id, only.status) == ("baseline.coverage", "INCONCLUSIVE")
     assert only.hint == "no earlier run of node1 with figures in the history: nothing was compared"
-    assert nodes["node1"]["exit_code"] == 3
+    assert nodes["node1"]["exit_code"] == 4  # INCONCLUSIVE: its own exit code (issue 10)
 
 
 def test_a_damaged_history_never_blocks_the_run_and_the_comparison_says_so(tmp_path):

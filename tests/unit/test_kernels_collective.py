@@ -13,21 +13,38 @@ pytest.importorskip("torch")
 
 from r9700ctl.agent import watchdog
 from r9700ctl.agent.kernels import collective, figures, scaling, stability
+from r9700ctl.agent.kernels.specs import AllReduceSpec, StepSpec
 
-TINY = {"hidden": 64, "ffn": 224, "heads": 8, "kv_heads": 2, "tokens": 8, "dtype": "fp32"}
-SIZES = [4096, 65536]
+SIZES = (4096, 65536)
+
+
+def sweep(sizes, dtype="fp32", windows=2, warmup=1, fault=None) -> tuple:
+    """The args of one rank's kernel call: the AllReduceSpec the collective check builds."""
+    return (
+        AllReduceSpec(
+            sizes_bytes=tuple(sizes), dtype=dtype, windows=windows, warmup=warmup, fault=fault or {}
+        ),
+    )
+
+
+TINY = {"hidden": 64, "ffn": 224, "heads": 8, "kv_heads": 2, "dtype": "fp32"}
+
+
+def tiny_step(**kw) -> tuple:
+    """The args of one rank's step kernel: a tiny layer, 8 tokens."""
+    return (StepSpec(tokens=8, layer=TINY, **kw),)
 
 
 @pytest.mark.parametrize("world", [1, 2, 4], ids=["world1", "world2", "world4"])
 def test_allreduce_sweep_runs_on_gloo_and_reports_busbw_from_its_own_timing(world):
     """Every rank returns the same sizes; busbw = algbw x 2(n-1)/n of the measured time; no wrong value."""
     out = watchdog.run_ranks(
-        "t.allreduce", world, collective.allreduce_sweep, (SIZES, "fp32", 2, 1), timeout_s=120, backend="gloo"
+        "t.allreduce", world, collective.allreduce_sweep, sweep(SIZES), timeout_s=120, backend="gloo"
     )
     assert out.ok, out.error
     assert len(out.values) == world
     rows = out.value["sizes"]
-    assert [r["size_bytes"] for r in rows] == SIZES
+    assert [r["size_bytes"] for r in rows] == list(SIZES)
     for row in rows:
         assert row["wrong"] == 0
         assert row["checked_elements"] == row["size_bytes"] // 4 * world
@@ -43,7 +60,7 @@ def test_allreduce_sweep_runs_on_gloo_and_reports_busbw_from_its_own_timing(worl
 def test_allreduce_in_bf16_checks_the_pattern_within_the_dtype_tolerance():
     """bf16 sums of the (r+1)(i%7+1) pattern are exact small integers: zero wrong on 4 ranks."""
     out = watchdog.run_ranks(
-        "t.bf16", 4, collective.allreduce_sweep, ([8192], "bf16", 1, 1), timeout_s=120, backend="gloo"
+        "t.bf16", 4, collective.allreduce_sweep, sweep([8192], "bf16", 1, 1), timeout_s=120, backend="gloo"
     )
     assert out.ok, out.error
     assert out.value["wrong_total"] == 0
@@ -55,7 +72,7 @@ def test_a_planted_wrong_value_is_counted_on_every_rank():
         "t.corrupt",
         2,
         collective.allreduce_sweep,
-        ([4096], "fp32", 1, 1, None, {"corrupt_rank": 1}),
+        sweep([4096], "fp32", 1, 1, {"corrupt_rank": 1}),
         timeout_s=120,
         backend="gloo",
     )
@@ -70,7 +87,7 @@ def test_a_rank_that_never_joins_becomes_a_timeout_not_a_hang():
         "t.stall",
         2,
         collective.allreduce_sweep,
-        ([4096], "fp32", 1, 1, None, {"stall_rank": 1, "stall_s": 600}),
+        sweep([4096], "fp32", 1, 1, {"stall_rank": 1, "stall_s": 600}),
         timeout_s=15,
         backend="gloo",
     )
@@ -81,7 +98,7 @@ def test_a_rank_that_never_joins_becomes_a_timeout_not_a_hang():
 def test_unknown_dtype_is_refused_with_the_known_ones():
     """A typo in a level's dtype must say what is allowed."""
     out = watchdog.run_ranks(
-        "t.dtype", 1, collective.allreduce_sweep, ([4096], "fp8"), timeout_s=60, backend="gloo"
+        "t.dtype", 1, collective.allreduce_sweep, sweep([4096], "fp8"), timeout_s=60, backend="gloo"
     )
     assert out.status == watchdog.ERROR
     assert "bf16, fp16, fp32" in out.error
@@ -90,10 +107,20 @@ def test_unknown_dtype_is_refused_with_the_known_ones():
 def test_tensor_parallel_step_scales_from_one_to_two_ranks_with_comm_timed():
     """n=1 has no all-reduce (comm share 0); n=2 times its all-reduces inside the step."""
     one = watchdog.run_ranks(
-        "t.s1", 1, scaling.tp_scaling_rank, (TINY, 5, 1, 1, 0.0), timeout_s=120, backend="gloo"
+        "t.s1",
+        1,
+        scaling.tp_scaling_rank,
+        tiny_step(iterations=5, warmup=1, warmup_s=0.0),
+        timeout_s=120,
+        backend="gloo",
     )
     two = watchdog.run_ranks(
-        "t.s2", 2, scaling.tp_scaling_rank, (TINY, 5, 1, 1, 0.0), timeout_s=120, backend="gloo"
+        "t.s2",
+        2,
+        scaling.tp_scaling_rank,
+        tiny_step(iterations=5, warmup=1, warmup_s=0.0),
+        timeout_s=120,
+        backend="gloo",
     )
     assert one.ok, one.error
     assert two.ok, two.error
@@ -110,7 +137,7 @@ def test_stability_reports_medians_of_each_repeat():
         "t.stab",
         2,
         stability.latency_rank,
-        ("tp", 20, 3, 1, TINY, 0, "fp32", 0.0),
+        tiny_step(iterations=20, repeats=3, warmup=1, warmup_s=0.0),
         timeout_s=120,
         backend="gloo",
     )
@@ -125,7 +152,12 @@ def test_stability_reports_medians_of_each_repeat():
 def test_stability_of_an_allreduce_needs_two_ranks():
     """The all-reduce workload on one rank measures nothing: refused with the reason."""
     out = watchdog.run_ranks(
-        "t.ar1", 1, stability.latency_rank, ("allreduce", 20, 1), timeout_s=60, backend="gloo"
+        "t.ar1",
+        1,
+        stability.latency_rank,
+        tiny_step(workload="allreduce", iterations=20),
+        timeout_s=60,
+        backend="gloo",
     )
     assert out.status == watchdog.ERROR
     assert "needs >= 2 ranks" in out.error

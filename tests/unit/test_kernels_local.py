@@ -12,7 +12,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from r9700ctl.agent import stats  # noqa: E402
 from r9700ctl.agent.kernels import buffers, gemm, hostbw, memory, timing  # noqa: E402
+from r9700ctl.agent.kernels.specs import GemmSpec, MemorySpec  # noqa: E402
 
 
 def test_time_windows_runs_warmup_apart_and_refills_before_each_window():
@@ -44,19 +46,21 @@ def test_checksum_catches_a_single_changed_word():
 def test_memory_kernel_counts_read_plus_write_bytes_and_verifies():
     """copy moves 2 x array, triad 3 x array; both results verified (float64 sampled for triad)."""
     out = memory.memory_bandwidth(
-        0, array_bytes=4 << 20, windows=2, calls_per_window=2, warmup=1, device="cpu"
+        MemorySpec(gpu=0, array_bytes=4 << 20, windows=2, calls_per_window=2, warmup=1, device="cpu")
     )
     assert out["verified"] is True
     assert out["array_bytes"] == 4 << 20
     assert out["copy_gbs"] > 0 and out["triad_gbs"] > 0
-    assert out["copy_gbs"] == pytest.approx(timing.median(out["copy_windows_gbs"]))
+    assert out["copy_gbs"] == pytest.approx(stats.median(out["copy_windows_gbs"]))
     assert out["verify"]["triad"]["max_relative_error"] < 1e-5
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp32"])
 def test_gemm_kernel_verifies_its_output_against_float64(dtype):
     """Random inputs, a 64 x 64 block compared in float64 within the dtype's tolerance."""
-    out = gemm.gemm_under_load([0], dtypes=(dtype,), n=128, seconds_per_dtype=0.2, device="cpu")
+    out = gemm.gemm_under_load(
+        GemmSpec(gpus=(0,), dtypes=(dtype,), n=128, seconds_per_dtype=0.2, device="cpu")
+    )
     fig = out["gpus"]["0"][dtype]
     assert fig["verified"] is True
     assert fig["verify"]["relative_error"] < gemm.TOLERANCE[dtype]
@@ -68,7 +72,7 @@ def test_gemm_kernel_verifies_its_output_against_float64(dtype):
 def test_gemm_refuses_an_unknown_dtype():
     """A typo in compute.dtypes must name the dtypes that exist."""
     with pytest.raises(ValueError, match="bf16, fp16, fp32"):
-        gemm.gemm_under_load([0], dtypes=("fp8",), device="cpu")
+        gemm.gemm_under_load(GemmSpec(gpus=(0,), dtypes=("fp8",), device="cpu"))
 
 
 def test_cpulist_ranges_are_expanded():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import subprocess
 import sys
@@ -94,7 +95,12 @@ def test_a_fleet_node_without_a_report_is_an_error_in_the_metrics():
 
 
 def test_the_node_job_runs_the_agent_and_adds_the_latest_measured_figures(tmp_path):
-    """What the r9700ctl-monitoring service runs, in a child process as systemd would."""
+    """What the r9700ctl-monitoring service runs, in a child process as systemd would, from the
+    archive r9700ctl packs for the node (the agent reads its data files there as JSON)."""
+    from r9700ctl.agentpack import stage
+    from r9700ctl.monitoring import NODE_FILES
+
+    lib = stage(tmp_path / "lib", NODE_FILES)
     reports = tmp_path / "reports"
     reports.mkdir()
     (reports / "standard.json").write_text(json.dumps(recorded("standard.json")))
@@ -116,7 +122,8 @@ def test_the_node_job_runs_the_agent_and_adds_the_latest_measured_figures(tmp_pa
         capture_output=True,
         text=True,
         timeout=120,
-        cwd=REPO,
+        cwd=lib,
+        env={**os.environ, "PYTHONPATH": str(lib)},
         check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -235,17 +242,18 @@ def test_promtool_accepts_the_scrape_config(tmp_path):
 
 def test_the_agent_archive_is_byte_identical_for_the_same_files(tmp_path):
     """A second provision must change nothing on a node: the copied archive may not differ."""
+    from r9700ctl.agentpack import pack
     from r9700ctl.monitoring import NODE_FILES
-    from r9700ctl.validate import pack_agent
 
-    first = pack_agent(tmp_path / "a.tar.gz", extra=NODE_FILES).read_bytes()
-    second = pack_agent(tmp_path / "b.tar.gz", extra=NODE_FILES).read_bytes()
+    first = pack(tmp_path / "a.tar.gz", extra=NODE_FILES).read_bytes()
+    second = pack(tmp_path / "b.tar.gz", extra=NODE_FILES).read_bytes()
     assert first == second
     import tarfile
 
     with tarfile.open(tmp_path / "a.tar.gz") as archive:
         names = archive.getnames()
     assert "r9700ctl/monitoring/node.py" in names and "r9700ctl/agent/__main__.py" in names
+    assert "r9700ctl/data/thresholds.json" in names  # the node reads its data as JSON
     assert not any("__pycache__" in n for n in names)
 
 

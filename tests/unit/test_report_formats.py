@@ -25,6 +25,7 @@ from r9700ctl.report.formats import (
 )
 
 SCRIPT_HINT = "<script>alert(1)</script> reseat the card"
+BUSY_HINT = "GPU busy: pid 4242 (python3 train.py): its figures are INCONCLUSIVE"
 
 
 def result(check: str, subject: str, status: str, value=None, unit: str = "", hint: str = "") -> dict:
@@ -73,6 +74,7 @@ def fleet() -> dict:
             result("p2p.bw", "gpu0->gpu1", "SKIP", hint="one GPU only"),
             result("allreduce.bw", "node", "ERROR", hint="step timed out"),
             result("platform.iommu", "node", "PASS", "pt", ""),
+            result("hostbw.h2d", "gpu1", "INCONCLUSIVE", 20.0, "GB/s", BUSY_HINT),
         ],
         "ERROR",
     )
@@ -111,7 +113,7 @@ def test_html_escapes_a_hint_with_a_script_tag_and_shows_every_status(fleet):
     page = render_html(fleet)
     assert "<script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt; reseat the card" in page
-    for status in ("PASS", "WARN", "FAIL", "SKIP", "ERROR"):
+    for status in ("PASS", "WARN", "FAIL", "SKIP", "ERROR", "INCONCLUSIVE"):
         assert f'<td class="status {status}">{status}</td>' in page
     assert "r9700ctl.validate-fleet/1" in page
     assert "20.5 TFLOPS" in page
@@ -138,8 +140,10 @@ def test_prometheus_textfile_parses_and_carries_values_and_statuses(fleet):
     assert statuses[("node01", "gemm.bf16")] == 2
     assert statuses[("node02", "allreduce.bw")] == 3
     assert statuses[("node02", "p2p.bw")] == -1
+    assert statuses[("node02", "hostbw.h2d")] == 4  # INCONCLUSIVE: its own value, as its exit code
     assert statuses[("node03", "node.report")] == 3
     assert "-1 SKIP" in families["r9700_check_status"].documentation
+    assert "4 INCONCLUSIVE" in families["r9700_check_status"].documentation
     stamps = {s.labels["node"]: s.value for s in families["r9700_last_run_timestamp_seconds"].samples}
     assert stamps["node01"] == 1796217194.0
 
@@ -157,9 +161,13 @@ def test_junit_xml_has_a_suite_per_node_with_the_right_counts(fleet):
         )
         for name, s in suites.items()
     }
-    assert counts == {"node01": (3, 1, 0, 0), "node02": (3, 0, 1, 1), "node03": (1, 0, 1, 0)}
+    assert counts == {"node01": (3, 1, 0, 0), "node02": (4, 0, 1, 2), "node03": (1, 0, 1, 0)}
     assert suites["node01"].get("failures") == "1"
-    assert suites["node02"].get("errors") == "1" and suites["node02"].get("skipped") == "1"
+    assert suites["node02"].get("errors") == "1" and suites["node02"].get("skipped") == "2"
+    # INCONCLUSIVE is skipped (nothing broke, nothing was judged) with its type and the reason.
+    busy = suites["node02"].find("testcase[@classname='hostbw.h2d']/skipped")
+    assert busy is not None and busy.get("type") == "INCONCLUSIVE"
+    assert busy.get("message") == f"INCONCLUSIVE: {BUSY_HINT}"
     failure = suites["node01"].find("testcase[@classname='gemm.bf16']")
     assert failure is not None and failure.get("name") == "gpu0"
     assert failure.find("failure").get("message") == SCRIPT_HINT
@@ -186,7 +194,7 @@ def test_validate_local_writes_html_prom_and_junit_even_when_the_agent_fails(tmp
         ],
         catch_exceptions=False,
     )
-    assert result.exit_code in (0, 1, 2, 3), result.output
+    assert result.exit_code in (0, 1, 2, 3, 4), result.output
     assert "r9700ctl validate: node " in result.output
     page = (tmp_path / "a.html").read_text()
     assert "r9700ctl.validate/1" in page and "inventory.count" in page

@@ -1,8 +1,11 @@
 """The check registry: one module per family in this package, each registering `run(ctx)`.
 
     @register(id="hostbw", family="hostbw", levels={"quick", "standard", "burnin"},
-              needs_gpu=True, order=40)
+              needs_gpu=True, order=40, thresholds=("hostbw.peer_warn_fraction", ...))
     def run(ctx: AgentContext) -> list[CheckResult]: ...
+
+`thresholds` names every thresholds.yaml key the check reads: the runner refuses to start when
+the data files lack one (there are no fallback values in the code).
 
 `load_all()` imports every module of the package (a module that fails to import is reported,
 not fatal); `plan(level, only, skip)` picks and orders the checks of a level. P2P-like checks
@@ -38,6 +41,7 @@ class CheckSpec:
     order: int
     runs_last: bool
     fn: CheckFn = field(compare=False, repr=False)
+    thresholds: frozenset[str] = frozenset()
 
     def sort_key(self) -> tuple[bool, int, str]:
         return (self.runs_last, self.order, self.id)
@@ -54,6 +58,7 @@ def register(
     needs_gpu: bool = True,
     order: int = 100,
     runs_last: bool = False,
+    thresholds: Iterable[str] = (),
 ) -> Callable[[CheckFn], CheckFn]:
     """Register `run(ctx) -> list[CheckResult]` under `id`; returns the function unchanged."""
     level_set = frozenset(levels)
@@ -65,7 +70,9 @@ def register(
         existing = REGISTRY.get(id)
         if existing is not None and existing.fn.__module__ != fn.__module__:
             raise ValueError(f"check id {id!r} registered twice ({existing.fn.__module__}, {fn.__module__})")
-        REGISTRY[id] = CheckSpec(id, family, level_set, needs_gpu, order, runs_last, fn)
+        REGISTRY[id] = CheckSpec(
+            id, family, level_set, needs_gpu, order, runs_last, fn, frozenset(thresholds)
+        )
         return fn
 
     return decorator
@@ -83,6 +90,11 @@ def load_all() -> dict[str, str]:
         except Exception:
             failures[name] = traceback.format_exc(limit=5)
     return failures
+
+
+def threshold_keys(specs: Iterable[CheckSpec]) -> set[str]:
+    """Every thresholds.yaml key the given checks read."""
+    return {key for spec in specs for key in spec.thresholds}
 
 
 def known_names() -> set[str]:

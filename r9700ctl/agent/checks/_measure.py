@@ -1,5 +1,5 @@
 """Shared glue of the measurement checks (hostbw, p2p, memory, compute, collective, scaling,
-stability): per-level defaults, timeouts, link theory and the common results.
+stability): per-level defaults, timeouts, the windows rule and the common results.
 
 The kernels (r9700ctl.agent.kernels) measure; the checks only choose parameters, run the
 kernels through ctx.run_step / ctx.run_ranks, and judge. Module name starts with "_": the
@@ -12,8 +12,7 @@ from typing import Any
 
 from r9700ctl.agent import levels
 from r9700ctl.agent.context import AgentContext
-from r9700ctl.agent.gpus import GpuInfo
-from r9700ctl.agent.judge import Verdict, worse_of
+from r9700ctl.agent.judge import Verdict, judge_measured, worse_of
 from r9700ctl.agent.result import PASS, SKIP, CheckResult
 
 MULTI_GPU_SKIP = "needs >= 2 GPUs"
@@ -50,28 +49,28 @@ def timeout(ctx: AgentContext, expected_s: float) -> float:
     return levels.step_timeout(ctx.params, expected_s) if ctx.params else max(30.0, 3 * expected_s)
 
 
-def raw_link_gbs(speed_gts: float | None, width: int | None) -> float | None:
-    """Raw PCIe bandwidth per direction in GB/s: GT/s x lanes x encoding / 8 (Gen5 x16: 63.0).
-
-    128b/130b encoding from Gen3 on, 8b/10b for Gen1-2 (2.5 and 5 GT/s).
-    """
-    if not speed_gts or not width:
-        return None
-    encoding = 128 / 130 if speed_gts >= 8 else 8 / 10
-    return speed_gts * width * encoding / 8
+JUDGING = ("judging.min_windows", "judging.min_repeats", "judging.max_window_cv")
 
 
-def expected_link_gbs(ctx: AgentContext, gpu: GpuInfo) -> tuple[float | None, str]:
-    """The per-direction raw rate a GPU's floors derive from, and the link it assumes.
-
-    The model's expected link (thresholds pcie.expect_*) when set, else the card's own maximum:
-    a card in a slower slot is then judged against what its model should reach, and the pcie
-    check names the slot as the cause.
-    """
-    speed = ctx.threshold("pcie.expect_speed_gts") or gpu.link.max_speed_gts
-    width = ctx.threshold("pcie.expect_width") or gpu.link.max_width
-    rate = raw_link_gbs(speed, width)
-    return rate, (f"{speed:g} GT/s x{width}" if rate else "unknown link")
+def measured(
+    ctx: AgentContext,
+    windows: list[float],
+    warn: float | None,
+    fail: float | None,
+    *,
+    unit: str,
+    higher_is_better: bool = True,
+) -> Verdict:
+    """judge_measured with the windows rules of thresholds `judging.*`."""
+    return judge_measured(
+        windows,
+        warn,
+        fail,
+        min_windows=int(ctx.threshold("judging.min_windows")),
+        max_cv=float(ctx.threshold("judging.max_window_cv")),
+        unit=unit,
+        higher_is_better=higher_is_better,
+    )
 
 
 def skip_single_gpu(ctx: AgentContext, check_id: str) -> list[CheckResult] | None:
@@ -82,15 +81,14 @@ def skip_single_gpu(ctx: AgentContext, check_id: str) -> list[CheckResult] | Non
 
 
 def combine(*verdicts: Verdict) -> tuple[str, str, str]:
-    """Status, threshold text and hint of the worst applied verdict among several rules."""
+    """Status, threshold text and hint of the worst applied verdict among several rules; none
+    applied: INCONCLUSIVE (or SKIP when all are reported only) with every rule's reason."""
     worst = worse_of(*verdicts)
-    threshold = "; ".join(v.threshold for v in verdicts if v.applied)
-    hints = [v.reason for v in verdicts if v.status != PASS and v.reason]
+    threshold = "; ".join(v.threshold for v in verdicts if v.applied) or worst.threshold
+    hints = [v.reason for v in verdicts if v.status != PASS and v.reason and v.applied]
+    if not worst.applied:
+        hints = [worst.reason]
     return worst.status, threshold, "; ".join(hints)
-
-
-def verdict(status: str, threshold: str, reason: str = "") -> Verdict:
-    return Verdict(status, threshold, reason)
 
 
 def rounded(value: float | None, digits: int = 2) -> float | None:

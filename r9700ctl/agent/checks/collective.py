@@ -8,8 +8,9 @@ PCIe peer-to-peer (rccl#92, #362).
 - busbw at the largest size against the floor for n GPUs (thresholds collective.busbw_warn_gbs_n*:
   4 GPUs 20, 8 GPUs 15 GB/s, from 8x RTX 5090 Gen5 at 28/35, NVIDIA/nccl#1639); below
   0.5 GB/s nothing was measured: INCONCLUSIVE;
-- gain = busbw(P2P on) / busbw(P2P off): below 1.1 a PASS with the note that P2P brings nothing
-  here and NCCL_P2P_DISABLE=1 is the safer setting (ROCm/rocm-systems#11348).
+- gain = busbw(P2P on) / busbw(P2P off): reported only (SKIP), below collective.p2p_gain_note_below
+  with the note that P2P brings nothing here and NCCL_P2P_DISABLE=1 is the safer setting
+  (ROCm/rocm-systems#11348).
 """
 
 from __future__ import annotations
@@ -18,8 +19,17 @@ from typing import Any
 
 from r9700ctl.agent.checks import _measure, register
 from r9700ctl.agent.context import AgentContext
-from r9700ctl.agent.judge import judge_floor
-from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, CheckResult
+from r9700ctl.agent.kernels.specs import AllReduceSpec
+from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, CheckResult
+
+THRESHOLDS = (
+    "collective.busbw_warn_gbs_n2",
+    "collective.busbw_warn_gbs_n4",
+    "collective.busbw_warn_gbs_n8",
+    "collective.inconclusive_below_gbs",
+    "collective.p2p_gain_note_below",
+    *_measure.JUDGING,
+)
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "quick": {"collective.sizes_mib": "256", "collective.windows": 3, "collective.p2p_off": False},
@@ -57,7 +67,13 @@ def p2p_on_env(ctx: AgentContext) -> dict[str, str]:
     return {"HSA_FORCE_FINE_GRAIN_PCIE": "1"} if any(g.vendor == "1002" for g in ctx.gpus) else {}
 
 
-@register(id="collective", family="collective", levels={"quick", "standard", "burnin"}, order=70)
+@register(
+    id="collective",
+    family="collective",
+    levels={"quick", "standard", "burnin"},
+    order=70,
+    thresholds=THRESHOLDS,
+)
 def run(ctx: AgentContext) -> list[CheckResult]:
     skip = _measure.skip_single_gpu(ctx, "collective.allreduce")
     if skip:
@@ -81,10 +97,7 @@ def run(ctx: AgentContext) -> list[CheckResult]:
             _measure.call_rank_kernel,
             "collective",
             "allreduce_sweep",
-            sizes,
-            "bf16",
-            windows,
-            5,
+            AllReduceSpec(sizes_bytes=tuple(sizes), dtype="bf16", windows=windows, warmup=5),
             timeout_s=_measure.timeout(ctx, expected),
             env=env,
         )
@@ -95,16 +108,20 @@ def run(ctx: AgentContext) -> list[CheckResult]:
         busbw[mode] = float(result.value or 0.0)
         results.append(result)
     if "p2p_on" in busbw and "p2p_off" in busbw and busbw["p2p_off"] > 0:
-        results.append(_gain_result(busbw["p2p_on"], busbw["p2p_off"]))
+        results.append(_gain_result(ctx, busbw["p2p_on"], busbw["p2p_off"]))
     return results
 
 
 def _mode_result(ctx: AgentContext, n: int, mode: str, env: dict, value: dict) -> CheckResult:
     largest = max(value["sizes"], key=lambda r: r["size_bytes"])
     floor = _floor_for(ctx, n)
-    verdict = judge_floor(largest["busbw_gbs"], floor, None, unit="GB/s")
-    status, hint = verdict.status, LOW_HINT.format(n=n) if verdict.status != PASS else ""
-    minimum = float(ctx.threshold("collective.inconclusive_below_gbs", 0.5))
+    if floor is None:
+        verdict = ctx.unjudged("collective.busbw_warn_gbs_n2", f"no busbw floor for {n} GPUs")
+    else:
+        verdict = _measure.measured(ctx, largest.get("windows_busbw_gbs") or [], floor, None, unit="GB/s")
+    status = verdict.status
+    hint = LOW_HINT.format(n=n) if verdict.applied and verdict.status != PASS else verdict.reason
+    minimum = float(ctx.threshold("collective.inconclusive_below_gbs"))
     if largest["busbw_gbs"] < minimum:
         status, hint = (
             INCONCLUSIVE,
@@ -139,16 +156,17 @@ def _mode_result(ctx: AgentContext, n: int, mode: str, env: dict, value: dict) -
     )
 
 
-def _gain_result(on: float, off: float) -> CheckResult:
+def _gain_result(ctx: AgentContext, on: float, off: float) -> CheckResult:
     gain = on / off
+    below = float(ctx.threshold("collective.p2p_gain_note_below"))
     return CheckResult(
         id="collective.p2p_gain",
         subject="node",
-        status=PASS,
+        status=SKIP,
         metric="busbw_p2p_on_over_off",
         value=round(gain, 3),
         unit="x",
-        threshold="report only (note below 1.1)",
-        hint=NO_GAIN_NOTE.format(gain=gain) if gain < 1.1 else "",
+        threshold=f"reported only (a note below {below:g})",
+        hint=NO_GAIN_NOTE.format(gain=gain) if gain < below else "reported only: the benefit P2P brings here",
         evidence={"busbw_p2p_on_gbs": round(on, 2), "busbw_p2p_off_gbs": round(off, 2)},
     )

@@ -1,8 +1,16 @@
 """C7 compute throughput and clock health under load: GEMM on all GPUs at once, sampled.
 
-Per GPU and dtype: TFLOPS against the node median (FAIL < 0.85, WARN < 0.92) and the output
-verified. While the load runs, clocks, temperatures, power and throttle reasons are sampled
-every 0.5 s; from them:
+Per GPU and dtype: TFLOPS against an absolute floor, a fraction of the model's datasheet dense
+peak (thresholds compute.peak_tflops_<dtype> x floor_*_fraction_of_peak, so a node with one or
+two GPUs is judged too), on the median of the timed windows; against the node median (FAIL <
+0.85, WARN < 0.92, with three or more GPUs); and the output verified. A dtype without a peak
+for the model is reported only (null in the model's section, e.g. R9700 fp32) or INCONCLUSIVE.
+While the load runs, clocks, temperatures, power and throttle reasons are sampled every 0.5 s;
+from them:
+- compute.clock: the median shader clock against the model's boost clock: below
+  clock_warn_fraction_of_boost with the power-cap reason set is a note (a card at its power cap
+  runs below boost by design); with thermal/slowdown reasons it points at compute.throttle;
+  with no reason at all it WARNs (CLOCKS_LOW: power delivery, a clock lock, a stuck DPM state).
 - compute.throttle: thermal / hardware-slowdown / PROCHOT bits in > 5% of samples or in 3
   consecutive ones FAIL (THERMAL_THROTTLE); one isolated sample never does. Power-cap bits alone
   PASS with a note: a healthy card under GEMM sits at its power cap (FACTS.md: an H200 at
@@ -19,11 +27,32 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from r9700ctl.agent.checks import _measure, register
+from r9700ctl.agent.checks import _measure, pcie, register
 from r9700ctl.agent.checks.pcie import link_result
 from r9700ctl.agent.context import AgentContext
-from r9700ctl.agent.judge import judge_against_peers, judge_floor, judge_samples
+from r9700ctl.agent.judge import Verdict, judge_against_peers, judge_floor, judge_samples
+from r9700ctl.agent.kernels.specs import GemmSpec
 from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult
+
+THRESHOLDS = (
+    "compute.peer_warn_fraction",
+    "compute.peer_fail_fraction",
+    "compute.floor_warn_fraction_of_peak",
+    "compute.floor_fail_fraction_of_peak",
+    "compute.peak_tflops_bf16",
+    "compute.peak_tflops_fp16",
+    "compute.peak_tflops_fp32",
+    "compute.boost_clock_mhz",
+    "compute.clock_warn_fraction_of_boost",
+    "compute.power_capped_min_fraction",
+    "compute.throttle_max_fraction",
+    "compute.throttle_max_consecutive",
+    "compute.hotspot_warn_c",
+    "compute.hotspot_fail_c",
+    "compute.power_cap_min_fraction_of_default",
+    *pcie.THRESHOLDS,
+    *_measure.JUDGING,
+)
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     # quick: bf16 only, 10 s (validation.md L1 "short"); standard: the three dtypes, 20 s each.
@@ -44,9 +73,33 @@ POWER_CAP_HINT = (
 PEER_HINT = (
     "{reason}: this GPU computes slower than its siblings under the same load; compare clocks and power"
 )
+FLOOR_HINT = (
+    "{reason}: {value:.0f} TFLOPS is {ratio:.0%} of the {peak:g} TFLOPS dense peak ({source}); healthy cards "
+    "reach more: look at compute.clock and compute.throttle, the power cap and cables, and another "
+    "process on the GPU"
+)
+CLOCK_LOW_HINT = (
+    "CLOCKS_LOW: the median shader clock under load, {sclk:.0f} MHz, is {ratio:.0%} of the {boost:.0f} MHz "
+    "boost clock with no throttle reason reported: check the power cables (12V-2x6) and PSU, a lowered "
+    "power cap or clock lock (amd-smi / nvidia-smi), and the BIOS power limits"
+)
+CLOCK_POWER_NOTE = (
+    "clocks at {ratio:.0%} of boost under load, power-capped (power-cap reason in {frac:.0%} of samples): "
+    "expected at the power cap, not a fault"
+)
+CLOCK_THROTTLE_NOTE = (
+    "clocks at {ratio:.0%} of boost under load, explained by {groups} limits: see compute.throttle"
+)
 
 
-@register(id="compute", family="compute", levels={"quick", "standard", "burnin"}, needs_gpu=True, order=60)
+@register(
+    id="compute",
+    family="compute",
+    levels={"quick", "standard", "burnin"},
+    needs_gpu=True,
+    order=60,
+    thresholds=THRESHOLDS,
+)
 def run(ctx: AgentContext) -> list[CheckResult]:
     dtypes = [d.strip() for d in str(_measure.param(ctx, "compute.dtypes", DEFAULTS)).split(",") if d.strip()]
     seconds = float(_measure.param(ctx, "compute.seconds", DEFAULTS))
@@ -54,7 +107,16 @@ def run(ctx: AgentContext) -> list[CheckResult]:
     indices = ctx.gpu_indices
     pcis = {g.index: g.pci_address or None for g in ctx.gpus}
     links = {g.index: g.link.at or g.pci_address or None for g in ctx.gpus}
-    hot = float(ctx.threshold("compute.hotspot_warn_c", 95.0))
+    spec = GemmSpec(
+        gpus=tuple(indices),
+        dtypes=tuple(dtypes),
+        n=n,
+        seconds_per_dtype=seconds,
+        pci_addresses=pcis,
+        link_addresses=links,
+        root=str(ctx.root),
+        hotspot_credible_c=float(ctx.threshold("compute.hotspot_warn_c")),
+    )
     expected = len(dtypes) * (seconds + 10) + 20
     outcome = ctx.run_step(
         "compute.gemm",
@@ -62,17 +124,7 @@ def run(ctx: AgentContext) -> list[CheckResult]:
         _measure.call_kernel,
         "gemm",
         "gemm_under_load",
-        indices,
-        dtypes,
-        n,
-        seconds,
-        3,
-        0.5,
-        pcis,
-        str(ctx.root),
-        hot,
-        "cuda",
-        links,
+        spec,
         timeout_s=_measure.timeout(ctx, expected),
     )
     if not outcome.ok:
@@ -86,10 +138,25 @@ def run(ctx: AgentContext) -> list[CheckResult]:
         telemetry = value["gpus"][str(gpu.index)]["telemetry"]
         mine = samples_by_gpu.get(gpu.index, [])
         results.append(_throttle(ctx, gpu.index, mine, telemetry, value["sampler"]))
-        results.extend(_power_cap(gpu.index, telemetry))
+        results.append(_clock(ctx, gpu.index, telemetry, value["sampler"]))
+        results.extend(_power_cap(ctx, gpu.index, telemetry))
         results.extend(_temperature(ctx, gpu.index, telemetry))
         results.extend(_link(ctx, gpu, telemetry))
     return results
+
+
+def _floor(ctx: AgentContext, dtype: str, windows: list[float]) -> tuple[Verdict, float | None]:
+    """The absolute floor of one dtype: (verdict, the peak it derives from)."""
+    key = f"compute.peak_tflops_{dtype}"
+    peak = ctx.threshold(key)
+    if peak is None:
+        return ctx.unjudged(key, f"no dense {dtype} peak for this model"), None
+    peak = float(peak)
+    warn = float(ctx.threshold("compute.floor_warn_fraction_of_peak")) * peak
+    fail = float(ctx.threshold("compute.floor_fail_fraction_of_peak")) * peak
+    verdict = _measure.measured(ctx, windows, warn, fail, unit="TFLOPS")
+    source = f"{peak:g} TFLOPS dense peak, {ctx.threshold_text(key)}"
+    return Verdict(verdict.status, f"{verdict.threshold} [{source}]", verdict.reason, verdict.applied), peak
 
 
 def _tflops(ctx: AgentContext, value: dict, dtypes: list[str]) -> list[CheckResult]:
@@ -98,20 +165,33 @@ def _tflops(ctx: AgentContext, value: dict, dtypes: list[str]) -> list[CheckResu
         figures = {f"gpu{i}": entry[dtype]["tflops"] for i, entry in value["gpus"].items()}
         peers = judge_against_peers(
             figures,
-            ctx.threshold("compute.peer_warn_fraction", 0.92),
-            ctx.threshold("compute.peer_fail_fraction", 0.85),
+            float(ctx.threshold("compute.peer_warn_fraction")),
+            float(ctx.threshold("compute.peer_fail_fraction")),
         )
         for i, entry in value["gpus"].items():
             fig = entry[dtype]
-            verdict = peers[f"gpu{i}"]
-            status, hint = (
-                verdict.status,
-                PEER_HINT.format(reason=verdict.reason) if verdict.status != PASS else "",
-            )
+            floor, peak = _floor(ctx, dtype, fig["windows_tflops"])
+            peer = peers[f"gpu{i}"]
+            status, threshold, why = _measure.combine(floor, peer)
+            hints = []
+            if floor.applied and floor.status in (WARN, FAIL) and peak:
+                hints.append(
+                    FLOOR_HINT.format(
+                        reason=floor.reason,
+                        value=fig["tflops"],
+                        ratio=fig["tflops"] / peak,
+                        peak=peak,
+                        source=ctx.threshold_text(f"compute.peak_tflops_{dtype}"),
+                    )
+                )
+            elif floor.status != PASS and why:
+                hints.append(why)
+            if peer.applied and peer.status != PASS:
+                hints.append(PEER_HINT.format(reason=peer.reason))
             if not fig["verified"]:
-                status, hint = (
-                    FAIL,
-                    "GEMM result wrong beyond the dtype's rounding: isolate the GPU (compute fault)",
+                status = FAIL
+                hints.insert(
+                    0, "GEMM result wrong beyond the dtype's rounding: isolate the GPU (compute fault)"
                 )
             results.append(
                 CheckResult(
@@ -121,11 +201,13 @@ def _tflops(ctx: AgentContext, value: dict, dtypes: list[str]) -> list[CheckResu
                     metric=f"gemm_{dtype}_tflops",
                     value=round(fig["tflops"], 1),
                     unit="TFLOPS",
-                    threshold=verdict.threshold,
-                    hint=hint if status != PASS else (verdict.reason if not verdict.applied else ""),
+                    threshold=threshold,
+                    hint="; ".join(hints),
                     evidence={
                         "windows_tflops": fig["windows_tflops"],
                         "verify": fig["verify"],
+                        "peak_tflops": peak,
+                        "fraction_of_peak": round(fig["tflops"] / peak, 3) if peak else None,
                         "n": value["n"],
                         "seconds": value["seconds_per_dtype"],
                         "all_gpus_at_once": len(value["gpus"]),
@@ -136,6 +218,62 @@ def _tflops(ctx: AgentContext, value: dict, dtypes: list[str]) -> list[CheckResu
                 )
             )
     return results
+
+
+def _clock(ctx: AgentContext, index: int, telemetry: dict, info: dict) -> CheckResult:
+    """The median shader clock under load against the model's boost clock."""
+    sclk = (telemetry.get("sclk_mhz") or {}).get("median")
+    boost = ctx.threshold("compute.boost_clock_mhz")
+    limit = float(ctx.threshold("compute.clock_warn_fraction_of_boost"))
+    evidence = {
+        "sclk_mhz": telemetry.get("sclk_mhz"),
+        "boost_clock_mhz": boost,
+        "boost_source": ctx.threshold_text("compute.boost_clock_mhz"),
+        "throttle_groups": telemetry.get("throttle_groups", {}),
+        "source": info["source"],
+    }
+    source = ctx.threshold_text("compute.boost_clock_mhz")
+    threshold = (
+        f">= {limit:g} x boost {float(boost):.0f} MHz unless power-capped ({source})"
+        if boost
+        else "no boost clock for this model"
+    )
+    if sclk is None:
+        why = (
+            f"{info['source']} gave no shader clock" if info["source"] else "no telemetry source on this node"
+        )
+        return CheckResult(
+            "compute.clock", f"gpu{index}", SKIP, "sclk_median", None, "MHz", threshold, why, evidence
+        )
+    if not boost:
+        verdict = ctx.unjudged("compute.boost_clock_mhz", "no boost clock for this model")
+        return CheckResult(
+            "compute.clock",
+            f"gpu{index}",
+            verdict.status,
+            "sclk_median",
+            round(sclk),
+            "MHz",
+            threshold,
+            verdict.reason,
+            evidence,
+        )
+    ratio = sclk / float(boost)
+    evidence["fraction_of_boost"] = round(ratio, 3)
+    groups = telemetry.get("throttle_groups", {})
+    power = float((groups.get("power") or {}).get("fraction", 0.0))
+    limiting = [g for g in (*FAILING_GROUPS, "current") if g in groups]
+    status, hint = PASS, ""
+    if ratio < limit:
+        if power >= float(ctx.threshold("compute.power_capped_min_fraction")):
+            hint = CLOCK_POWER_NOTE.format(ratio=ratio, frac=power)
+        elif limiting:
+            hint = CLOCK_THROTTLE_NOTE.format(ratio=ratio, groups="/".join(limiting))
+        else:
+            status, hint = WARN, CLOCK_LOW_HINT.format(sclk=sclk, ratio=ratio, boost=float(boost))
+    return CheckResult(
+        "compute.clock", f"gpu{index}", status, "sclk_median", round(sclk), "MHz", threshold, hint, evidence
+    )
 
 
 def _throttle(ctx: AgentContext, index: int, samples: list[dict], telemetry: dict, info: dict) -> CheckResult:
@@ -152,7 +290,10 @@ def _throttle(ctx: AgentContext, index: int, samples: list[dict], telemetry: dic
         "samples": samples[:240],  # 2 minutes at 0.5 s: enough to see a trend, bounded in size
         "sampler_errors": info["errors"],
     }
-    threshold = "thermal/HW-slowdown/PROCHOT bits in <= 5% of samples and < 3 in a row"
+    threshold = (
+        f"thermal/HW-slowdown/PROCHOT bits in <= {float(ctx.threshold('compute.throttle_max_fraction')):.0%} "
+        f"of samples and < {int(ctx.threshold('compute.throttle_max_consecutive'))} in a row"
+    )
     if not with_bits:
         why = "no telemetry source on this node (sysfs gpu_metrics, NVML or nvidia-smi)"
         if info["source"]:
@@ -163,8 +304,8 @@ def _throttle(ctx: AgentContext, index: int, samples: list[dict], telemetry: dic
     flags = [any(g in s.get("groups", []) for g in FAILING_GROUPS) for s in with_bits]
     verdict = judge_samples(
         flags,
-        max_fraction=float(ctx.threshold("compute.throttle_max_fraction", 0.05)),
-        max_consecutive=int(ctx.threshold("compute.throttle_max_consecutive", 3)),
+        max_fraction=float(ctx.threshold("compute.throttle_max_fraction")),
+        max_consecutive=int(ctx.threshold("compute.throttle_max_consecutive")),
     )
     groups = telemetry.get("throttle_groups", {})
     hint = ""
@@ -198,11 +339,11 @@ def _throttle(ctx: AgentContext, index: int, samples: list[dict], telemetry: dic
     )
 
 
-def _power_cap(index: int, telemetry: dict) -> list[CheckResult]:
+def _power_cap(ctx: AgentContext, index: int, telemetry: dict) -> list[CheckResult]:
     cap, default = telemetry.get("power_cap_w"), telemetry.get("power_cap_default_w")
     if cap is None or default is None:
         return []
-    lowered = cap < default * 0.99
+    lowered = cap < default * float(ctx.threshold("compute.power_cap_min_fraction_of_default"))
     return [
         CheckResult(
             "compute.power_cap",
@@ -224,8 +365,8 @@ def _temperature(ctx: AgentContext, index: int, telemetry: dict) -> list[CheckRe
         return []
     verdict = judge_floor(
         hotspot,
-        ctx.threshold("compute.hotspot_warn_c", 95.0),
-        ctx.threshold("compute.hotspot_fail_c", 105.0),
+        ctx.threshold("compute.hotspot_warn_c"),
+        ctx.threshold("compute.hotspot_fail_c"),
         unit="C",
         higher_is_better=False,
     )

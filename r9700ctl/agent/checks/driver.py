@@ -16,7 +16,7 @@ from typing import Any
 from r9700ctl.agent import sysfs
 from r9700ctl.agent.checks import register
 from r9700ctl.agent.context import AgentContext
-from r9700ctl.agent.datafiles import DataFileError, load_data
+from r9700ctl.agent.datafiles import load_data
 from r9700ctl.agent.parsers import dmesg
 from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult
 from r9700ctl.agent.tools import run_tool
@@ -286,10 +286,7 @@ def _torch_arch_result(ctx: AgentContext) -> CheckResult | None:
 
 
 def _manifest() -> dict[str, Any]:
-    try:
-        return load_data("manifest.yaml") or {}
-    except DataFileError:
-        return {}
+    return load_data("manifest") or {}
 
 
 def _override_result(ctx: AgentContext) -> CheckResult | None:

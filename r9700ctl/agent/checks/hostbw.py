@@ -1,28 +1,45 @@
 """C4 host <-> device bandwidth per GPU: one GPU at a time, then all at once.
 
-Floors derive from link theory (thresholds.yaml hostbw.*_fraction_of_link x the raw rate of
-the model's expected link; Gen5 x16 = 63.0 GB/s -> FAIL < 40, WARN < 45 as in validation.md
-C4), then each GPU against the node median, then the all-at-once figure against the GPU alone.
-A destination whose checksum differs from its source FAILs whatever the speed.
+Floors derive from link theory: thresholds.yaml hostbw.*_fraction_of_link x the raw rate of the
+link both ends of the card support (pcie.expected_link: the lower of the card's and the slot's
+maximum; Gen5 x16 = 63.0 GB/s -> FAIL < 40, WARN < 45 as in validation.md C4; an R9700 in a
+Gen4 slot is judged against Gen4 x16's 31.5), judged on the median of the timed windows
+(judge_measured: too few or too noisy windows are INCONCLUSIVE); then each GPU against the node
+median; then the all-at-once figure against the GPU alone. A link that cannot be read gives no
+floor: INCONCLUSIVE unless three or more GPUs allow the peer rule. A destination whose checksum
+differs from its source FAILs whatever the speed (the verified copy is an extra untimed one:
+kernels/hostbw.py says which).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from r9700ctl.agent.checks import _measure, register
+from r9700ctl.agent.checks import _measure, pcie, register
 from r9700ctl.agent.context import AgentContext
-from r9700ctl.agent.judge import judge_against_peers, judge_floor
+from r9700ctl.agent.judge import judge_against_peers, not_applied
+from r9700ctl.agent.kernels.specs import CopySpec
 from r9700ctl.agent.result import FAIL, PASS, WARN, CheckResult
+
+THRESHOLDS = (
+    "hostbw.warn_fraction_of_link",
+    "hostbw.fail_fraction_of_link",
+    "hostbw.usable_fraction_of_link",
+    "hostbw.peer_warn_fraction",
+    "hostbw.peer_fail_fraction",
+    "hostbw.concurrent_warn_fraction",
+    *pcie.THRESHOLDS,
+    *_measure.JUDGING,
+)
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "quick": {"hostbw.size_mib": 256, "hostbw.windows": 3, "hostbw.copies_per_window": 20},
     "standard": {"hostbw.size_mib": 256, "hostbw.windows": 5, "hostbw.copies_per_window": 20},
 }
-SLOW_LINK_HINT = {
-    28.0: "looks like a Gen4 or x8 link: check `pcie.link`, the slot, riser and BIOS PCIe speed",
-    14.0: "looks like a Gen3 or x4 link: check `pcie.link`, the slot, riser and BIOS PCIe speed",
-}
+SLOW_LINK_HINT = (
+    "{value:.1f} GB/s is what a link of 1/{part} the rate of {link} delivers (one generation lower per "
+    "halving, or half the lanes): check `pcie.link` under load, the slot, riser and BIOS PCIe speed"
+)
 CORRUPTION_HINT = (
     "a copy delivered wrong data (HOSTBW_CORRUPTION): isolate the GPU, check dmesg for PCIe AER errors "
     "and reseat the card"
@@ -37,31 +54,51 @@ CONCURRENT_HINT = (
 )
 
 
-def _slow_hint(value: float) -> str:
-    for limit, text in sorted(SLOW_LINK_HINT.items()):
-        if value < limit:
-            return text
+def _slow_hint(ctx: AgentContext, value: float, link: pcie.ExpectedLink) -> str:
+    """Name the slower link a figure fits: usable share of half (or a quarter of) the expected rate."""
+    usable = float(ctx.threshold("hostbw.usable_fraction_of_link"))
+    rate = link.rate_gbs or 0.0
+    for part in (4, 2):
+        if value <= usable * rate / part:
+            return SLOW_LINK_HINT.format(value=value, part=part, link=link.text())
     return ""
 
 
 def _direction_result(
-    ctx: AgentContext, index: int, direction: str, figure: dict[str, Any], peers: dict, link: tuple
+    ctx: AgentContext,
+    index: int,
+    direction: str,
+    figure: dict[str, Any],
+    peers: dict,
+    link: pcie.ExpectedLink,
 ) -> CheckResult:
-    rate, link_text = link
+    rate = link.rate_gbs
     value = figure[f"{direction}_gbs"]
-    warn = ctx.threshold("hostbw.warn_fraction_of_link", 0.714) * rate if rate else None
-    fail = ctx.threshold("hostbw.fail_fraction_of_link", 0.635) * rate if rate else None
-    floor = judge_floor(value, warn, fail, unit="GB/s")
+    windows = figure[f"{direction}_windows_gbs"]
+    if rate:
+        warn = float(ctx.threshold("hostbw.warn_fraction_of_link")) * rate
+        fail = float(ctx.threshold("hostbw.fail_fraction_of_link")) * rate
+        floor = _measure.measured(ctx, windows, warn, fail, unit="GB/s")
+    else:
+        floor = not_applied(
+            "no link-derived floor", "the card's link speed and width are not readable in sysfs"
+        )
     peer = peers[f"gpu{index}"]
-    status, threshold, _ = _measure.combine(floor, peer)
+    status, threshold, why = _measure.combine(floor, peer)
+    if rate:
+        threshold += f" [{link.text()}: {rate:.1f} GB/s raw]"
     hints = []
     if not figure["verified"]:
         status = FAIL
         hints.append(CORRUPTION_HINT)
-    if floor.status != PASS:
-        hints.append(_slow_hint(value) or FLOOR_HINT.format(link=link_text))
-    if peer.status != PASS:
+    if floor.applied and floor.status in (WARN, FAIL):
+        hints.append(_slow_hint(ctx, value, link) or FLOOR_HINT.format(link=link.text()))
+    elif floor.status != PASS and why:
+        hints.append(why)
+    if peer.applied and peer.status != PASS:
         hints.append(f"{peer.reason}: this GPU is slower than its siblings; compare its link and NUMA node")
+    if status == PASS and link.note:
+        hints.append(link.note)
     return CheckResult(
         id=f"hostbw.{direction}",
         subject=f"gpu{index}",
@@ -74,7 +111,10 @@ def _direction_result(
         evidence={
             "windows_gbs": [round(v, 3) for v in figure[f"{direction}_windows_gbs"]],
             "raw_link_gbs": _measure.rounded(rate),
-            "link_assumed": link_text,
+            "link_assumed": link.text(),
+            "link_basis": "both ends"
+            if link.slot_known
+            else "the card's maximum (slot capability unreadable)",
             "pageable_gbs": _measure.rounded(figure.get(f"pageable_{direction}_gbs")),
             "verify": figure["verify"][direction],
             "host_memory": figure["host_memory"],
@@ -82,7 +122,14 @@ def _direction_result(
     )
 
 
-@register(id="hostbw", family="hostbw", levels={"quick", "standard", "burnin"}, needs_gpu=True, order=40)
+@register(
+    id="hostbw",
+    family="hostbw",
+    levels={"quick", "standard", "burnin"},
+    needs_gpu=True,
+    order=40,
+    thresholds=THRESHOLDS,
+)
 def run(ctx: AgentContext) -> list[CheckResult]:
     size = int(_measure.param(ctx, "hostbw.size_mib", DEFAULTS)) * _measure.MiB
     windows = int(_measure.param(ctx, "hostbw.windows", DEFAULTS))
@@ -94,20 +141,22 @@ def run(ctx: AgentContext) -> list[CheckResult]:
     alone: dict[int, dict[str, Any]] = {}
     common: dict[str, Any] = {}
     for gpu in ctx.gpus:
+        spec = CopySpec(
+            gpus=(gpu.index,),
+            size_bytes=size,
+            windows=windows,
+            copies_per_window=copies,
+            numa_nodes=numa,
+            pageable=True,
+            root=str(ctx.root),
+        )
         outcome = ctx.run_step(
             f"hostbw.gpu{gpu.index}",
             [gpu.index],
             _measure.call_kernel,
             "hostbw",
             "host_device_bandwidth",
-            [gpu.index],
-            size,
-            windows,
-            copies,
-            3,
-            numa,
-            True,
-            str(ctx.root),
+            spec,
             timeout_s=_measure.timeout(ctx, expected),
         )
         if not outcome.ok:
@@ -120,13 +169,11 @@ def run(ctx: AgentContext) -> list[CheckResult]:
     for direction in ("h2d", "d2h"):
         peers = judge_against_peers(
             {f"gpu{i}": fig[f"{direction}_gbs"] for i, fig in alone.items()},
-            ctx.threshold("hostbw.peer_warn_fraction", 0.9),
-            ctx.threshold("hostbw.peer_fail_fraction", 0.8),
+            float(ctx.threshold("hostbw.peer_warn_fraction")),
+            float(ctx.threshold("hostbw.peer_fail_fraction")),
         )
         for i, fig in alone.items():
-            result = _direction_result(
-                ctx, i, direction, fig, peers, _measure.expected_link_gbs(ctx, ctx.gpu(i))
-            )
+            result = _direction_result(ctx, i, direction, fig, peers, pcie.expected_for(ctx, ctx.gpu(i)))
             result.evidence.update(common)
             results.append(result)
     if len(ctx.gpus) > 1 and alone:
@@ -138,25 +185,27 @@ def _concurrent(
     ctx: AgentContext, size: int, windows: int, copies: int, numa: dict, alone: dict, expected: float
 ) -> list[CheckResult]:
     indices = ctx.gpu_indices
+    spec = CopySpec(
+        gpus=tuple(indices),
+        size_bytes=size,
+        windows=windows,
+        copies_per_window=copies,
+        numa_nodes=numa,
+        pageable=False,
+        root=str(ctx.root),
+    )
     outcome = ctx.run_step(
         "hostbw.all",
         indices,
         _measure.call_kernel,
         "hostbw",
         "host_device_bandwidth",
-        indices,
-        size,
-        windows,
-        copies,
-        3,
-        numa,
-        False,
-        str(ctx.root),
+        spec,
         timeout_s=_measure.timeout(ctx, expected),
     )
     if not outcome.ok:
         return [ctx.outcome_result("hostbw.concurrent", "node", outcome)]
-    limit = ctx.threshold("hostbw.concurrent_warn_fraction", 0.8)
+    limit = float(ctx.threshold("hostbw.concurrent_warn_fraction"))
     results = []
     for i, fig in outcome.value["gpus"].items():
         index = int(i)

@@ -14,10 +14,11 @@ from typing import Any
 
 from r9700ctl.agent.checks import register
 from r9700ctl.agent.context import AgentContext
-from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult
+from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, CheckResult
 
 INVENTORY_FILE = "last-inventory.json"
-GIB = 2**30
+MIB = 2**20
+THRESHOLDS = ("inventory.vram_healthy_mib", "inventory.vram_min_fraction_of_healthy")
 
 MISSING_HINT = (
     "a card is not visible on the PCI bus: reseat it and its power cables (12V-2x6), check the "
@@ -233,34 +234,59 @@ def _uniform_result(ctx: AgentContext) -> CheckResult:
 
 
 def _vram_results(ctx: AgentContext) -> list[CheckResult]:
+    """Reported VRAM against what healthy cards of the model report (thresholds vram_healthy_mib)."""
     results = []
-    minimum = float(ctx.threshold("inventory.vram_min_fraction", 0.95))
+    healthy = ctx.threshold("inventory.vram_healthy_mib")
+    fraction = float(ctx.threshold("inventory.vram_min_fraction_of_healthy"))
+    source = ctx.threshold_text("inventory.vram_healthy_mib")
     for gpu in ctx.discovery.gpus:
-        nominal_gib = ctx.model_spec.get("vram_gib") if gpu.model == ctx.model else None
-        value = round(gpu.vram_bytes / GIB, 2) if gpu.vram_bytes else None
-        if not nominal_gib or value is None:
+        mib = round(gpu.vram_bytes / MIB, 1) if gpu.vram_bytes else None
+        evidence = {"pci": gpu.pci_address, "bytes": gpu.vram_bytes, "healthy_mib": healthy, "source": source}
+        if mib is None:
             results.append(
                 CheckResult(
                     "inventory.vram",
                     gpu.subject,
-                    PASS if value else SKIP,
+                    INCONCLUSIVE,
                     "vram",
-                    value,
-                    "GiB",
-                    "nominal size unknown for this model: reported only",
-                    "" if value else "no source reported the memory size",
-                    {"pci": gpu.pci_address},
+                    None,
+                    "MiB",
+                    "reported VRAM of a healthy card of the model",
+                    "no source reported the memory size (sysfs mem_info_vram_total, torch)",
+                    evidence,
                 )
             )
             continue
-        floor = minimum * float(nominal_gib)
-        status = PASS if value >= floor else WARN
+        if gpu.model != ctx.model or healthy is None:
+            why = (
+                f"{gpu.model} is judged with the {ctx.model} thresholds (mixed or unknown models)"
+                if gpu.model != ctx.model
+                else "no VRAM size of a healthy card of this model"
+            )
+            verdict = ctx.unjudged("inventory.vram_healthy_mib", why)
+            results.append(
+                CheckResult(
+                    "inventory.vram",
+                    gpu.subject,
+                    verdict.status,
+                    "vram",
+                    mib,
+                    "MiB",
+                    verdict.threshold,
+                    verdict.reason,
+                    evidence,
+                )
+            )
+            continue
+        floor = fraction * float(healthy)
+        status = PASS if mib >= floor else WARN
         hint = (
             ""
             if status == PASS
             else (
-                f"reports {value} GiB of {nominal_gib} GiB: check amdgpu.vramlimit / kernel parameters, "
-                "then the card itself (swap slots to see if the deficit follows the card)"
+                f"reports {mib:.0f} MiB where healthy cards of this model report {float(healthy):.0f}: check "
+                "amdgpu.vramlimit / kernel parameters, then the card itself (swap slots to see if the "
+                "deficit follows the card)"
             )
         )
         results.append(
@@ -269,11 +295,11 @@ def _vram_results(ctx: AgentContext) -> list[CheckResult]:
                 gpu.subject,
                 status,
                 "vram",
-                value,
-                "GiB",
-                f">= {minimum:.0%} of {nominal_gib} GiB",
+                mib,
+                "MiB",
+                f">= {fraction:g} x {float(healthy):g} MiB, what healthy cards report ({source})",
                 hint,
-                {"pci": gpu.pci_address, "bytes": gpu.vram_bytes},
+                evidence,
             )
         )
     return results
@@ -285,6 +311,7 @@ def _vram_results(ctx: AgentContext) -> list[CheckResult]:
     levels={"config", "quick", "standard", "burnin"},
     needs_gpu=False,
     order=10,
+    thresholds=THRESHOLDS,
 )
 def run(ctx: AgentContext) -> list[CheckResult]:
     # Cards on the bus, whether or not torch can see them; torch-only devices (no sysfs) too.

@@ -2,7 +2,9 @@
 
 Judged against the model's memory bandwidth (the manifest's memory_bandwidth_gbs, or
 thresholds memory.spec_gbs for a card the manifest does not list): WARN below 0.75 x spec,
-FAIL below 0.65 x spec (validation.md C8); and each GPU against the node median.
+FAIL below 0.65 x spec (validation.md C8), on the median of the timed windows (too few or too
+noisy windows: INCONCLUSIVE); and each GPU against the node median. No spec and fewer than three
+GPUs: INCONCLUSIVE, never PASS. The verified run is an extra untimed one (kernels/memory.py).
 """
 
 from __future__ import annotations
@@ -11,8 +13,18 @@ from typing import Any
 
 from r9700ctl.agent.checks import _measure, register
 from r9700ctl.agent.context import AgentContext
-from r9700ctl.agent.judge import judge_against_peers, judge_floor
-from r9700ctl.agent.result import FAIL, PASS, CheckResult
+from r9700ctl.agent.judge import judge_against_peers
+from r9700ctl.agent.kernels.specs import MemorySpec
+from r9700ctl.agent.result import FAIL, PASS, WARN, CheckResult
+
+THRESHOLDS = (
+    "memory.spec_gbs",
+    "memory.spec_warn_fraction",
+    "memory.spec_fail_fraction",
+    "memory.peer_warn_fraction",
+    "memory.peer_fail_fraction",
+    *_measure.JUDGING,
+)
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     # 1 GiB arrays: far above any cache (64 MiB Infinity Cache on the R9700, 60 MB L2 on an H200).
@@ -26,14 +38,23 @@ SPEC_HINT = (
 CORRUPTION_HINT = "memory kernel produced wrong results: isolate the GPU and run a memory pattern test"
 
 
-@register(id="memory", family="memory", levels={"quick", "standard", "burnin"}, needs_gpu=True, order=50)
+@register(
+    id="memory",
+    family="memory",
+    levels={"quick", "standard", "burnin"},
+    needs_gpu=True,
+    order=50,
+    thresholds=THRESHOLDS,
+)
 def run(ctx: AgentContext) -> list[CheckResult]:
     array = int(_measure.param(ctx, "memory.array_mib", DEFAULTS)) * _measure.MiB
     windows = int(_measure.param(ctx, "memory.windows", DEFAULTS))
     calls = int(_measure.param(ctx, "memory.calls_per_window", DEFAULTS))
     spec = ctx.model_spec.get("memory_bandwidth_gbs") or ctx.threshold("memory.spec_gbs")
     spec_source = (
-        "manifest memory_bandwidth_gbs" if ctx.model_spec.get("memory_bandwidth_gbs") else "thresholds"
+        "manifest memory_bandwidth_gbs"
+        if ctx.model_spec.get("memory_bandwidth_gbs")
+        else ctx.threshold_text("memory.spec_gbs")
     )
     # 2 kernels x (warm-up + windows x calls) x 3 arrays at >= 100 GB/s, plus start-up.
     expected = 2 * (3 + windows * calls) * 3 * array / 100e9 + 15
@@ -46,11 +67,7 @@ def run(ctx: AgentContext) -> list[CheckResult]:
             _measure.call_kernel,
             "memory",
             "memory_bandwidth",
-            gpu.index,
-            array,
-            windows,
-            calls,
-            3,
+            MemorySpec(gpu=gpu.index, array_bytes=array, windows=windows, calls_per_window=calls),
             timeout_s=_measure.timeout(ctx, expected),
         )
         if outcome.ok:
@@ -60,27 +77,29 @@ def run(ctx: AgentContext) -> list[CheckResult]:
     for kernel in ("copy", "triad"):
         peers = judge_against_peers(
             {f"gpu{i}": f[f"{kernel}_gbs"] for i, f in figures.items()},
-            ctx.threshold("memory.peer_warn_fraction", 0.95),
-            ctx.threshold("memory.peer_fail_fraction", 0.9),
+            float(ctx.threshold("memory.peer_warn_fraction")),
+            float(ctx.threshold("memory.peer_fail_fraction")),
         )
         for i, fig in figures.items():
             value = fig[f"{kernel}_gbs"]
-            warn = ctx.threshold("memory.spec_warn_fraction", 0.75) * spec if spec else None
-            fail = ctx.threshold("memory.spec_fail_fraction", 0.65) * spec if spec else None
-            floor = judge_floor(value, warn, fail, unit="GB/s")
-            status, threshold, _ = _measure.combine(floor, peers[f"gpu{i}"])
+            if spec:
+                warn = float(ctx.threshold("memory.spec_warn_fraction")) * spec
+                fail = float(ctx.threshold("memory.spec_fail_fraction")) * spec
+                floor = _measure.measured(ctx, fig[f"{kernel}_windows_gbs"], warn, fail, unit="GB/s")
+            else:
+                floor = ctx.unjudged("memory.spec_gbs", "no memory bandwidth spec for this model")
+            peer = peers[f"gpu{i}"]
+            status, threshold, why = _measure.combine(floor, peer)
             hints = []
-            if floor.status != PASS and spec:
+            if floor.applied and floor.status in (WARN, FAIL):
                 hints.append(SPEC_HINT.format(value=value, ratio=value / spec, spec=spec))
-            if peers[f"gpu{i}"].status != PASS:
-                hints.append(f"{peers[f'gpu{i}'].reason}: slower than its siblings")
+            elif floor.status != PASS and why:
+                hints.append(why)
+            if peer.applied and peer.status != PASS:
+                hints.append(f"{peer.reason}: slower than its siblings")
             if not fig["verify"][kernel]["ok"]:
                 status = FAIL
                 hints.append(CORRUPTION_HINT)
-            if not spec:
-                threshold += (
-                    "; no spec for this model (manifest memory_bandwidth_gbs / thresholds memory.spec_gbs)"
-                )
             results.append(
                 CheckResult(
                     id=f"memory.{kernel}",

@@ -8,7 +8,8 @@ reported by the next run from the journal.
 Per ordered pair (the worst rule decides):
 - data verified on every path (FAIL P2P_CORRUPTION otherwise);
 - unidirectional GB/s against the link floor (p2p.warn_fraction_of_link x the raw rate of the
-  model's link: 20 GB/s on Gen5 x16, validation.md C5) and the median of all pairs
+  slower of the two cards' links, each what both its ends support: 20 GB/s on Gen5 x16,
+  validation.md C5), on the median of the timed windows, and against the median of all pairs
   (WARN < 0.85, FAIL < 0.7);
 - P2P_NOT_EFFECTIVE (WARN) when P2P <= 1.1 x the host-bounce copy of the same size;
 - asymmetry i->j / j->i < 0.8 (WARN);
@@ -20,10 +21,21 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any
 
-from r9700ctl.agent.checks import _measure, register
+from r9700ctl.agent.checks import _measure, pcie, register
 from r9700ctl.agent.context import AgentContext
-from r9700ctl.agent.judge import Verdict, judge_against_peers, judge_floor
+from r9700ctl.agent.judge import Verdict, judge_against_peers, not_applied
+from r9700ctl.agent.kernels.specs import PairSpec
 from r9700ctl.agent.result import FAIL, PASS, WARN, CheckResult
+
+THRESHOLDS = (
+    "p2p.warn_fraction_of_link",
+    "p2p.peer_warn_fraction",
+    "p2p.peer_fail_fraction",
+    "p2p.not_effective_ratio",
+    "p2p.asymmetry_warn",
+    *pcie.THRESHOLDS,
+    *_measure.JUDGING,
+)
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "quick": {"p2p.size_mib": 256, "p2p.windows": 3, "p2p.copies_per_window": 5},
@@ -51,7 +63,13 @@ PEER_HINT = "{reason}: this pair is slower than the node's other pairs; compare 
 
 
 @register(
-    id="p2p", family="p2p", levels={"quick", "standard", "burnin"}, needs_gpu=True, order=100, runs_last=True
+    id="p2p",
+    family="p2p",
+    levels={"quick", "standard", "burnin"},
+    needs_gpu=True,
+    order=100,
+    runs_last=True,
+    thresholds=THRESHOLDS,
 )
 def run(ctx: AgentContext) -> list[CheckResult]:
     skip = _measure.skip_single_gpu(ctx, "p2p.bandwidth")
@@ -71,14 +89,7 @@ def run(ctx: AgentContext) -> list[CheckResult]:
             _measure.call_kernel,
             "p2p",
             "pair_bandwidth",
-            a,
-            b,
-            size,
-            windows,
-            copies,
-            2,
-            True,
-            True,
+            PairSpec(a=a, b=b, size_bytes=size, windows=windows, copies_per_window=copies),
             timeout_s=_measure.timeout(ctx, expected),
         )
         if not outcome.ok:
@@ -94,8 +105,8 @@ def run(ctx: AgentContext) -> list[CheckResult]:
             }
     peers = judge_against_peers(
         {f"gpu{s}->gpu{d}": fig["unidirectional_gbs"] for (s, d), fig in pairs.items()},
-        ctx.threshold("p2p.peer_warn_fraction", 0.85),
-        ctx.threshold("p2p.peer_fail_fraction", 0.7),
+        float(ctx.threshold("p2p.peer_warn_fraction")),
+        float(ctx.threshold("p2p.peer_fail_fraction")),
     )
     for (src, dst), fig in sorted(pairs.items()):
         results.append(_pair_result(ctx, src, dst, fig, pairs.get((dst, src)), peers[f"gpu{src}->gpu{dst}"]))
@@ -107,18 +118,22 @@ def _pair_result(
 ) -> CheckResult:
     subject = f"gpu{src}->gpu{dst}"
     value = fig["unidirectional_gbs"]
-    rates = [_measure.expected_link_gbs(ctx, ctx.gpu(i)) for i in (src, dst)]
-    known = [r for r in rates if r[0]]
-    rate, link_text = min(known) if known else (None, "unknown link")
-    warn = ctx.threshold("p2p.warn_fraction_of_link", 0.32) * rate if rate else None
-    floor = judge_floor(value, warn, None, unit="GB/s")
+    links = [pcie.expected_for(ctx, ctx.gpu(i)) for i in (src, dst)]
+    known = [link for link in links if link.rate_gbs]
+    slower = min(known, key=lambda link: link.rate_gbs or 0.0) if known else None
+    rate = slower.rate_gbs if slower else None
+    if rate:
+        warn = float(ctx.threshold("p2p.warn_fraction_of_link")) * rate
+        floor = _measure.measured(ctx, fig["unidirectional_windows_gbs"], warn, None, unit="GB/s")
+    else:
+        floor = not_applied("no link-derived floor", "the cards' link speed and width are not readable")
     verdicts = [floor, peer]
     hints = []
-    if floor.status != PASS:
-        hints.append(f"{floor.reason} ({link_text} link)")
-    if peer.status != PASS:
+    if floor.applied and floor.status != PASS:
+        hints.append(f"{floor.reason} ({slower.text() if slower else 'unknown'} link)")
+    if peer.applied and peer.status != PASS:
         hints.append(PEER_HINT.format(reason=peer.reason))
-    ratio_limit = float(ctx.threshold("p2p.not_effective_ratio", 1.1))
+    ratio_limit = float(ctx.threshold("p2p.not_effective_ratio"))
     bounce = fig.get("host_bounce_gbs")
     if bounce:
         effective = value > ratio_limit * bounce
@@ -128,7 +143,7 @@ def _pair_result(
     asymmetry = None
     if reverse:
         asymmetry = value / reverse["unidirectional_gbs"]
-        limit = float(ctx.threshold("p2p.asymmetry_warn", 0.8))
+        limit = float(ctx.threshold("p2p.asymmetry_warn"))
         ok = asymmetry >= limit
         verdicts.append(Verdict(PASS if ok else WARN, f"i->j / j->i >= {limit:g}"))
         if not ok:
@@ -136,7 +151,9 @@ def _pair_result(
     if not fig["can_access_peer"]:
         verdicts.append(Verdict(WARN, "can_access_peer"))
         hints.append(NO_PEER_HINT.format(pair=subject))
-    status, threshold, _ = _measure.combine(*verdicts)
+    status, threshold, why = _measure.combine(*verdicts)
+    if not floor.applied and not peer.applied and why:
+        hints.append(why)
     if not fig["verified"]:
         status = FAIL
         hints.insert(0, CORRUPTION_HINT)

@@ -7,7 +7,7 @@
   anyway and are not judged; GPUs under different root ports cross the root complex by design.
 - BAR: the kernel enables AMD P2P only between GPUs whose BAR exposes the whole VRAM
   (CONFIG_HSA_AMD_P2P): BAR0 >= VRAM, else FAIL.
-- Topology: NUMA node and root port per GPU (report only: it explains cross-socket pairs).
+- Topology: NUMA node and root port per GPU (reported only, SKIP: it explains cross-socket pairs).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _iommu_result(ctx: AgentContext) -> CheckResult:
         "iommu_units": units,
         "cmdline_iommu": [t for t in kernel_cmdline.tokens if "iommu" in t],
     }
-    expected = bool(ctx.threshold("platform.iommu_passthrough_expected", True))
+    expected = bool(ctx.threshold("platform.iommu_passthrough_expected"))
     threshold = "passthrough (iommu=pt) or IOMMU off"
     known = {s: t for s, t in types.items() if t}
     translated = sorted(s for s, t in known.items() if t.upper().startswith("DMA") or t == "unmanaged")
@@ -171,7 +171,7 @@ def _acs_result(ctx: AgentContext) -> CheckResult:
 
 def _bar_results(ctx: AgentContext) -> list[CheckResult]:
     results = []
-    fraction = ctx.threshold("platform.bar_min_fraction_of_vram", 1.0)
+    fraction = ctx.threshold("platform.bar_min_fraction_of_vram")
     for gpu in ctx.gpus:
         bar_gib = round(gpu.bar0_bytes / GIB, 3) if gpu.bar0_bytes else None
         evidence = {"pci": gpu.pci_address, "bar_bytes": gpu.bar0_bytes, "vram_bytes": gpu.vram_bytes}
@@ -191,16 +191,17 @@ def _bar_results(ctx: AgentContext) -> list[CheckResult]:
             )
             continue
         if fraction is None:
+            verdict = ctx.unjudged("platform.bar_min_fraction_of_vram", "the large-BAR rule")
             results.append(
                 CheckResult(
                     "platform.bar",
                     gpu.subject,
-                    PASS,
+                    verdict.status,
                     "bar0",
                     bar_gib,
                     "GiB",
-                    f"not judged for {ctx.model} (thresholds.yaml)",
-                    "",
+                    verdict.threshold,
+                    verdict.reason,
                     evidence,
                 )
             )
@@ -245,12 +246,12 @@ def _topology_result(ctx: AgentContext) -> CheckResult:
     return CheckResult(
         "platform.topology",
         "node",
-        PASS,
+        SKIP,
         "numa_nodes",
         len(numa_nodes) or None,
         "",
-        "report only",
-        note,
+        "reported only",
+        note or "reported only: where each GPU sits (NUMA node, root port)",
         {"gpus": rows, "root_ports": root_ports, "numa_nodes": numa_nodes},
     )
 
@@ -267,12 +268,12 @@ def _p2p_env_result(ctx: AgentContext) -> CheckResult:
     return CheckResult(
         "platform.p2p_env",
         "node",
-        PASS,
+        SKIP,
         "variables",
         len(found),
         "",
-        "report only",
-        "; ".join(notes),
+        "reported only",
+        "; ".join(notes) or "reported only: the P2P-related variables of this environment",
         {"variables": found},
     )
 
@@ -283,6 +284,7 @@ def _p2p_env_result(ctx: AgentContext) -> CheckResult:
     levels={"config", "quick", "standard", "burnin"},
     needs_gpu=False,
     order=12,
+    thresholds=("platform.iommu_passthrough_expected", "platform.bar_min_fraction_of_vram"),
 )
 def run(ctx: AgentContext) -> list[CheckResult]:
     if not ctx.gpus:

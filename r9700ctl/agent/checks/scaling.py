@@ -2,8 +2,10 @@
 
 Strong scaling of a fixed step (tokens per step: scaling.tokens), with P2P on and, in standard,
 with NCCL_P2P_DISABLE=1: speedup T(1)/T(n), efficiency speedup/n, and the share of the step
-spent in the all-reduces. Report-only by default (validation.md C10b), except:
-- `--expect-scaling 4:3.4,8:6.1`: FAIL when the measured speedup < 0.9 x the expected one;
+spent in the all-reduces. Reported only (SKIP, never an unjudged PASS) by default (validation.md
+C10b), except:
+- `--expect-scaling 4:3.4,8:6.1`: FAIL when the measured speedup < 0.9 x the expected one
+  (scaling.expectation_margin), judged on the median of the repeats (too few: INCONCLUSIVE);
 - comm share > 25% at n = 4: WARN ("PCIe-bound; check P2P and the all-reduce bandwidth").
 """
 
@@ -14,8 +16,12 @@ from typing import Any
 from r9700ctl.agent.checks import _measure, register
 from r9700ctl.agent.checks.collective import p2p_on_env
 from r9700ctl.agent.context import AgentContext
+from r9700ctl.agent.judge import judge_repeats
 from r9700ctl.agent.kernels.figures import scaling_table, world_sizes
-from r9700ctl.agent.result import FAIL, PASS, WARN, CheckResult
+from r9700ctl.agent.kernels.specs import StepSpec
+from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, CheckResult
+
+THRESHOLDS = ("scaling.expectation_margin", "scaling.comm_share_warn_n4", "judging.min_repeats")
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "standard": {
@@ -34,19 +40,22 @@ COMM_HINT = (
 )
 
 
-@register(id="scaling", family="scaling", levels={"standard", "burnin"}, order=80)
+@register(id="scaling", family="scaling", levels={"standard", "burnin"}, order=80, thresholds=THRESHOLDS)
 def run(ctx: AgentContext) -> list[CheckResult]:
     skip = _measure.skip_single_gpu(ctx, "scaling.tp")
     if skip:
         return skip
-    shape = {"tokens": int(_measure.param(ctx, "scaling.tokens", DEFAULTS))}
-    iterations = int(_measure.param(ctx, "scaling.iterations", DEFAULTS))
-    repeats = int(_measure.param(ctx, "scaling.repeats", DEFAULTS))
+    spec = StepSpec(
+        tokens=int(_measure.param(ctx, "scaling.tokens", DEFAULTS)),
+        iterations=int(_measure.param(ctx, "scaling.iterations", DEFAULTS)),
+        repeats=int(_measure.param(ctx, "scaling.repeats", DEFAULTS)),
+        warmup=5,
+    )
     modes = {"p2p_on": p2p_on_env(ctx)}
     if _measure.param(ctx, "scaling.p2p_off", DEFAULTS):
         modes["p2p_off"] = {"NCCL_P2P_DISABLE": "1"}
     # A 2048-token step takes ~40 ms on one R9700 (3.5 TFLOP at ~90 TFLOPS): x iterations x repeats.
-    expected = repeats * (iterations + 5) * shape["tokens"] / 2048 * 0.05 + 30
+    expected = spec.repeats * (spec.iterations + 5) * spec.tokens / 2048 * 0.05 + 30
     results: list[CheckResult] = []
     tables: dict[str, list[dict]] = {}
     for mode, env in modes.items():
@@ -60,10 +69,7 @@ def run(ctx: AgentContext) -> list[CheckResult]:
                 _measure.call_rank_kernel,
                 "scaling",
                 "tp_scaling_rank",
-                shape,
-                iterations,
-                5,
-                repeats,
+                spec,
                 timeout_s=_measure.timeout(ctx, expected),
                 env=env,
             )
@@ -83,26 +89,39 @@ def run(ctx: AgentContext) -> list[CheckResult]:
 
 
 def _rows(ctx: AgentContext, mode: str, table: list[dict], raw: dict[int, dict]) -> list[CheckResult]:
-    margin = float(ctx.threshold("scaling.expectation_margin", 0.9))
-    comm_limit = float(ctx.threshold("scaling.comm_share_warn_n4", 0.25))
+    margin = float(ctx.threshold("scaling.expectation_margin"))
+    comm_limit = float(ctx.threshold("scaling.comm_share_warn_n4"))
     out = []
     for row in table:
         n = row["n"]
         if n == 1:
             continue
-        status, hints, rules = PASS, [], ["report only"]
+        status, hints, rules = SKIP, ["reported only: no --expect-scaling for this n"], ["reported only"]
         want = ctx.expect_scaling.get(n)
+        value = raw[n]
         if want is not None and mode == "p2p_on":
-            rules = [f">= {margin:g} x expected {want:g}x (FAIL below)"]
-            if row["speedup"] < margin * want:
+            rules, hints = [f">= {margin:g} x expected {want:g}x (FAIL below)"], []
+            too_few = judge_repeats(
+                [r["step_ms"] for r in value["repeats"]], int(ctx.threshold("judging.min_repeats"))
+            )
+            if too_few is not None:
+                status = INCONCLUSIVE
+                hints.append(f"{too_few.reason}: too few repeats to hold the speedup to {want:g}x")
+            elif row["speedup"] < margin * want:
                 status = FAIL
                 hints.append(EXPECT_HINT.format(got=row["speedup"], n=n, want=want))
-        if n == 4 and row.get("comm_share", 0) > comm_limit:
+            else:
+                status = PASS
+        if n == 4:
             rules.append(f"comm share <= {comm_limit:.0%} at n=4 (WARN above)")
-            if status == PASS:
-                status = WARN
-            hints.append(COMM_HINT.format(share=row["comm_share"]))
-        value = raw[n]
+            if row.get("comm_share", 0) > comm_limit:
+                if status in (PASS, SKIP):
+                    status = WARN
+                hints = [h for h in hints if not h.startswith("reported only")]
+                hints.append(COMM_HINT.format(share=row["comm_share"]))
+            elif status == SKIP:
+                status = PASS
+                hints = []
         out.append(
             CheckResult(
                 id="scaling.tp",

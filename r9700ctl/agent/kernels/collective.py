@@ -30,22 +30,20 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from r9700ctl.agent import stats
 from r9700ctl.agent.kernels import timing
 from r9700ctl.agent.kernels.figures import algbw_gbs, bus_factor, busbw_gbs
+from r9700ctl.agent.kernels.specs import AllReduceSpec
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 # Relative tolerance of the correctness check: partial sums are rounded to the dtype on the way.
 TOLERANCE = {"bf16": 1.0 / 64, "fp16": 2e-3, "fp32": 1e-5}
 PATTERN_PERIOD = 7
-DEFAULT_SIZES = tuple(s * timing.MiB for s in (1, 4, 16, 64, 256, 1024))
-DEFAULT_WINDOWS = 5
-DEFAULT_WARMUP = 5
 # Test-only: a planted slowdown factor for the timed all-reduces (unset in real runs).
 PLANTED_SLOWDOWN_ENV = "R9700CTL_TEST_ALLREDUCE_SLOWDOWN"
 
@@ -131,20 +129,13 @@ def _timed(
     return out
 
 
-def allreduce_sweep(
-    rank: int,
-    world_size: int,
-    sizes_bytes: Sequence[int] = DEFAULT_SIZES,
-    dtype: str = "bf16",
-    windows: int = DEFAULT_WINDOWS,
-    warmup: int = DEFAULT_WARMUP,
-    calls_per_window: int | None = None,
-    fault: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+def allreduce_sweep(rank: int, world_size: int, spec: AllReduceSpec) -> dict[str, Any]:
     """One rank's part of the sweep; every rank returns the same figures (rank-averaged times).
 
     Runs inside a process group set up by the caller (ctx.run_ranks, or a test's launcher).
     """
+    sizes_bytes, dtype, windows, warmup = spec.sizes_bytes, spec.dtype, spec.windows, spec.warmup
+    calls_per_window, fault = spec.calls_per_window, spec.fault
     if dtype not in DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
     fault = dict(fault or {})
@@ -160,7 +151,7 @@ def allreduce_sweep(
         check = _check(buf, dtype, rank, world_size, fault)
         calls = calls_per_window or calls_for(count * elem)
         seconds = _timed(buf, rank, windows, calls, warmup, slowdown)
-        t = timing.median(seconds)
+        t = stats.median(seconds)
         rows.append(
             {
                 "size_bytes": count * elem,

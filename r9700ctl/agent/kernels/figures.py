@@ -1,4 +1,4 @@
-"""Arithmetic of the measurements, without torch: bus bandwidth, scaling, latency statistics.
+"""Arithmetic of the measurements, without torch: bus bandwidth, scaling, latency figures.
 
 The checks import this module in the agent's own process (which never imports torch); the
 kernels use it in their children. Pure functions, tested on the CPU (tests/unit/test_kernels_*).
@@ -6,11 +6,11 @@ kernels use it in their children. Pure functions, tested on the CPU (tests/unit/
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping, Sequence
 
+from r9700ctl.agent import stats
+
 GB = 1e9  # bandwidths in GB/s, base 10 (nccl-tests, nvbandwidth)
-EXPECTATION_MARGIN = 0.9  # FAIL when measured < 0.9 x expected (validation.md C10)
 
 
 def gbps(nbytes: float, seconds: float) -> float:
@@ -61,65 +61,20 @@ def scaling_table(step_ms: Mapping[int, float], comm_share: Mapping[int, float] 
     return rows
 
 
-def parse_expectations(text: str) -> dict[int, float]:
-    """'4:3.4,8:6.1' -> {4: 3.4, 8: 6.1}; raises ValueError naming the bad part."""
-    out: dict[int, float] = {}
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        n, sep, value = part.partition(":")
-        try:
-            if not sep:
-                raise ValueError
-            gpus, speedup = int(n), float(value)
-        except ValueError:
-            raise ValueError(f"'{part}' is not GPUS:SPEEDUP (for example 4:3.4)") from None
-        if gpus < 2 or speedup <= 0:
-            raise ValueError(f"'{part}': GPUS must be >= 2 and SPEEDUP > 0")
-        out[gpus] = speedup
-    return out
-
-
-def expectation_verdicts(rows: list[dict], expected: Mapping[int, float], margin: float = EXPECTATION_MARGIN):
-    """Per expected n: (status, measured, expected, limit); n not measured gives "not measured"."""
-    measured = {row["n"]: row["speedup"] for row in rows}
-    out = {}
-    for n, want in sorted(expected.items()):
-        limit = margin * want
-        if n not in measured:
-            out[n] = ("not measured", None, want, limit)
-        else:
-            out[n] = ("FAIL" if measured[n] < limit else "PASS", measured[n], want, limit)
-    return out
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile, q in [0, 1]."""
-    if not values:
-        raise ValueError("percentile of no values")
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * q
-    lo = int(k)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
-
-
 def latency_stats(seconds: Sequence[float]) -> dict[str, float]:
     """p50/p95/p99 (ms), tail ratio, CV and drift of one repeat's per-iteration times."""
     if len(seconds) < 10:
         raise ValueError(f"{len(seconds)} iterations: need >= 10 for percentiles and drift")
     ms = [s * 1e3 for s in seconds]
-    tenth = max(1, len(ms) // 10)
-    p50 = percentile(ms, 0.50)
-    mean = statistics.fmean(ms)
+    p50 = stats.percentile(ms, 50)
     return {
         "p50_ms": p50,
-        "p95_ms": percentile(ms, 0.95),
-        "p99_ms": percentile(ms, 0.99),
+        "p95_ms": stats.percentile(ms, 95),
+        "p99_ms": stats.percentile(ms, 99),
         "max_ms": max(ms),
-        "tail_ratio": percentile(ms, 0.99) / p50 if p50 > 0 else float("inf"),
-        "cv": statistics.pstdev(ms) / mean if mean > 0 else 0.0,
-        "drift": statistics.median(ms[-tenth:]) / statistics.median(ms[:tenth]),
+        "tail_ratio": stats.percentile(ms, 99) / p50 if p50 > 0 else float("inf"),
+        "cv": stats.cv(ms),
+        "drift": stats.drift(ms, 0.1),
         "iterations": len(ms),
     }
 
@@ -127,6 +82,6 @@ def latency_stats(seconds: Sequence[float]) -> dict[str, float]:
 def median_of_repeats(repeats: Sequence[dict[str, float]]) -> dict[str, float]:
     """Each statistic's median over the repeats (the figures a report shows)."""
     keys = [k for k in repeats[0] if k != "iterations"]
-    out = {k: float(statistics.median(r[k] for r in repeats)) for k in keys}
+    out = {k: stats.median(r[k] for r in repeats) for k in keys}
     out["iterations"] = repeats[0]["iterations"]
     return out

@@ -14,19 +14,18 @@ card's vector fp32 rate, not a tensor-core rate.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from typing import Any
 
 import torch
 
+from r9700ctl.agent import stats
 from r9700ctl.agent.kernels import sampler, timing
+from r9700ctl.agent.kernels.specs import GemmSpec
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 # ||out - ref|| / ||ref|| over a 64 x 64 block with K = n: the inputs are already rounded to the
 # dtype, so only accumulation order and output rounding remain (METHOD.md: bf16 1e-3..1e-2).
 TOLERANCE = {"bf16": 2e-2, "fp16": 1e-2, "fp32": 1e-3}
-DEFAULT_N = 8192
-DEFAULT_SECONDS = 10.0
 WINDOW_S = 0.5  # one timed window; about 20 windows in 10 s give a stable median
 CHECK_BLOCK = 64
 
@@ -98,7 +97,7 @@ def _run_dtype(
         check["ok"] = check["finite"] and check["relative_error"] < TOLERANCE[name]
         check["tolerance"] = TOLERANCE[name]
         out[str(k)] = {
-            "tflops": timing.median(tflops),
+            "tflops": stats.median(tflops),
             "windows_tflops": [round(t, 3) for t in tflops],
             "calls_per_window": calls,
             "verify": check,
@@ -110,38 +109,30 @@ def _run_dtype(
     return out
 
 
-def gemm_under_load(
-    device_indices: Sequence[int],
-    dtypes: Sequence[str] = ("bf16",),
-    n: int = DEFAULT_N,
-    seconds_per_dtype: float = DEFAULT_SECONDS,
-    warmup: int = 3,
-    sample_interval_s: float = 0.5,
-    pci_addresses: dict[int, str | None] | None = None,
-    root: str = "/",
-    hotspot_credible_c: float = sampler.DEFAULT_HOTSPOT_CREDIBLE_C,
-    device: str = "cuda",
-    link_addresses: dict[int, str | None] | None = None,
-) -> dict[str, Any]:
+def gemm_under_load(spec: GemmSpec) -> dict[str, Any]:
     """TFLOPS per GPU and dtype, all GPUs loaded at once, plus what the sampler saw per GPU.
 
     Returns {"gpus": {"<index>": {"<dtype>": {...}, "telemetry": summary}}, "phases", "samples",
-    "sampler", sizes, versions}. device="cpu" runs one host "GPU" (tests; no sampler).
+    "sampler", sizes, versions}. spec.device="cpu" runs one host "GPU" (tests; no sampler).
+    Everything runs on each device's default stream, in order; what is verified is one more
+    matmul after the timed windows into a NaN-poisoned output, a 64 x 64 block of it compared
+    with a float64 product of the same inputs.
     """
+    dtypes, n, seconds_per_dtype, warmup = spec.dtypes, spec.n, spec.seconds_per_dtype, spec.warmup
     unknown = [d for d in dtypes if d not in DTYPES]
     if unknown:
         raise ValueError(f"unknown dtype(s) {unknown}; known: {', '.join(DTYPES)}")
-    if device == "cuda":
+    device_indices = list(spec.gpus)
+    if spec.device == "cuda":
         devices = [timing.gpu_device(i) for i in device_indices]
         vendor = "amd" if torch.version.hip else "nvidia"
-        pcis = pci_addresses or {}
-        gpus = [(i, pcis.get(i)) for i in device_indices]
-        source = sampler.pick_source(vendor, gpus, root, hotspot_credible_c, link_addresses)
+        gpus = [(i, spec.pci_addresses.get(i)) for i in device_indices]
+        source = sampler.pick_source(vendor, gpus, spec.root, spec.hotspot_credible_c, spec.link_addresses)
     else:
         devices = [torch.device("cpu")]
         device_indices = [device_indices[0] if device_indices else 0]
         source = None
-    probe = sampler.Sampler(source, sample_interval_s).start()
+    probe = sampler.Sampler(source, spec.sample_interval_s).start()
     t0 = time.monotonic()
     phases, per_dtype = {}, {}
     try:
@@ -164,9 +155,9 @@ def gemm_under_load(
         "phases_s": phases,
         "sampler": {
             "source": source.name if source else None,
-            "interval_s": sample_interval_s,
+            "interval_s": spec.sample_interval_s,
             "errors": probe.errors,
-            "hotspot_credible_c": hotspot_credible_c,
+            "hotspot_credible_c": spec.hotspot_credible_c,
         },
         "samples": sampler.samples_json(samples),
         "method": "torch.matmul(out=) n x n x n, random inputs, all GPUs at once, windows of about "

@@ -11,7 +11,19 @@ With several GPUs the copies of all of them run at once (one stream per GPU): th
 shared root port or a host memory bottleneck that one-at-a-time figures hide.
 
 Pageable host memory is measured too, as evidence only (5-6 GB/s is normal, FACTS.md).
-Every destination is poisoned before the timed loop and its checksum compared afterwards.
+
+What is verified: NOT the timed copies. After each direction's timed windows, one more copy of
+the same size runs on the same lane stream, untimed: its source is freshly randomised, its
+destination poisoned first, and the destination's checksum is compared with the source's. That
+proves the path (link, DMA engine, memory) delivers the right bytes; the timed copies move the
+same buffers the same way.
+
+Streams: the lane's copies run on the lane's own stream, while allocation, random fills and
+poisoning run on the device's default (current) stream. Every phase therefore first makes the
+lane stream wait for the default stream (`Stream.wait_stream`): without that, a poison fill
+still queued behind other default-stream work lands after the verified copy and a healthy card
+reads as corrupt (issue 10; tests/gpu queues about 1 ms of default-stream work before every
+phase and must pass 40 of 40).
 """
 
 from __future__ import annotations
@@ -24,12 +36,9 @@ from typing import Any
 
 import torch
 
+from r9700ctl.agent import stats
 from r9700ctl.agent.kernels import buffers, timing
-
-DEFAULT_SIZE_BYTES = 256 * timing.MiB  # TransferBench healthcheck's size
-DEFAULT_WINDOWS = 5
-DEFAULT_COPIES_PER_WINDOW = 20  # back to back, as the 55 GB/s figure in FACTS.md was measured
-DEFAULT_WARMUP = 3
+from r9700ctl.agent.kernels.specs import CopySpec
 
 
 def parse_cpulist(text: str) -> set[int]:
@@ -84,9 +93,16 @@ class _Lane:
     """One GPU's buffers and stream for one direction of copies."""
 
     def __init__(
-        self, index: int, nbytes: int, pinned: bool, root: str | Path, numa_node: int | None
+        self,
+        index: int,
+        nbytes: int,
+        pinned: bool,
+        root: str | Path,
+        numa_node: int | None,
+        planted_cycles: int = 0,
     ) -> None:
         self.index = index
+        self.planted_cycles = planted_cycles
         self.device = timing.gpu_device(index)
         self.stream = torch.cuda.Stream(self.device)
         count = buffers.words(nbytes)
@@ -103,6 +119,16 @@ class _Lane:
         self.host.copy_(source)
         return buffers.checksum(self.host)
 
+    def planted_default_work(self) -> None:
+        """Proof and tests only: queue busy work on the default stream (see CopySpec)."""
+        if self.planted_cycles:
+            timing.busy_default_stream(self.device, self.planted_cycles)
+
+    def order_after_default_stream(self) -> None:
+        """Everything queued so far on the default stream (fills, poison) happens before the
+        lane's next copy."""
+        self.stream.wait_stream(torch.cuda.current_stream(self.device))
+
     def h2d(self) -> None:
         with torch.cuda.stream(self.stream):
             self.dev.copy_(self.host, non_blocking=True)
@@ -115,6 +141,8 @@ class _Lane:
 def _timed_concurrent(lanes: list[_Lane], direction: str, windows: int, copies: int, warmup: int) -> dict:
     """Seconds per copy for every lane, all lanes' copies queued at once in each window."""
     for lane in lanes:
+        lane.planted_default_work()
+        lane.order_after_default_stream()
         for _ in range(warmup):
             getattr(lane, direction)()
     for lane in lanes:
@@ -142,10 +170,13 @@ def _timed_concurrent(lanes: list[_Lane], direction: str, windows: int, copies: 
 
 
 def _verify_h2d(lanes: list[_Lane]) -> dict[int, dict[str, Any]]:
+    """One untimed H2D copy per lane into a poisoned device buffer, compared by checksum."""
     out = {}
     for lane in lanes:
         expected = lane.fill_host_random()
-        buffers.poison(lane.dev)
+        lane.planted_default_work()
+        buffers.poison(lane.dev)  # on the default stream
+        lane.order_after_default_stream()
         lane.h2d()
         torch.cuda.synchronize(lane.device)
         got = buffers.checksum(lane.dev)
@@ -154,11 +185,15 @@ def _verify_h2d(lanes: list[_Lane]) -> dict[int, dict[str, Any]]:
 
 
 def _verify_d2h(lanes: list[_Lane]) -> dict[int, dict[str, Any]]:
+    """One untimed D2H copy per lane from a fresh random device buffer into poisoned host memory."""
     out = {}
     for lane in lanes:
+        lane.planted_default_work()
         lane.dev.copy_(buffers.random_int32(lane.dev.numel(), lane.device, seed=3000 + lane.index))
         expected = buffers.checksum(lane.dev)
-        buffers.poison(lane.host)
+        lane.planted_default_work()
+        buffers.poison(lane.host)  # host memory: written by the CPU before the copy is queued
+        lane.order_after_default_stream()
         lane.d2h()
         torch.cuda.synchronize(lane.device)
         got = buffers.checksum(lane.host)
@@ -167,16 +202,13 @@ def _verify_d2h(lanes: list[_Lane]) -> dict[int, dict[str, Any]]:
 
 
 def _measure(
-    device_indices: list[int],
-    nbytes: int,
-    pinned: bool,
-    windows: int,
-    copies: int,
-    warmup: int,
-    numa_nodes: dict[int, int | None],
-    root: str | Path,
+    spec: CopySpec, pinned: bool, windows: int, copies: int, warmup: int
 ) -> dict[int, dict[str, Any]]:
-    lanes = [_Lane(i, nbytes, pinned, root, numa_nodes.get(i)) for i in device_indices]
+    nodes = {int(k): v for k, v in spec.numa_nodes.items()}
+    lanes = [
+        _Lane(i, spec.size_bytes, pinned, spec.root, nodes.get(i), spec.planted_default_stream_cycles)
+        for i in spec.gpus
+    ]
     for lane in lanes:
         lane.fill_host_random()
     h2d = _timed_concurrent(lanes, "h2d", windows, copies, warmup)
@@ -188,8 +220,8 @@ def _measure(
         h2d_gbs = [timing.gbps(lane.nbytes, s) for s in h2d[lane.index]]
         d2h_gbs = [timing.gbps(lane.nbytes, s) for s in d2h[lane.index]]
         result[lane.index] = {
-            "h2d_gbs": timing.median(h2d_gbs),
-            "d2h_gbs": timing.median(d2h_gbs),
+            "h2d_gbs": stats.median(h2d_gbs),
+            "d2h_gbs": stats.median(d2h_gbs),
             "h2d_windows_gbs": h2d_gbs,
             "d2h_windows_gbs": d2h_gbs,
             "verified": h2d_check[lane.index]["ok"] and d2h_check[lane.index]["ok"],
@@ -201,43 +233,37 @@ def _measure(
     return result
 
 
-def host_device_bandwidth(
-    device_indices: list[int],
-    size_bytes: int = DEFAULT_SIZE_BYTES,
-    windows: int = DEFAULT_WINDOWS,
-    copies_per_window: int = DEFAULT_COPIES_PER_WINDOW,
-    warmup: int = DEFAULT_WARMUP,
-    numa_nodes: dict[int, int | None] | None = None,
-    pageable: bool = True,
-    root: str = "/",
-) -> dict[str, Any]:
-    """H2D and D2H GB/s per GPU; with several indices the GPUs copy at the same time.
+def host_device_bandwidth(spec: CopySpec) -> dict[str, Any]:
+    """H2D and D2H GB/s per GPU of `spec.gpus`; with several GPUs they copy at the same time.
 
     Returns a JSON-serialisable dict: {"gpus": {"<index>": {...}}, "concurrent", sizes,
     iterations, versions}; the per-GPU dict holds medians, every window's figure, the
-    verification and where the host memory was placed.
+    verification of the extra untimed copy per direction (see the module docstring) and where
+    the host memory was placed.
     """
-    if not device_indices:
+    if not spec.gpus:
         raise ValueError("no GPU to measure")
-    nodes = {int(k): v for k, v in (numa_nodes or {}).items()}
-    pinned = _measure(device_indices, size_bytes, True, windows, copies_per_window, warmup, nodes, root)
-    gpus: dict[str, Any] = {str(i): pinned[i] for i in device_indices}
-    if pageable:
+    pinned = _measure(spec, True, spec.windows, spec.copies_per_window, spec.warmup)
+    gpus: dict[str, Any] = {str(i): pinned[i] for i in spec.gpus}
+    if spec.pageable:
         # Evidence only: fewer, shorter windows (pageable copies are ten times slower).
-        slow = _measure(device_indices, size_bytes, False, 2, 3, 1, nodes, root)
-        for i in device_indices:
+        slow = _measure(spec, False, 2, 3, 1)
+        for i in spec.gpus:
             gpus[str(i)]["pageable_h2d_gbs"] = slow[i]["h2d_gbs"]
             gpus[str(i)]["pageable_d2h_gbs"] = slow[i]["d2h_gbs"]
             gpus[str(i)]["pageable_verified"] = slow[i]["verified"]
     return {
         "gpus": gpus,
-        "concurrent": len(device_indices) > 1,
-        "size_bytes": buffers.words(size_bytes) * 4,
-        "windows": windows,
-        "copies_per_window": copies_per_window,
-        "warmup": warmup,
-        "method": "torch copy_(non_blocking=True) pinned<->device, one stream per GPU, "
-        "copies queued back to back behind a gate kernel, CUDA/HIP events, median of windows",
+        "concurrent": len(spec.gpus) > 1,
+        "size_bytes": buffers.words(spec.size_bytes) * 4,
+        "windows": spec.windows,
+        "copies_per_window": spec.copies_per_window,
+        "warmup": spec.warmup,
+        "verified_copy": "one extra untimed copy per direction, fresh random source, poisoned "
+        "destination, checksums compared",
+        "planted_default_stream_cycles": spec.planted_default_stream_cycles,
+        "method": "torch copy_(non_blocking=True) pinned<->device, one stream per GPU ordered after the "
+        "default stream, copies queued back to back behind a gate kernel, CUDA/HIP events, median of windows",
         "versions": timing.versions(),
-        "devices": {str(i): timing.device_facts(timing.gpu_device(i)) for i in device_indices},
+        "devices": {str(i): timing.device_facts(timing.gpu_device(i)) for i in spec.gpus},
     }

@@ -10,11 +10,15 @@ back (copy engine, `copy_` between devices):
   peer-to-peer does at best, so P2P at or below 1.1x of it means P2P is not effective
   (ACS redirecting peer traffic through the root complex, IOMMU in translated mode, small BAR).
 - torch.cuda.can_device_access_peer both ways.
-Every destination is poisoned first and compared by checksum afterwards.
+What is verified: not the timed copies. After each path's timed windows (unidirectional,
+bidirectional, host bounce) one more copy runs untimed on the same streams into a destination
+poisoned on the default stream, and its checksum is compared with the source's.
 
 torch performs a cross-device copy on the source device's current stream and makes it wait
 for the destination device's current stream; each direction therefore gets its own stream on
-both devices, or the two directions of the bidirectional test would serialise.
+both devices, or the two directions of the bidirectional test would serialise. Random fills and
+poison run on the default streams; the direction's streams wait for them (`wait_stream`) before
+the next copy, so no fill can land after the copy it should precede.
 """
 
 from __future__ import annotations
@@ -24,12 +28,10 @@ from typing import Any
 
 import torch
 
+from r9700ctl.agent import stats
 from r9700ctl.agent.kernels import buffers, timing
+from r9700ctl.agent.kernels.specs import PairSpec
 
-DEFAULT_SIZE_BYTES = 256 * timing.MiB
-DEFAULT_WINDOWS = 5
-DEFAULT_COPIES_PER_WINDOW = 10
-DEFAULT_WARMUP = 2
 BOUNCE_CHUNKS = 8  # enough to overlap the two legs; each chunk still >= 16 MiB at 128 MiB
 
 
@@ -44,6 +46,12 @@ class _Direction:
         self.target = torch.empty(count, dtype=torch.int32, device=self.dst)
         self.nbytes = count * 4
         self.expected = buffers.checksum(self.source)
+        self.order_after_default_streams()
+
+    def order_after_default_streams(self) -> None:
+        """What the default streams hold (random source, poison) happens before the next copy."""
+        self.src_stream.wait_stream(torch.cuda.current_stream(self.src))
+        self.dst_stream.wait_stream(torch.cuda.current_stream(self.dst))
 
     @contextlib.contextmanager
     def streams(self):
@@ -56,7 +64,7 @@ class _Direction:
 
     def verify(self) -> dict[str, Any]:
         buffers.poison(self.target)
-        torch.cuda.synchronize(self.dst)
+        self.order_after_default_streams()
         self.copy()
         torch.cuda.synchronize(self.src)
         torch.cuda.synchronize(self.dst)
@@ -116,7 +124,7 @@ class _Bounce:
     def verify(self) -> dict[str, Any]:
         d = self.d
         buffers.poison(d.target)
-        torch.cuda.synchronize(d.dst)
+        d.order_after_default_streams()
         self.copy()
         torch.cuda.synchronize(d.src)
         torch.cuda.synchronize(d.dst)
@@ -152,25 +160,19 @@ def _timed(directions: list[_Direction], windows: int, copies: int, warmup: int)
 
 def _gbs(nbytes: int, seconds: list[float]) -> tuple[float, list[float]]:
     figures = [timing.gbps(nbytes, s) for s in seconds]
-    return timing.median(figures), figures
+    return stats.median(figures), figures
 
 
-def pair_bandwidth(
-    a: int,
-    b: int,
-    size_bytes: int = DEFAULT_SIZE_BYTES,
-    windows: int = DEFAULT_WINDOWS,
-    copies_per_window: int = DEFAULT_COPIES_PER_WINDOW,
-    warmup: int = DEFAULT_WARMUP,
-    bidirectional: bool = True,
-    host_bounce: bool = True,
-) -> dict[str, Any]:
-    """P2P figures for the unordered pair {a, b}, both ordered directions.
+def pair_bandwidth(spec: PairSpec) -> dict[str, Any]:
+    """P2P figures for the unordered pair {spec.a, spec.b}, both ordered directions.
 
     Returns {"can_access_peer": {"a->b": bool, "b->a": bool}, "directions": {"a->b": {...}, ...},
     sizes, iterations, versions}; each direction holds unidirectional, bidirectional and
     host-bounce GB/s (medians and windows) and the verification of every copy path.
     """
+    a, b, size_bytes = spec.a, spec.b, spec.size_bytes
+    windows, copies_per_window, warmup = spec.windows, spec.copies_per_window, spec.warmup
+    bidirectional, host_bounce = spec.bidirectional, spec.host_bounce
     if a == b:
         raise ValueError("a pair needs two different GPUs")
     count = buffers.words(size_bytes)

@@ -31,6 +31,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from r9700ctl.agent import stats
+
 GEN_TO_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
 
 # NVML clocks event reasons (nvmlClocksEventReasons; FACTS.md).
@@ -58,7 +60,6 @@ AMD_THROTTLERS = {
     56: "PPM", 57: "FIT",
 }  # fmt: skip
 AMD_TEMP_HOTSPOT_BIT = 36
-DEFAULT_HOTSPOT_CREDIBLE_C = 95.0  # validation.md C7: WARN at hotspot >= 95 C
 
 FAILING_GROUPS = ("thermal", "hw_slowdown", "prochot")
 
@@ -383,11 +384,17 @@ def pick_source(
     vendor: str,
     gpus: Sequence[tuple[int, str | None]],
     root: str | Path = "/",
-    hotspot_credible_c: float = DEFAULT_HOTSPOT_CREDIBLE_C,
+    hotspot_credible_c: float | None = None,
     link_addresses: dict[int, str | None] | None = None,
 ) -> Source | None:
-    """The best source on this node, or None when nothing can be read."""
+    """The best source on this node, or None when nothing can be read.
+
+    AMD needs `hotspot_credible_c` (thresholds compute.hotspot_warn_c): the reading that makes a
+    TEMP_HOTSPOT bit count.
+    """
     if vendor == "amd":
+        if hotspot_credible_c is None:
+            raise ValueError("the AMD sampler needs hotspot_credible_c (thresholds compute.hotspot_warn_c)")
         known = [(i, p) for i, p in gpus if p]
         return AmdSysfsSource(root, known, hotspot_credible_c, link_addresses) if known else None
     try:
@@ -435,22 +442,6 @@ class Sampler:
         return self.samples
 
 
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * q
-    lo = int(k)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
-
-
-def longest_run(flags: Sequence[bool]) -> int:
-    best = run = 0
-    for flag in flags:
-        run = run + 1 if flag else 0
-        best = max(best, run)
-    return best
-
-
 def summarize(samples: Sequence[Sample], gpu: int) -> dict[str, Any]:
     """Per-GPU summary: clock median and p5, temperatures, power, throttle-group counts."""
     mine = [s for s in samples if s.gpu == gpu]
@@ -459,8 +450,8 @@ def summarize(samples: Sequence[Sample], gpu: int) -> dict[str, Any]:
         values = [getattr(s, name) for s in mine if getattr(s, name) is not None]
         if values:
             out[name] = {
-                "median": _percentile(values, 0.5),
-                "p5": _percentile(values, 0.05),
+                "median": stats.median(values),
+                "p5": stats.percentile(values, 5),
                 "max": max(values),
             }
     caps = [s.power_cap_w for s in mine if s.power_cap_w is not None]
@@ -475,7 +466,7 @@ def summarize(samples: Sequence[Sample], gpu: int) -> dict[str, Any]:
         groups[group] = {
             "count": sum(flags),
             "fraction": sum(flags) / len(with_bits),
-            "longest_run": longest_run(flags),
+            "longest_run": stats.longest_run(flags),
             "reasons": sorted({r for s in with_bits if group in s.groups for r in s.reasons}),
         }
     out["throttle_groups"] = groups

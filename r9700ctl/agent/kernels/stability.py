@@ -19,14 +19,8 @@ import torch
 import torch.distributed as dist
 
 from r9700ctl.agent.kernels import collective, timing, tpstep
-from r9700ctl.agent.kernels.figures import latency_stats, median_of_repeats, percentile  # noqa: F401
-
-DEFAULT_ITERATIONS = 1000
-DEFAULT_REPEATS = 3
-DEFAULT_WARMUP = 10
-# Untimed load before the first repeat: an H200 measured here drifted 14% within the first
-# repeat (boost clock falling to its power-cap clock) and < 2% once warm (docs/benchmarks.md).
-DEFAULT_WARMUP_S = 5.0
+from r9700ctl.agent.kernels.figures import latency_stats, median_of_repeats
+from r9700ctl.agent.kernels.specs import StepSpec
 
 
 def _allreduce_times(size_bytes: int, dtype: str, iterations: int, warmup: int) -> list[float]:
@@ -51,19 +45,11 @@ def _allreduce_times(size_bytes: int, dtype: str, iterations: int, warmup: int) 
     return [t.seconds() for t in timers]
 
 
-def latency_rank(
-    rank: int,
-    world_size: int,
-    workload: str = "tp",
-    iterations: int = DEFAULT_ITERATIONS,
-    repeats: int = DEFAULT_REPEATS,
-    warmup: int = DEFAULT_WARMUP,
-    shape: dict[str, Any] | None = None,
-    size_bytes: int = 64 * timing.MiB,
-    dtype: str = "bf16",
-    warmup_s: float = DEFAULT_WARMUP_S,
-) -> dict[str, Any]:
-    """One rank's latency distribution over `repeats` runs of `iterations` steps."""
+def latency_rank(rank: int, world_size: int, spec: StepSpec) -> dict[str, Any]:
+    """One rank's latency distribution over `spec.repeats` runs of `spec.iterations` steps."""
+    workload, iterations, repeats, warmup = spec.workload, spec.iterations, spec.repeats, spec.warmup
+    size_bytes, dtype, warmup_s = spec.size_bytes, spec.dtype, spec.warmup_s
+    shape = {**spec.layer, "tokens": spec.tokens}
     if workload not in ("tp", "allreduce"):
         raise ValueError(f"unknown workload {workload!r}: 'tp' or 'allreduce'")
     if workload == "allreduce" and world_size < 2:

@@ -14,14 +14,13 @@ exact there because CPU tensor operations complete before they return.
 
 from __future__ import annotations
 
-import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from r9700ctl.agent.kernels.figures import GB, gbps  # noqa: F401 (gbps: the kernels' one formula)
+from r9700ctl.agent.kernels.figures import gbps  # noqa: F401 (gbps: the kernels' one formula)
 
 # About 1 ms at 2 GHz: long enough to queue 20-50 copies or kernels behind it (each enqueue
 # costs 5-20 us), short enough not to matter in the step's budget.
@@ -58,6 +57,18 @@ def hold(device: torch.device, stream: torch.cuda.Stream | None = None) -> None:
     else:
         with torch.cuda.stream(stream):
             sleep(GATE_CYCLES)
+
+
+def busy_default_stream(device: torch.device, cycles: int) -> None:
+    """Queue `cycles` GPU clock cycles of sleep on the device's current (default) stream.
+
+    Proofs and tests only: it plants the condition under which unordered streams race.
+    """
+    sleep = getattr(torch.cuda, "_sleep", None)
+    if not is_gpu(device) or sleep is None or cycles <= 0:
+        return
+    with torch.cuda.device(device):
+        sleep(int(cycles))
 
 
 class WindowTimer:
@@ -124,19 +135,6 @@ def time_windows(
         timer.stop()
         per_call.append(timer.seconds() / calls_per_window)
     return per_call
-
-
-def median(values: Sequence[float]) -> float:
-    if not values:
-        raise ValueError("median of no values")
-    return float(statistics.median(values))
-
-
-def spread(values: Sequence[float]) -> dict[str, float]:
-    """min, median, max and coefficient of variation of a list of figures."""
-    med = median(values)
-    cv = statistics.pstdev(values) / med if len(values) > 1 and med else 0.0
-    return {"min": min(values), "median": med, "max": max(values), "cv": cv}
 
 
 def versions() -> dict[str, Any]:

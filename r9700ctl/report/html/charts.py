@@ -192,7 +192,7 @@ def _bandwidth_series(report: Mapping[str, Any]) -> dict[str, list[tuple[float, 
 def bandwidth_vs_size(report: Mapping[str, Any]) -> list[Chart]:
     """Host<->device, P2P and all-reduce bandwidth against the transfer size: every GPU or pair
     as a point, the median per size as a line."""
-    import statistics
+    from r9700ctl.agent import stats  # the one statistics module
 
     series = _bandwidth_series(report)
     if not series:
@@ -204,7 +204,7 @@ def bandwidth_vs_size(report: Mapping[str, Any]) -> list[Chart]:
         sizes, values = zip(*points, strict=True)
         (line,) = ax.plot(sizes, values, linestyle="none", marker=markers[position % len(markers)], alpha=0.6)
         per_size = sorted({s for s, _ in points})
-        medians = [statistics.median(v for s, v in points if s == size) for size in per_size]
+        medians = [stats.median(v for s, v in points if s == size) for size in per_size]
         ax.plot(
             per_size, medians, color=line.get_color(), marker=line.get_marker(), label=label, linewidth=1.2
         )

@@ -1,17 +1,23 @@
 """Start the agent on this machine as a child process and stream its output (controller side).
 
-`r9700ctl validate --local` uses this: the agent runs exactly as it does on a node
-(`python -m r9700ctl.agent ...` with this interpreter), in its own process, and its exit code
-is the command's. Lines are handed to callbacks; nothing here prints.
+`r9700ctl validate --local` uses this: the agent is staged (code + data as JSON,
+r9700ctl.agentpack) in a scratch directory and runs from there with this interpreter, in its
+own process, exactly as it runs on a node; its exit code is the command's. Lines are handed to
+callbacks; nothing here prints.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import IO
+
+from r9700ctl import agentpack
 
 
 def agent_command(args: Sequence[str], python: str | None = None) -> list[str]:
@@ -29,15 +35,34 @@ def run_agent(
     on_stderr: Callable[[str], None],
     python: str | None = None,
 ) -> int:
-    """Run the agent with `args`, each output line to its callback as it arrives; return its exit code."""
+    """Stage the agent, run it with `args`, each output line to its callback; return its exit code.
+
+    It runs in the staged directory (so `python -m` finds the staged package first, not an
+    r9700ctl checkout in the caller's directory): paths in `args` must be absolute.
+    """
+    with tempfile.TemporaryDirectory(prefix="r9700ctl-agent-") as scratch:
+        staged = agentpack.stage(Path(scratch))
+        env = {**os.environ, "PYTHONPATH": str(staged), "PYTHONDONTWRITEBYTECODE": "1"}
+        return _run(agent_command(args, python), env, staged, on_stdout, on_stderr)
+
+
+def _run(
+    command: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    on_stdout: Callable[[str], None],
+    on_stderr: Callable[[str], None],
+) -> int:
     process = subprocess.Popen(
-        agent_command(args, python),
+        command,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,
         errors="replace",
         bufsize=1,
+        env=env,
+        cwd=cwd,
     )
     assert process.stdout is not None and process.stderr is not None
     err_thread = threading.Thread(target=_pump, args=(process.stderr, on_stderr), daemon=True)

@@ -1,0 +1,141 @@
+"""Pack the on-node agent: its code, and its data files converted to JSON (controller side).
+
+The agent runs on nodes with nothing but Python (and PyTorch), so it reads its data as JSON.
+The YAML sources (r9700ctl/data/manifest.yaml, thresholds.yaml) are read here, with PyYAML, and
+written as r9700ctl/data/manifest.json and thresholds.json beside the agent's code:
+
+    DIR/r9700ctl/__init__.py
+    DIR/r9700ctl/agent/...
+    DIR/r9700ctl/data/manifest.json
+    DIR/r9700ctl/data/thresholds.json
+
+`stage(DIR)` lays that tree out (`validate --local` runs the agent from it, exactly as on a
+node); `pack(ARCHIVE)` puts it in a .tar.gz for Ansible (`validate INVENTORY`; with `extra`
+package files, the r9700_monitoring role's), byte-identical for the same r9700ctl, so a role
+that copies it changes nothing when nothing changed;
+`convert_thresholds` turns an operator's --thresholds YAML into the JSON the agent reads.
+`python3 -m r9700ctl.agentpack DIR` stages by hand (bench scripts, stand-alone use).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from r9700ctl import paths
+from r9700ctl.errors import BadInput
+
+AGENT_CODE = ("__init__.py", "agent")
+DATA_NAMES = ("manifest", "thresholds")
+
+
+def package_dir() -> Path:
+    """The installed r9700ctl package (the directory holding agent/ and data/)."""
+    return paths.data_file("manifest.yaml").parent.parent
+
+
+def data_document(name: str) -> Any:
+    """A data file of r9700ctl/data as the agent will read it (parsed from its YAML source)."""
+    with open(paths.data_file(f"{name}.yaml"), encoding="utf-8") as fh:
+        return yaml.safe_load(fh)
+
+
+def _ignore(directory: str, names: list[str]) -> set[str]:
+    return {n for n in names if n == "__pycache__" or n.endswith(".pyc")}
+
+
+def stage(directory: Path, extra: tuple[str, ...] = ()) -> Path:
+    """Lay the agent out under `directory`/r9700ctl (code + data as JSON, plus `extra` package
+    files such as "monitoring/node.py"); returns `directory`."""
+    source = package_dir()
+    target = directory / "r9700ctl"
+    (target / "data").mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source / "__init__.py", target / "__init__.py")
+    shutil.copytree(source / "agent", target / "agent", ignore=_ignore, dirs_exist_ok=True)
+    for name in extra:
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source / name, target / name)
+    for name in DATA_NAMES:
+        text = json.dumps(data_document(name), indent=1, default=str)
+        (target / "data" / f"{name}.json").write_text(text + "\n", encoding="utf-8")
+    return directory
+
+
+def _normalised(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "root", "root"
+    info.mode = 0o755 if info.isdir() else 0o644
+    return info
+
+
+def pack(archive: Path, extra: tuple[str, ...] = ()) -> Path:
+    """The staged tree as a .tar.gz (arcnames r9700ctl/...), written next to `archive` and renamed.
+
+    Byte-for-byte the same for the same files: sorted entries, no times, owners or gzip name.
+    """
+    tmp = archive.with_name(archive.name + ".tmp")
+    with tempfile.TemporaryDirectory(prefix="r9700ctl-agent-") as scratch:
+        root = stage(Path(scratch), extra) / "r9700ctl"
+        with (
+            open(tmp, "wb") as raw,
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as zipped,
+            tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar,
+        ):
+            tar.add(root, arcname="r9700ctl", filter=_normalised)
+    tmp.replace(archive)
+    return archive
+
+
+def convert_thresholds(source: Path, dest: Path) -> Path:
+    """An operator's thresholds override (YAML, the shipped file's layout) as the agent's JSON.
+
+    Refused as bad input (exit 64, nothing runs) when it is not YAML, has no `models:` mapping,
+    or sets a key the shipped `models.default` does not have (a typo would otherwise be ignored).
+    The JSON records the original file name as "source", so verdicts name it.
+    """
+    from r9700ctl.agent.datafiles import DataFileError
+    from r9700ctl.agent.thresholds import check_keys, section_values
+
+    try:
+        with open(source, encoding="utf-8") as fh:
+            document = yaml.safe_load(fh)
+    except OSError as exc:
+        raise BadInput(what=f"cannot read it: {exc.strerror}", where=str(source)) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark is not None else str(source)
+        raise BadInput(what=f"not valid YAML ({getattr(exc, 'problem', exc)})", where=where) from None
+    if not isinstance(document, dict) or not isinstance(document.get("models"), dict):
+        raise BadInput(
+            what="expected a top-level 'models:' mapping (the layout of the shipped thresholds.yaml)",
+            where=str(source),
+            hint="for example: models: {default: {hostbw: {warn_fraction_of_link: 0.7}}}",
+        )
+    shipped = data_document("thresholds")["models"]
+    try:
+        check_keys(document["models"], section_values(shipped["default"]), str(source))
+    except DataFileError as exc:
+        raise BadInput(what=str(exc).split(": ", 1)[-1], where=str(source)) from None
+    dest.write_text(json.dumps({**document, "source": str(source)}, indent=1, default=str) + "\n")
+    return dest
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1 or args[0].startswith("-"):
+        print("usage: python3 -m r9700ctl.agentpack DIR  (then: PYTHONPATH=DIR python3 -m r9700ctl.agent)")
+        return 64
+    directory = stage(Path(args[0]))
+    print(f"agent staged in {directory}: PYTHONPATH={directory} python3 -m r9700ctl.agent --help")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

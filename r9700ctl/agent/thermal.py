@@ -40,17 +40,19 @@ LABELS = {
     "fan_rpm": "fan",
 }
 
-DEFAULTS: dict[str, float] = {
-    "fan_stall_hotspot_c": 60.0,
-    "fan_stall_rise_c": 10.0,
-    "fan_slowdown_rise_c": 10.0,
-    "stale_min_samples": 20,
-    "stale_min_seconds": 10.0,
-    "crit_fail_margin_c": 5.0,
-    "crit_warn_margin_c": 15.0,
-    "rising_c_per_min": 2.0,
-    "projection_min": 10.0,
-}
+# The thresholds.yaml keys (family "thermal") the judges read; thresholds.yaml says why each value.
+KEYS = (
+    "fan_stall_hotspot_c",
+    "fan_stall_rise_c",
+    "fan_slowdown_rise_c",
+    "stale_min_samples",
+    "stale_min_seconds",
+    "crit_fail_margin_c",
+    "crit_warn_margin_c",
+    "rising_c_per_min",
+    "projection_min",
+)
+THRESHOLDS = tuple(f"thermal.{key}" for key in KEYS)
 
 
 @dataclass
@@ -128,9 +130,9 @@ def _head_tail(points: list[tuple[float, float]], fraction: float = 0.25) -> tup
     return stats.median(v for _, v in points[:k]), stats.median(v for _, v in points[-k:])
 
 
-def fan(series: Series, limits: Mapping[str, float] | None = None) -> Verdict:
+def fan(series: Series, limits: Mapping[str, float]) -> Verdict:
     """Does the fan respond to the load? (FAN_STALLED: ROCm/legacy-rocm-build#6101)"""
-    lim = {**DEFAULTS, **(limits or {})}
+    lim = limits
     rpm = series.readings("fan_rpm")
     hot = series.readings("hotspot_c") or series.readings("temp_c")
     threshold = (
@@ -185,9 +187,9 @@ def fan(series: Series, limits: Mapping[str, float] | None = None) -> Verdict:
     )  # fmt: skip
 
 
-def sensors(series: Series, limits: Mapping[str, float] | None = None) -> Verdict:
+def sensors(series: Series, limits: Mapping[str, float]) -> Verdict:
     """Are the sensors alive? A reading that never moves under load, or fails, cannot be trusted."""
-    lim = {**DEFAULTS, **(limits or {})}
+    lim = limits
     threshold = (
         "every temperature reading changes at least once over "
         f">= {lim['stale_min_seconds']:g} s and {int(lim['stale_min_samples'])} samples of load, "
@@ -238,10 +240,10 @@ def sensors(series: Series, limits: Mapping[str, float] | None = None) -> Verdic
     )  # fmt: skip
 
 
-def limit(series: Series, sensor: str, crit_c: float | None, limits: Mapping[str, float] | None = None,
+def limit(series: Series, sensor: str, crit_c: float | None, limits: Mapping[str, float],
           source: str = "") -> Verdict:  # fmt: skip
     """One temperature against the card's critical limit, and whether it is levelling off."""
-    lim = {**DEFAULTS, **(limits or {})}
+    lim = limits
     label = LABELS[sensor]
     points = series.readings(sensor)
     if crit_c is None:

@@ -75,9 +75,18 @@ def test_frozen_temperatures_make_the_card_thermally_blind_never_a_pass():
     assert blind.reason.startswith("THERMALLY_BLIND: no temperature reading moved under load")
     assert "edge stuck at 35" in blind.reason and "hotspot stuck at 38" in blind.reason
     assert "memory" in blind.reason  # N/A throughout
-    # The fan does spin and the frozen readings are low: the other rules have nothing to flag.
-    assert thermal.fan(s, LIMITS).status == PASS
-    assert thermal.limit(s, "mem_temp_c", 108.0, LIMITS).status == INCONCLUSIVE
+    # The limits are not judged on frozen readings (a stuck 38 C must not pass a card), and the
+    # fan, which plainly speeds up under load, is judged without them.
+    untrusted = blind.evidence["untrusted"]
+    assert untrusted == ["hotspot_c", "mem_temp_c", "temp_c"]
+    assert thermal.limit(s, "hotspot_c", 110.0, LIMITS, untrusted=untrusted).status == INCONCLUSIVE
+    assert thermal.fan(s, LIMITS, untrusted).status == PASS
+
+
+def test_a_still_fan_beside_a_stuck_temperature_is_not_called_healthy():
+    samples = [{"t": k, "hotspot_c": 38.0, "fan_rpm": 0} for k in range(40)]
+
+    assert thermal.fan(thermal.Series.from_samples(samples), LIMITS, ["hotspot_c"]).status == INCONCLUSIVE
 
 
 def test_one_stale_sensor_beside_live_ones_is_inconclusive_naming_it():

@@ -152,3 +152,11 @@ def max_window_mean(points: Sequence[tuple[float, float]], window_s: float) -> f
         if t_end - data[0][0] >= window_s:
             best = max(best, total / (end - start + 1))
     return best
+
+
+def slope(points: Sequence[tuple[float, float]]) -> float:
+    """Least-squares slope of (x, y) points, y per unit of x; NaN for fewer than two distinct x."""
+    data = [(float(x), float(y)) for x, y in points if y is not None and not math.isnan(float(y))]
+    if len(data) < 2 or len({x for x, _ in data}) < 2:
+        return math.nan
+    return statistics.linear_regression([x for x, _ in data], [y for _, y in data]).slope

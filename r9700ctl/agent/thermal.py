@@ -23,7 +23,6 @@ memory at 77-83 C at 209 W (Tanguille/cluster#4132): far from every rule here.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -327,8 +326,5 @@ def _end_slope_c_per_min(points: list[tuple[float, float]]) -> float | None:
 def _slope(points: list[tuple[float, float]]) -> float | None:
     if len(points) < 3 or points[-1][0] - points[0][0] <= 0:
         return None
-    try:
-        fit = statistics.linear_regression([t for t, _ in points], [v for _, v in points])
-    except statistics.StatisticsError:
-        return 0.0
-    return fit.slope * 60.0
+    per_second = stats.slope(points)
+    return None if math.isnan(per_second) else per_second * 60.0

@@ -18,6 +18,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -71,12 +72,48 @@ def reference(csv_text: str) -> dict:
     }
 
 
+def judge(value: dict, gpu: int, address: str) -> list[dict]:
+    """The whole judging path on these samples: a 1000 W PSU feeding this GPU and 200 W of host."""
+    root = Path(tempfile.mkdtemp(prefix="r9700ctl-power-"))
+    policy_path = root / power.POLICY_PATH
+    policy_path.parent.mkdir(parents=True, exist_ok=True)
+    policy_path.write_text(power.Policy({}, (power.Psu("psu1", 1000, (address,), 200),), 0.1).to_json())
+    ctx = AgentContext(
+        level="standard",
+        gpus=[GpuInfo(index=gpu, pci_address=address, vendor="10de")],
+        thresholds=thresholds.resolve(["NVIDIA H200"], ["10de"]),
+        params={},
+        root=root,
+    )
+    return [r.to_dict() for r in power_check.judge(ctx, value)]
+
+
+def show(results: list[dict]) -> None:
+    for r in results:
+        head = f"  {r['id']:<22} {r['subject']:<6} {r['status']:<12} {r['value']} {r['unit']}"
+        print(f"{head}  {r['hint'][:160]}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", type=int, default=0)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--out", default=".")
+    parser.add_argument("--judge", metavar="POWER_SAMPLING_JSON", help="judge a recorded run again (no GPU)")
     args = parser.parse_args(argv)
+    if args.judge:
+        recorded = json.loads(Path(args.judge).read_text())
+        value = {
+            "stages": recorded["stages"],
+            "samples": recorded["samples"],
+            "sampler": {
+                "source": recorded["agent"]["source"],
+                "rate_hz": {str(recorded["gpu"]): recorded["agent"]["rate_hz"]},
+            },
+            "limits": recorded.get("limits", {}),
+        }
+        show(judge(value, recorded["gpu"], recorded["pci_address"]))
+        return 0
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     address = nvidia_smi_pci(args.gpu)
@@ -125,19 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     ref = reference(smi_out)
     print(f"nvidia-smi -lms 100 reference: {json.dumps(ref)}; stderr: {smi_err.strip()[:200]}")
 
-    # The whole judging path on these samples: a 1000 W PSU feeding this GPU and 200 W of host.
-    root = out_dir / "root"
-    policy_path = root / power.POLICY_PATH
-    policy_path.parent.mkdir(parents=True, exist_ok=True)
-    policy_path.write_text(power.Policy({}, (power.Psu("psu1", 1000, (address,), 200),), 0.1).to_json())
-    ctx = AgentContext(
-        level="standard",
-        gpus=[GpuInfo(index=args.gpu, pci_address=address, vendor="10de")],
-        thresholds=thresholds.resolve(["NVIDIA H200"], ["10de"]),
-        params={},
-        root=root,
-    )
-    results = [r.to_dict() for r in power_check.judge(ctx, value)]
+    results = judge(value, args.gpu, address)
     for r in results:
         print(
             f"  {r['id']:<22} {r['subject']:<6} {r['status']:<12} {r['value']} {r['unit']}  {r['hint'][:150]}"
@@ -152,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         "agent": agent,
         "nvidia_smi_reference": ref,
         "stages": value["stages"],
+        "limits": value["limits"],
         "versions": value["versions"],
         "devices": value["devices"],
         "results": results,

@@ -218,11 +218,11 @@ def sensors(series: Series, limits: Mapping[str, float]) -> Verdict:
     for name in series.values:
         points = series.readings(name)
         errors = series.errors.get(name, 0)
-        if errors or not points:
+        if not points and not errors:
+            continue  # the card has no such sensor (an H200 reports no hotspot, memory or fan)
+        if errors:
             untrusted.append(name)
-            failing.append(
-                f"{LABELS.get(name, name)} ({errors} read errors)" if errors else LABELS.get(name, name)
-            )
+            failing.append(f"{LABELS.get(name, name)} ({errors} read errors)")
         elif name in TEMPERATURES and len({v for _, v in points}) == 1:
             # Only temperatures must move under load: a fan may hold a fixed speed (or stand still,
             # which fan() judges) and a board at its power cap may read the same watts each time.
@@ -290,9 +290,14 @@ def limit(series: Series, sensor: str, crit_c: float | None, limits: Mapping[str
             evidence,
         )  # fmt: skip
     minutes_left = (crit_c - peak) / slope if slope and slope > lim["rising_c_per_min"] else math.inf
-    if peak >= warn_at or minutes_left < lim["projection_min"]:
+    # A straight line is extrapolated no further than the load was watched: a heating curve is
+    # still steep in its first minute and levels off later (an H200 at its 700 W cap climbed
+    # 12 C/min in a 60 s phase and settled near 61 C, docs/benchmarks.md).
+    watched_min = (points[-1][0] - points[0][0]) / 60.0
+    horizon = min(lim["projection_min"], watched_min)
+    if peak >= warn_at or minutes_left < horizon:
         why = f"{label} reached {peak:.0f} C (critical {crit_c:g} C)"
-        if minutes_left < lim["projection_min"]:
+        if minutes_left < horizon:
             why += f", still rising {slope:.1f} C/min: the limit in about {minutes_left:.0f} min"
         return Verdict(
             WARN, f"{label}_max", peak, "C", threshold, why,

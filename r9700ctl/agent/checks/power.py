@@ -7,9 +7,9 @@ power of every GPU sampled at >= 10 Hz (kernels/power.py), then judged:
 - power.cap (per GPU): the cap in force beside the draw measured in the card's own stage and
   with all cards loaded, and the cap r9700_power set (/etc/r9700ctl/power.json); a card whose
   sustained draw exceeds its cap x power.cap_exceed_fraction WARNs (it does not hold its cap).
-- power.psu.<name> (per PSU of the node's policy file): the peak and the sustained total (its
-  GPUs as measured + its declared host share) against its rating: FAIL over, WARN inside the
-  margin (r9700ctl/agent/power.py, the rule preflight applies to the caps).
+- power.psu.<name> (per PSU of the node's policy file): the sustained total (its GPUs as measured
+  + its declared host share) against its rating, FAIL over, WARN inside the margin (the rule
+  preflight applies to the caps), and the peak: above the rating a WARN (power.judge_draw says why).
 - thermal.fan, thermal.sensors, thermal.hotspot / memory / edge (per GPU), on the readings from
   the start of the card's own stage to the end (r9700ctl/agent/thermal.py): a fan that never
   spins, sensors that never move or fail ("thermally blind"), temperatures that approach the
@@ -257,9 +257,8 @@ def _psus(
     results = []
     for psu in policy.psus:
         usable = psu.watts * (1 - policy.margin)
-        threshold = (
-            f"<= {usable:g} W ({policy.margin:.0%} margin, WARN above), " + f"<= {psu.watts:g} W (FAIL above)"
-        )
+        threshold = f"sustained <= {usable:g} W ({policy.margin:.0%} margin, WARN above)"
+        threshold += f", <= {psu.watts:g} W (FAIL above); peaks <= {psu.watts:g} W (WARN above)"
         missing = [a for a in psu.gpus if a not in index_of]
         series = power.psu_totals(samples, psu, index_of)
         if missing or not series:
@@ -273,7 +272,7 @@ def _psus(
             check_id = f"power.psu.{psu.name}"
             results.append(
                 CheckResult(
-                    check_id, psu.name, INCONCLUSIVE, "psu_peak_w", None, "W", threshold, hint, evidence
+                    check_id, psu.name, INCONCLUSIVE, "psu_sustained_w", None, "W", threshold, hint, evidence
                 )
             )
             continue
@@ -284,10 +283,10 @@ def _psus(
         if not fast_enough:
             status = INCONCLUSIVE
             hint = f"{line.detail}; not judged: power sampled at {rate_hz} Hz, below power.sample_hz_min"
-        figure = round(peak, 1)
+        figure = round(sustained, 1)
         results.append(
-            CheckResult(f"power.psu.{psu.name}", psu.name, status, "psu_peak_w", figure, "W", threshold, hint,
-                        evidence)
+            CheckResult(f"power.psu.{psu.name}", psu.name, status, "psu_sustained_w", figure, "W", threshold,
+                        hint, evidence)
         )  # fmt: skip
     return results
 

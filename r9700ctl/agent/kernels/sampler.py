@@ -327,9 +327,9 @@ class NvmlSource:
     def _instant_power_w(self, h: Any, sample: Sample) -> float | None:
         """NVML_FI_DEV_POWER_INSTANT: nvmlDeviceGetPowerUsage averages over 1 s on Ampere (except
         GA100) and newer (NVML reference), which would hide the peaks a 10 Hz sampler is for."""
-        field_id = getattr(self.nvml, "NVML_FI_DEV_POWER_INSTANT", None)
-        if field_id is None:
-            return None
+        # nvml.h: #define NVML_FI_DEV_POWER_INSTANT 186 ("current instantaneous power usage in mW"),
+        # for bindings that predate the name.
+        field_id = getattr(self.nvml, "NVML_FI_DEV_POWER_INSTANT", 186)
         values = self._get("nvmlDeviceGetFieldValues", h, [field_id], sample=sample, sensor="power_w")
         if not values or getattr(values[0], "nvmlReturn", 1) != 0:
             return None

@@ -24,6 +24,8 @@ their own rules.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -102,6 +104,9 @@ class EnvKnobs:
             value = host_vars.get(name)
             if value is None or value == "":
                 continue
+            if isinstance(value, str):  # an INI inventory or `-e` may hand over JSON text
+                with contextlib.suppress(ValueError):
+                    value = json.loads(value)
             if not isinstance(value, Mapping):
                 problems.append(_bad(name, value, "a mapping of NAME: value"))
                 continue
@@ -389,8 +394,9 @@ def _p2p(
 
 
 def _vram_bytes(gpu: Gpu, manifest: Manifest) -> int | None:
-    model = manifest.gpu(gpu.pci_id)
-    gib = (model.raw.get("vram_gib") if model else None) if gpu.known else None
+    """The VRAM the BAR must cover, of this very product (its PCI revision), or None when unknown."""
+    spec = manifest.gpu_spec(gpu.pci_id, gpu.revision) if gpu.known else None
+    gib = spec.get("vram_gib") if spec else None
     return int(gib * p2p.GIB) if isinstance(gib, (int, float)) else None
 
 

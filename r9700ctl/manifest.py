@@ -12,6 +12,9 @@ import yaml
 from r9700ctl.paths import data_file
 
 AMD_PCI_VENDOR = "1002"
+# Figures that differ between products sharing one PCI device id (told apart by PCI revision,
+# data/manifest.yaml `skus`): for such a model they come only from the matching revision.
+PER_SKU = ("name", "vram_gib", "memory_bandwidth_gbs", "board_power_w")
 
 
 @dataclass(frozen=True)
@@ -21,12 +24,6 @@ class GpuModel:
     gfx: str
     discrete: bool
     raw: dict[str, Any] = field(compare=False, repr=False)
-
-    @property
-    def board_power_w(self) -> float | None:
-        """Rated board power (the card's default power cap), None when the manifest has none."""
-        value = self.raw.get("board_power_w")
-        return float(value) if isinstance(value, (int, float)) else None
 
 
 @dataclass(frozen=True)
@@ -136,6 +133,27 @@ class Manifest:
     def gpu(self, pci_id: str) -> GpuModel | None:
         return self.gpus.get(pci_id.lower())
 
+    def gpu_spec(self, pci_id: str, revision: str | None = None) -> dict[str, Any] | None:
+        """A model's figures for one card: the product its PCI revision names where the id is shared.
+
+        For a model with `skus`, PER_SKU figures come only from the revision's entry: an unknown or
+        missing revision leaves them unknown (None) instead of borrowing a neighbour's; the name
+        then is the model's list of products. None for an id the manifest lacks.
+        """
+        model = self.gpu(pci_id)
+        if model is None:
+            return None
+        spec = {k: v for k, v in model.raw.items() if k != "skus"}
+        skus = model.raw.get("skus") or {}
+        if not skus:
+            return spec
+        sku = skus.get(normalise_revision(revision)) or {}
+        for key in PER_SKU:
+            spec[key] = sku.get(key)
+        spec["name"] = sku.get("name") or model.name
+        spec["sku_known"] = bool(sku)
+        return spec
+
     def releases_supporting(self, gfx_targets: set[str], os_key: str | None = None) -> list[str]:
         """Releases (oldest first) that support every target, and the OS when given."""
         names = []
@@ -192,6 +210,12 @@ class Manifest:
 
     def os_release(self, os_key: str) -> dict[str, Any] | None:
         return self.raw.get("os_releases", {}).get(os_key)
+
+
+def normalise_revision(revision: str | None) -> str:
+    """ "0xc0" from "c0", "C0", "0xC0" (sysfs prints 0xc0, lspci "(rev c0)")."""
+    text = str(revision or "").strip().lower().removeprefix("0x")
+    return f"0x{text}" if text else ""
 
 
 def version_key(version: str) -> tuple[int, ...]:

@@ -131,6 +131,7 @@ def read_pci_display_devices(root: str) -> list[dict[str, Any]]:
                 "class": pci_class,
                 "subsystem_vendor": attr("subsystem_vendor"),
                 "subsystem_device": attr("subsystem_device"),
+                "revision": attr("revision"),
                 "driver": driver,
                 "boot_vga": attr("boot_vga") == "1",
             }
@@ -246,6 +247,7 @@ def normalize_lab_devices(devices: list[dict[str, Any]]) -> list[dict[str, Any]]
                 "class": pci_class,
                 "subsystem_vendor": str(dev.get("subsystem_vendor", "")).lower(),
                 "subsystem_device": str(dev.get("subsystem_device", "")).lower(),
+                "revision": str(dev.get("revision", "")).lower(),
                 "driver": str(dev.get("driver", "")),
                 "boot_vga": bool(dev.get("boot_vga", False)),
             }

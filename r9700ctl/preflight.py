@@ -157,6 +157,7 @@ class Gpu:
     gfx: str
     discrete: bool
     known: bool
+    revision: str = ""  # PCI revision: tells apart products sharing a device id (manifest `skus`)
 
 
 @dataclass
@@ -341,11 +342,13 @@ def _gpus(facts: Mapping[str, Any], manifest: Manifest) -> list[Gpu]:
         if vendor != AMD_PCI_VENDOR:
             continue
         pci_id = f"{vendor}:{str(dev.get('device', '')).lower().removeprefix('0x')}"
-        model = manifest.gpu(pci_id)
-        if model is None:
-            gpus.append(Gpu(str(dev.get("address", "")), pci_id, "unknown AMD GPU", "", True, False))
+        address, revision = str(dev.get("address", "")), str(dev.get("revision") or "")
+        spec = manifest.gpu_spec(pci_id, revision)
+        if spec is None:
+            gpus.append(Gpu(address, pci_id, "unknown AMD GPU", "", True, False, revision))
         else:
-            gpus.append(Gpu(str(dev.get("address", "")), pci_id, model.name, model.gfx, model.discrete, True))
+            discrete = bool(spec.get("discrete", True))
+            gpus.append(Gpu(address, pci_id, str(spec["name"]), str(spec["gfx"]), discrete, True, revision))
     return sorted(gpus, key=lambda g: g.address)
 
 
@@ -767,8 +770,10 @@ def _check_power(settings: Settings, gpus: list[Gpu], manifest: Manifest) -> lis
         return checks
     draw: dict[str, float | None] = {}
     for gpu in gpus:
-        model = manifest.gpu(gpu.pci_id)
-        draw[gpu.address] = caps.get(gpu.address, model.board_power_w if model else None)
+        # This very product's board power (an R9600D shares the R9700's PCI id): None when unknown.
+        spec = manifest.gpu_spec(gpu.pci_id, gpu.revision) or {}
+        rated = spec.get("board_power_w")
+        draw[gpu.address] = caps.get(gpu.address, float(rated) if isinstance(rated, (int, float)) else None)
     present = set(addresses)
     fed = {a for psu in settings.psus for a in psu.gpus}
     for psu in settings.psus:

@@ -102,6 +102,15 @@ def drift(values: Sequence[float], fraction: float = 0.1) -> float:
     return last / first if first else math.nan
 
 
+def slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """Least-squares slope of ys over xs (statistics.linear_regression); None when undefined
+    (fewer than two points, or every x the same)."""
+    try:
+        return statistics.linear_regression(list(xs), list(ys)).slope
+    except (statistics.StatisticsError, ValueError):
+        return None
+
+
 def longest_run(flags: Iterable[bool]) -> int:
     """Length of the longest run of consecutive True values."""
     best = current = 0
@@ -152,11 +161,3 @@ def max_window_mean(points: Sequence[tuple[float, float]], window_s: float) -> f
         if t_end - data[0][0] >= window_s:
             best = max(best, total / (end - start + 1))
     return best
-
-
-def slope(points: Sequence[tuple[float, float]]) -> float:
-    """Least-squares slope of (x, y) points, y per unit of x; NaN for fewer than two distinct x."""
-    data = [(float(x), float(y)) for x, y in points if y is not None and not math.isnan(float(y))]
-    if len(data) < 2 or len({x for x, _ in data}) < 2:
-        return math.nan
-    return statistics.linear_regression([x for x, _ in data], [y for _, y in data]).slope

@@ -331,5 +331,5 @@ def _end_slope_c_per_min(points: list[tuple[float, float]]) -> float | None:
 def _slope(points: list[tuple[float, float]]) -> float | None:
     if len(points) < 3 or points[-1][0] - points[0][0] <= 0:
         return None
-    per_second = stats.slope(points)
-    return None if math.isnan(per_second) else per_second * 60.0
+    fit = stats.slope([t for t, _ in points], [v for _, v in points])
+    return 0.0 if fit is None else fit * 60.0

@@ -1,6 +1,6 @@
 """Offline diagnosis of support bundles: what is wrong with a node, from its recorded tool outputs.
 
-A bundle is a directory of files named as in DESIGN.md "Support bundle" (model.BUNDLE_FILES);
+A bundle is a directory of files with fixed names (model.BUNDLE_FILES, written by `r9700ctl collect`);
 `r9700ctl collect` writes one per node, customers send them to support. Every file is optional.
 The parsers in r9700ctl.agent.parsers read the tools' outputs and never raise; here the GPUs are
 found in whichever files are there (gpus.py), and each rule (rules_hardware.py, rules_software.py)

@@ -54,7 +54,11 @@ def _name_from_manifest(manifest: Any, gpu: BundleGpu) -> None:
         return
     gpu.pci_id = gpu.pci_id or model.pci_id
     gpu.vendor = gpu.vendor or model.pci_id.split(":")[0]
-    gpu.name = model.name
+    products = [str(s.get("name", "")) for s in (model.raw.get("skus") or {}).values()]
+    # A tool's own marketing name of one product of a shared id (rocminfo: "AMD Radeon RX 9070 XT")
+    # says more than the model's list of products; revisions tell them apart in lspci.
+    if not (gpu.name and gpu.name.lower() in {p.lower() for p in products}):
+        gpu.name = model.name
     gpu.gfx = gpu.gfx or model.gfx
     gpu.discrete = model.discrete
 

@@ -8,7 +8,7 @@ from typing import Any
 
 SCHEMA = "r9700ctl.doctor/1"
 
-# DESIGN.md "Support bundle": the files a bundle may hold (all optional).
+# The files a bundle may hold (all optional), as `r9700ctl collect` names them (roles/r9700_collect).
 BUNDLE_FILES = (
     "os-release",
     "uname.txt",
@@ -44,6 +44,7 @@ KNOWN_NAMES = (*BUNDLE_FILES, RCCL_LOG, COLLECT_MANIFEST, MISSING_LIST)
 FAIL = "FAIL"
 WARN = "WARN"
 INFO = "INFO"
+INCONCLUSIVE = "INCONCLUSIVE"  # nothing judged: never PASS
 SEVERITY_ORDER = {FAIL: 2, WARN: 1, INFO: 0}
 
 AMD = "1002"
@@ -155,12 +156,15 @@ class BundleReport:
 
     @property
     def status(self) -> str:
+        """PASS needs GPUs that were judged: a bundle without a file listing any is INCONCLUSIVE."""
         worst = max((SEVERITY_ORDER[f.severity] for f in self.findings), default=0)
+        if worst == 0 and not self.gpus:
+            return INCONCLUSIVE
         return {2: FAIL, 1: WARN, 0: "PASS"}[worst]
 
     @property
     def exit_code(self) -> int:
-        return {FAIL: 2, WARN: 1}.get(self.status, 0)
+        return {FAIL: 2, WARN: 1, INCONCLUSIVE: 3}.get(self.status, 0)
 
     def overview_lines(self) -> list[str]:
         lines = []
@@ -180,9 +184,14 @@ class BundleReport:
 
     def summary(self) -> str:
         counts = {s: sum(1 for f in self.findings if f.severity == s) for s in (FAIL, WARN, INFO)}
+        why = (
+            ": no file in it lists the node's GPUs, so nothing about them was judged"
+            if (self.status == INCONCLUSIVE)
+            else ""
+        )
         return (
             f"{self.node}: {self.status} ({counts[FAIL]} failed, {counts[WARN]} warnings, "
-            f"{counts[INFO]} notes, {len(self.not_judged)} not judged)"
+            f"{counts[INFO]} notes, {len(self.not_judged)} not judged){why}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -213,7 +222,9 @@ class FleetBundleReport:
     def summary(self) -> str:
         failed = [b.node for b in self.bundles if b.status == FAIL]
         warned = [b.node for b in self.bundles if b.status == WARN]
+        unjudged = [b.node for b in self.bundles if b.status == INCONCLUSIVE]
         text = f"{len(self.bundles)} bundles: {len(failed)} failed, {len(warned)} with warnings only"
+        text += f", {len(unjudged)} inconclusive" if unjudged else ""
         return text + (f" (failed: {', '.join(failed)})" if failed else "")
 
     def to_dict(self) -> dict[str, Any]:

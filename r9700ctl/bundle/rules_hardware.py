@@ -138,17 +138,17 @@ def _judge_bars(d: Diagnosis, gpus: list[Any]) -> None:
     """Large BAR: the kernel enables P2P only 'between GPUs with large memory BARs that expose the entire "
     "VRAM'."""
     for function in gpus:
-        model = d.manifest.gpu(function.pci_id) if function.pci_id else None
-        if model is None or not model.discrete or not model.raw.get("vram_gib"):
-            continue
+        spec = d.manifest.gpu_spec(function.pci_id, function.revision) if function.pci_id else None
+        if spec is None or not spec.get("discrete", True) or not spec.get("vram_gib"):
+            continue  # an unknown product's VRAM is not guessed from a neighbour's
         bar = function.largest_prefetchable_bar_bytes
-        vram_gib = int(model.raw["vram_gib"])
+        vram_gib = int(spec["vram_gib"])
         if bar is None or bar >= vram_gib * 2**30:
             continue
         d.add(
             "pcie.small_bar",
             WARN,
-            f"{function.bdf} ({model.name}): its largest BAR is {_size(bar)}, less than its {vram_gib} GiB "
+            f"{function.bdf} ({spec['name']}): its largest BAR is {_size(bar)}, less than its {vram_gib} GiB "
             "of "
             "VRAM: without large BAR the kernel does not enable GPU peer-to-peer (CONFIG_HSA_AMD_P2P)",
             fix="enable 'Above 4G Decoding' and 'Re-Size BAR Support' in the BIOS",
@@ -167,9 +167,10 @@ def _size(size: int) -> str:
 
 def _judge_links(d: Diagnosis, report: Any, gpus: list[Any]) -> None:
     """Each card's link as the agent judges it (agent/checks/pcie.judge_link), read at the card's
-    upstream port against the lower of the card's and the slot's maximum. A bundle is recorded at
-    idle, where links downtrain to save power: that is a note (INFO), not a warning; a platform
-    that caps the link below what card and slot can do is a WARN."""
+    upstream port against what both ends support (the lower of the card's and the slot's maximum).
+    A bundle is recorded at idle, where links downtrain to save power: that is a note (INFO), not a
+    warning, and so is a slot that limits the card ("the platform limits this card to Gen4 x16");
+    a card whose own maximum is below its model's is a WARN."""
     from r9700ctl.agent.checks.pcie import judge_link
     from r9700ctl.agent.result import PASS as AGENT_PASS
     from r9700ctl.agent.result import WARN as AGENT_WARN
@@ -184,7 +185,11 @@ def _judge_links(d: Diagnosis, report: Any, gpus: list[Any]) -> None:
         model = d.manifest.gpu(gpu.pci_id) if gpu.pci_id else None
         spec = model.raw if model else {}
         verdict = judge_link(
-            link, speed_of_gen.get(spec.get("pcie_gen")), spec.get("pcie_width"), under_load=False
+            link,
+            speed_of_gen.get(spec.get("pcie_gen")),
+            spec.get("pcie_width"),
+            under_load=False,
+            idle_status=AGENT_PASS,
         )
         if verdict.status == AGENT_PASS and not verdict.reason:
             continue

@@ -68,7 +68,13 @@ def node_facts(os_key: str, gpus: int, igpu: bool = False) -> dict[str, Any]:
     """Facts as nodefacts.gather() reports them for a healthy node of this shape."""
     distro, version, codename, kernel = OS_FACTS[os_key]
     devices = [
-        {"address": f"0000:{3 + i:02x}:00.0", "vendor": "0x1002", "device": "0x7551", "class": "0x030000"}
+        {
+            "address": f"0000:{3 + i:02x}:00.0",
+            "vendor": "0x1002",
+            "device": "0x7551",
+            "class": "0x030000",
+            "revision": "0xc0",  # as sysfs reports a real R9700 (lspci "(rev c0)")
+        }
         for i in range(gpus)
     ]
     if igpu:

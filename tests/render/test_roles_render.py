@@ -651,6 +651,66 @@ def test_the_preflight_task_hands_the_inventory_values_to_the_judge():
     assert task.args["apt_lock_timeout"] == 600 and task.args["driver_source"] == "dkms"
 
 
+def p2p_facts(bar_bytes: int, iommu: str | None = "identity") -> dict[str, Any]:
+    """nodefacts' `p2p` facts for four R9700s, each behind its own switch on its own root port."""
+    gpus, bridges = {}, {}
+    for i in range(4):
+        root_port = f"0000:00:0{i + 1}.1"
+        usp, dsp, gpu = (f"0000:{i * 4 + bus:02x}:00.0" for bus in (1, 2, 3))
+        gpus[gpu] = {
+            "bars": [{"index": 0, "size": bar_bytes, "memory": True, "prefetch": True, "mem64": True}],
+            "vram_bytes": None,
+            "iommu_group": str(i) if iommu else None,
+            "iommu_type": iommu,
+            "path": [root_port, usp, dsp, gpu],
+        }
+        # Linux's own ACS redirect on root ports and on each card's downstream port (0x001d)
+        bridges.update({root_port: {"control": 0x1D}, usp: {"control": None}, dsp: {"control": 0x1D}})
+    return {"source": "sysfs", "gpus": gpus, "bridges": bridges}
+
+
+@pytest.mark.parametrize(
+    ("bar", "iommu", "state", "variable"),
+    [
+        (32 * 2**30, "identity", "on", "HSA_FORCE_FINE_GRAIN_PCIE"),
+        (256 * 2**20, "identity", "off", "NCCL_P2P_DISABLE"),
+        (32 * 2**30, "DMA-FQ", "off", "NCCL_P2P_DISABLE"),
+    ],
+    ids=["large-bar-passthrough", "small-bar", "iommu-translated"],
+)
+def test_r9700_p2p_auto_decides_from_the_facts_and_all_three_files_carry_it(
+    tmp_path, bar, iommu, state, variable
+):
+    """Issue 9 item 4: P2P on only with BAR >= VRAM on every GPU, IOMMU passthrough/off, no ACS redirect
+    between GPUs (Linux's own on root ports and each card's switch does not count); else off."""
+    import role_render_harness as harness
+
+    from r9700ctl import manifest as manifest_module
+    from r9700ctl import preflight
+
+    ctx = context()
+    facts = harness.node_facts("ubuntu-24.04", 4)
+    for i, device in enumerate(facts["pci"]["devices"]):
+        device["revision"] = "0xc0"  # an R9700 (libdrm amdgpu.ids 7551 C0)
+        device["address"] = f"0000:{i * 4 + 3:02x}:00.0"  # the GPU behind card i's switch (p2p_facts)
+    facts["p2p"] = p2p_facts(bar, iommu)
+    verdict = preflight.judge(facts, ctx, manifest_module.load())
+    assert verdict.ok, [c.one_line() for c in verdict.failures]
+    ctx["r9700_resolved"] = verdict.resolved.to_dict()
+    assert ctx["r9700_resolved"]["p2p"]["state"] == state
+    env = RoleRender("r9700_env", ctx).run()
+    (tmp_path / "r9700.sh").write_text(
+        env.task("Configure | Write the login-shell environment").files[PROFILE]
+    )
+    session = env.task("Configure | Write the systemd user-manager environment").files[SESSION]
+    manager = env.task("Configure | Write the system manager's DefaultEnvironment").files[MANAGER]
+    values = session_values(session)
+    assert values == manager_values(manager) == {variable: "1"}
+    if state == "off":
+        reason = ctx["r9700_resolved"]["p2p"]["reason"]
+        assert f"# P2P {reason}" in manager  # the drop-in says why, next to the value
+
+
 # -- r9700_power ---------------------------------------------------------------------------------
 
 # `amd-smi static --json` of a real card (RX 6600: power cap 94-100 W, at 0000:0b:00.0); the

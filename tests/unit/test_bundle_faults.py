@@ -75,7 +75,8 @@ def test_an_rdna3_override_on_an_rx_9070_xt_fails_as_cross_family(tmp_path):
 
     assert finding.severity == "FAIL"
     assert (
-        "gfx1100 (RDNA3) code on gfx1201 (RDNA4: AMD Radeon RX 9070 / 9070 XT / 9070 GRE)" in finding.detail
+        "gfx1100 (RDNA3) code on gfx1201 (RDNA4: AMD Radeon RX 9070 XT)"
+        in finding.detail  # rocminfo names it
     )
 
 
@@ -442,6 +443,16 @@ def test_the_rocm_release_is_judged_from_collects_package_versions_without_amd_s
     assert report.versions["rocm"] == version
     ids = {f.id for f in report.findings}
     assert (finding in ids) if finding else not ids & {"rocm.not_in_manifest", "rocm.unsupported_gpu"}
+
+
+def test_a_bundle_that_lists_no_gpu_is_inconclusive_never_pass(tmp_path):
+    """Issue 9 item 7's sweep: "0 checks, PASS" was printed for a bundle holding only os-release."""
+    bundle = tmp_path / "node1"
+    bundle.mkdir()
+    (bundle / "os-release").write_text((FIXTURES / "osrelease" / "debian-12.txt").read_text())
+    report = diagnose_bundle(bundle)
+    assert (report.status, report.exit_code) == ("INCONCLUSIVE", 3)
+    assert report.summary().endswith("no file in it lists the node's GPUs, so nothing about them was judged")
 
 
 # ---- PCIe AER counters (aer.txt, `grep -H .` of /sys/devices/**/aer_dev_*)

@@ -139,3 +139,12 @@ def test_yaml_booleans_for_r9700_p2p_mean_on_and_off():
 
 def test_the_manifest_knows_the_r9700s_vram_the_bar_must_cover():
     assert MANIFEST.gpu("1002:7551").raw["vram_gib"] == 32
+
+
+def test_json_text_from_an_ini_inventory_is_read_as_the_mapping_it_spells():
+    knobs, problems = envlist.EnvKnobs.from_vars({"r9700_env_extra": '{"NCCL_DEBUG": "INFO"}'})
+    assert problems == [] and knobs.env_extra == {"NCCL_DEBUG": "INFO"}
+    _, problems = envlist.EnvKnobs.from_vars({"r9700_env_extra": "NCCL_DEBUG=INFO"})
+    assert [p.detail for p in problems] == [
+        "r9700_env_extra='NCCL_DEBUG=INFO' is not a mapping of NAME: value"
+    ]

@@ -7,6 +7,7 @@ keys other code reads (lab, doctor, roles), so an edit that breaks them fails he
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -132,3 +133,34 @@ def test_os_key_matches_the_manifest_keys():
     """Preflight builds the key from os-release ID and VERSION_ID."""
     assert os_key("Ubuntu", "24.04") == "ubuntu-24.04"
     assert os_key("debian", "12") == "debian-12"
+
+
+@pytest.mark.parametrize(
+    ("pci_id", "revision", "name", "vram_gib"),
+    [
+        ("1002:7551", "0xc0", "AMD Radeon AI PRO R9700", 32),
+        ("1002:7551", "c8", "AMD Radeon AI PRO R9600D", None),
+        ("1002:7550", "c0", "AMD Radeon RX 9070 XT", 16),
+        ("1002:7550", "0xC3", "AMD Radeon RX 9070", 16),
+        ("1002:7550", "c2", "AMD Radeon RX 9070 GRE", None),
+        ("1002:744c", "c8", "AMD Radeon RX 7900 XTX", 24),
+        ("1002:744c", "cc", "AMD Radeon RX 7900 XT", 20),
+        ("1002:744c", "ce", "AMD Radeon RX 7900 GRE", 16),
+        ("1002:7550", "", "AMD Radeon RX 9070 XT / 9070 / 9070 GRE", None),
+        ("1002:744c", "0xd0", "AMD Radeon RX 7900 XTX / XT / GRE", None),
+    ],
+)
+def test_products_sharing_a_device_id_are_told_apart_by_revision_else_their_figures_are_unknown(
+    manifest, pci_id, revision, name, vram_gib
+):
+    """Issue 9 item 8: 1002:7550 is the RX 9070 XT, 9070 and 9070 GRE; 1002:744c the 7900 XTX, XT
+    and GRE (libdrm's amdgpu.ids). One card's figures must never be another product's."""
+    spec = manifest.gpu_spec(pci_id, revision)
+    assert (spec["name"], spec["vram_gib"]) == (name, vram_gib)
+    assert spec["board_power_w"] is None or pci_id == "1002:7551"
+
+
+def test_no_manifest_source_cites_a_document_outside_this_repository_or_a_third_party_mirror():
+    text = (Path(__file__).resolve().parents[2] / "r9700ctl" / "data" / "manifest.yaml").read_text()
+    for banned in ("FACTS.md", "DESIGN.md", "alanina/", "roboalchemist/"):
+        assert banned not in text, banned

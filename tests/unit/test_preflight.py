@@ -56,6 +56,7 @@ def r9700(n: int, first_bus: int = 3) -> list[dict[str, Any]]:
             "vendor": "0x1002",
             "device": "0x7551",
             "class": "0x030000",
+            "revision": "0xc0",  # as sysfs reports a real R9700 (lspci "(rev c0)")
         }
         for i in range(n)
     ]
@@ -774,6 +775,15 @@ def test_verdict_serialises_for_the_ansible_fact_and_the_doctors_json():
         "apt.lock",
         "secureboot",
     }
+
+
+def test_a_shared_device_id_is_named_by_its_revision():
+    """1002:7550 rev c3 is the RX 9070 (libdrm amdgpu.ids), not "RX 9070 XT / 9070 / 9070 GRE"."""
+    card = {"address": "0000:03:00.0", "vendor": "0x1002", "device": "0x7550", "class": "0x030000"}
+    named = judge(facts(gpus=[{**card, "revision": "0xc3"}]))
+    assert check(named, "gpu.detected").detail.startswith("1x AMD Radeon RX 9070 (gfx1201)")
+    unnamed = judge(facts(gpus=[card]))
+    assert "AMD Radeon RX 9070 XT / 9070 / 9070 GRE" in check(unnamed, "gpu.detected").detail
 
 
 # -- Power caps and PSU budgets (r9700_power's interface, refused before anything changes) --------

@@ -285,6 +285,8 @@ def run_preflight(
         "kernel": resolved.kernel,
         "driver_loaded": resolved.driver_loaded,
         "driver_version": resolved.driver_version,
+        "rocm_choice": resolved.rocm_choice,
+        "known_issues": resolved.known_issues,
     }
     return checks, summary
 

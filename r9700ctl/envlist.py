@@ -146,6 +146,9 @@ class EnvTarget:
     visible_auto: str = ""  # ROCR_VISIBLE_DEVICES that keeps ROCm off an integrated GPU ("" = none needed)
     allow_unsupported: bool = False
     rocm_version: str = ""
+    # Default workarounds of the node's known issues that preflight decided to apply
+    # (r9700ctl/known_issues.py): NAME -> (value, reason, source).
+    known_issue_workarounds: dict[str, tuple[str, str, str]] = field(default_factory=dict)
 
     @property
     def discrete(self) -> list[Gpu]:
@@ -168,8 +171,13 @@ class EnvPlan:
         return [e.to_dict() for e in self.entries]
 
 
-# Rules that add entries of their own: (target) -> entries. Known-issue workarounds go here.
-RULES: list[Callable[[EnvTarget], list[EnvEntry]]] = []
+def known_issue_workarounds(target: EnvTarget) -> list[EnvEntry]:
+    """The variables of the known issues' default workarounds (NCCL_PROTO=Simple on 7.2.x, say)."""
+    return [EnvEntry(name, *entry) for name, entry in target.known_issue_workarounds.items()]
+
+
+# Rules that add entries of their own: (target) -> entries.
+RULES: list[Callable[[EnvTarget], list[EnvEntry]]] = [known_issue_workarounds]
 
 
 def compose(knobs: EnvKnobs, target: EnvTarget) -> EnvPlan:

@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from r9700ctl.agent.known_issues import version_tuple
 from r9700ctl.paths import data_file
 
 AMD_PCI_VENDOR = "1002"
@@ -219,7 +220,8 @@ def normalise_revision(revision: str | None) -> str:
 
 
 def version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
+    """Sort key of a release ("7.2" and "7.2.0" compare equal; "7.1.1.70101-..." reads as 7.1.1)."""
+    return version_tuple(version) or (0, 0, 0)
 
 
 def os_key(distribution_id: str, version_id: str) -> str:

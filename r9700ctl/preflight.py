@@ -63,6 +63,7 @@ class Settings:
     driver_source: str = "dkms"
     apt_lock_timeout: float = 600.0
     apply_runtime: str = "auto"
+    known_issue_workarounds_skip: tuple[str, ...] = ()  # issue ids, or "all"
     # r9700_power's interface, judged here so a PSU budget is refused before anything changes.
     power_cap_w: float | None = None
     power_cap_w_by_gpu: dict[str, float] = field(default_factory=dict)
@@ -137,6 +138,10 @@ class Settings:
                 bad("r9700_apply_runtime", value, "auto, true or false")
             else:
                 s.apply_runtime = "true" if parsed else "false"
+        value = get("r9700_known_issue_workarounds_skip")
+        if value is not None:
+            items = value if isinstance(value, (list, tuple)) else str(value).replace(",", " ").split()
+            s.known_issue_workarounds_skip = tuple(str(item).strip() for item in items if str(item).strip())
         s.power_cap_w, s.power_cap_w_by_gpu, cap_problems = power.parse_caps(
             host_vars.get("r9700_power_cap_w"), host_vars.get("r9700_power_cap_w_by_gpu")
         )
@@ -201,6 +206,11 @@ class Resolved:
     package_driver: str = "amdgpu-dkms"
     pytorch_image: str = ""
     installed_before: dict[str, str | None] = field(default_factory=dict)
+    # How the release was chosen ("auto -> 7.1.1; skipped 7.2.3: known issue ..."), and the known
+    # issues that apply with it, each with the workaround in force in `environment`
+    # (_check_known_issues; their default workarounds' variables are entries of `environment`).
+    rocm_choice: str = ""
+    known_issues: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -266,6 +276,7 @@ def judge(facts: Mapping[str, Any], host_vars: Mapping[str, Any], manifest: Mani
     res.igpu_present = any(g.known and not g.discrete for g in gpus) and bool(discrete)
     checks.extend(_check_gpus(gpus, settings, facts))
     checks.extend(_check_rocm(res, settings, manifest))
+    known = _known_issues(res, manifest)
     checks.append(_check_lock(facts))
     checks.extend(_check_kernel_packages(res, settings, facts, manifest))
     checks.extend(_check_disk(settings, facts))
@@ -277,7 +288,9 @@ def judge(facts: Mapping[str, Any], host_vars: Mapping[str, Any], manifest: Mani
         res.runtime = facts.get("service_manager") == "systemd"
     else:
         res.runtime = settings.apply_runtime == "true"
-    checks.extend(_compose_environment(res, settings, gpus, facts, host_vars, manifest))
+    workarounds = _workarounds(known, settings)
+    checks.extend(_compose_environment(res, settings, gpus, facts, host_vars, manifest, workarounds))
+    checks.extend(_check_known_issues(res, known, settings))
     return Verdict(checks=checks, resolved=res)
 
 
@@ -288,6 +301,7 @@ def _compose_environment(
     facts: Mapping[str, Any],
     host_vars: Mapping[str, Any],
     manifest: Manifest,
+    workarounds: dict[str, tuple[str, str, str]],
 ) -> list[Check]:
     """THE environment list (r9700ctl/envlist.py): its checks here, its entries for r9700_env."""
     from r9700ctl import envlist  # envlist imports this module's Check and Gpu
@@ -300,6 +314,7 @@ def _compose_environment(
         visible_auto=_visible_devices(gpus) if res.igpu_present else "",
         allow_unsupported=settings.allow_unsupported,
         rocm_version=res.rocm_version,
+        known_issue_workarounds=workarounds,
     )
     plan = envlist.compose(knobs, target)
     res.environment = plan.to_dicts()
@@ -439,10 +454,26 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
                 )
             )
             return checks
-        res.rocm_version = working[-1]
-        checks.append(
-            Check("rocm.version", PASS, f"auto -> ROCm {res.rocm_version} (newest supporting {target_text})")
+        from r9700ctl.known_issues import auto_release, issues
+
+        choice = auto_release(issues(manifest), _node_gpus(res), working)
+        res.rocm_version = choice.release or working[-1]
+        res.rocm_choice = f"auto -> ROCm {res.rocm_version} (newest supporting {target_text}" + (
+            f"; {choice.skipped_text()})" if choice.skipped else ")"
         )
+        if choice.all_blocked:
+            blockers = ", ".join(sorted({i.id for _, found in choice.skipped for i in found}))
+            checks.append(
+                Check(
+                    "rocm.version",
+                    WARN,
+                    f"{res.rocm_choice}; every release supporting {target_text} has a blocking known issue "
+                    f"for this node ({blockers})",
+                    "see `r9700ctl known-issues` for the workarounds, which provision applies by default",
+                )
+            )
+        else:
+            checks.append(Check("rocm.version", PASS, res.rocm_choice))
     else:
         release = manifest.release(wanted)
         known = manifest.release_names()
@@ -482,7 +513,8 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
                 return checks
         else:
             res.rocm_version = wanted
-            checks.append(Check("rocm.version", PASS, f"ROCm {wanted} (pinned) supports {target_text}"))
+            res.rocm_choice = f"ROCm {wanted} (pinned) supports {target_text}"
+            checks.append(Check("rocm.version", PASS, res.rocm_choice))
 
     release = manifest.release(res.rocm_version)
     assert release is not None
@@ -509,6 +541,91 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
                 f"for vendor support use {' or '.join(systems)}",
             )
         )
+    return checks
+
+
+def _node_gpus(res: Resolved) -> list[tuple[str | None, str | None]]:
+    return [(g["pci_id"], g["gfx"]) for g in res.gpus if g["discrete"] and g["known"]]
+
+
+def _known_issues(res: Resolved, manifest: Manifest) -> list[Any]:
+    """The known issues (Match) of the node's GPUs with the chosen release."""
+    from r9700ctl.known_issues import NodeView, applicable, issues
+
+    if not res.rocm_version:
+        return []
+    return applicable(issues(manifest), NodeView(gpus=tuple(_node_gpus(res)), rocm=res.rocm_version))
+
+
+def _skipped(issue_id: str, settings: Settings) -> bool:
+    return bool({"all", issue_id} & set(settings.known_issue_workarounds_skip))
+
+
+def _workarounds(found: list[Any], settings: Settings) -> dict[str, tuple[str, str, str]]:
+    """The default workarounds' variables for the environment list: NAME -> (value, reason, source).
+
+    Not those r9700_known_issue_workarounds_skip names, nor those a policy variable owns (r9700_p2p
+    decides NCCL_P2P_DISABLE from the node's facts).
+    """
+    entries: dict[str, tuple[str, str, str]] = {}
+    for item in found:
+        issue = item.issue
+        if issue.applied_by_default and not issue.policy and not _skipped(issue.id, settings):
+            reason = f"workaround of known issue {issue.id}: {issue.title}"
+            for name, value in issue.workaround_env.items():
+                entries[name] = (value, reason, issue.sources[0])
+    return entries
+
+
+def _check_known_issues(res: Resolved, found: list[Any], settings: Settings) -> list[Check]:
+    """Each known issue of the node with the workaround in force in the environment list, into
+    `res.known_issues` (node.json, doctor, the provision summary). A blocking issue on the chosen
+    (pinned) release is a warning naming the release `auto` would choose; `auto` never chooses one
+    while another release supports the node."""
+    env = {e["name"]: e["value"] for e in res.environment}
+    checks = []
+    for item in found:
+        issue = item.issue
+        wanted = issue.workaround_env
+        if wanted and all(env.get(k) == v for k, v in wanted.items()):
+            in_force = "in force: " + ", ".join(f"{k}={v}" for k, v in wanted.items())
+            in_force += f" (through {issue.policy})" if issue.policy else ""
+        elif wanted and _skipped(issue.id, settings):
+            in_force = "not applied (r9700_known_issue_workarounds_skip)"
+        elif wanted and issue.policy:
+            in_force = f"not in force: {issue.policy} {res.p2p.get('reason', 'decided otherwise')}"
+        elif wanted:
+            said = ", ".join(f"{k}={env[k]}" for k in wanted if k in env) or "unset"
+            in_force = f"not in force: the environment list has {said} (r9700_env)"
+        else:
+            in_force = "advice only"
+        res.known_issues.append(
+            {
+                "id": issue.id,
+                "title": issue.title,
+                "blocking": issue.blocking,
+                "false_signal": issue.false_signal,
+                "workaround": issue.workaround_short(),
+                "workaround_env": wanted,
+                "in_force": in_force,
+                "source": issue.sources[0],
+            }
+        )
+        if issue.blocking:
+            better = issue.workaround.get("release")
+            checks.append(
+                Check(
+                    f"known_issue.{issue.id}",
+                    WARN,
+                    f"ROCm {res.rocm_version} has known issue {issue.id} on {item.gpus} "
+                    f"{'/'.join(res.gfx_targets)} GPU(s): {issue.title}; workaround {in_force}",
+                    (f"set r9700_rocm_version to {better} or auto to avoid it; " if better else "")
+                    + f"see {issue.sources[0]}",
+                )
+            )
+    if found:
+        listed = "; ".join(f"{k['id']} ({k['in_force']})" for k in res.known_issues)
+        checks.append(Check("known_issues", PASS, f"known issues of this node: {listed}"))
     return checks
 
 

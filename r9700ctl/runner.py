@@ -7,7 +7,9 @@ redacted) and ansible-runner's artifacts (command, job_events/, stdout, rc, stat
 Conventions the roles follow:
 - a role that needs a reboot it may not do itself sets the fact `r9700_reboot_pending: true`
   (ansible.builtin.set_fact), and may say why in `r9700_reboot_reasons` (a list of texts);
-  the runner collects both from the events of that host.
+  the runner collects both from the events of that host;
+- r9700_preflight's host fact `r9700_resolved` carries `rocm_choice` (how the release was chosen,
+  with the releases `auto` skipped) and `known_issues`; the runner keeps both for the summary.
 
 Secrets: the become password goes to ansible-runner's in-memory `passwords` map (pexpect answers
 ansible-playbook's "BECOME password:" prompt); env files are suppressed so it is never written.
@@ -46,7 +48,8 @@ NOT_RUN = "NOT_RUN"
 REBOOT_FACT = "r9700_reboot_pending"
 REBOOT_REASONS_FACT = "r9700_reboot_reasons"  # optional: why, as a list of short texts
 VERSIONS_FACT = "r9700_versions"  # r9700_rocm: {"before": {...}, "after": {...}} package versions
-RESOLVED_FACT = "r9700_resolved"  # r9700_preflight: its "p2p" is the node's PCIe P2P decision
+# r9700_preflight: its "p2p" (the node's PCIe P2P decision), "rocm_choice" and "known_issues"
+RESOLVED_FACT = "r9700_resolved"
 STOP_GRACE_S = 15.0
 # ansible-runner polls the cancel callback once per pexpect timeout: keep Ctrl-C responsive.
 PEXPECT_TIMEOUT_S = 1
@@ -106,6 +109,8 @@ class HostResult:
     reboot_pending: bool = False
     reboot_reasons: list[str] = field(default_factory=list)
     versions: dict[str, Any] = field(default_factory=dict)
+    rocm_choice: str = ""
+    known_issues: list[dict[str, Any]] = field(default_factory=list)
     p2p: dict[str, Any] = field(default_factory=dict)  # state and reason (r9700ctl/p2p.py)
     current_task: str | None = None  # started and not finished yet
     started: bool = False
@@ -309,6 +314,9 @@ class _EventTracker:
             resolved = facts.get(RESOLVED_FACT) if isinstance(facts, dict) else None
             if isinstance(resolved, dict) and isinstance(resolved.get("p2p"), dict):
                 result.p2p = resolved["p2p"]
+            if isinstance(resolved, dict):  # r9700_preflight's host fact
+                result.rocm_choice = str(resolved.get("rocm_choice") or "")
+                result.known_issues = [k for k in resolved.get("known_issues") or [] if isinstance(k, dict)]
         elif kind == "runner_on_failed" and data.get("ignore_errors"):
             result.ok += 1  # as Ansible's stats count it
             result.ignored += 1

@@ -4,7 +4,8 @@ A bundle is a directory of files with fixed names (model.BUNDLE_FILES, written b
 `r9700ctl collect` writes one per node, customers send them to support. Every file is optional.
 The parsers in r9700ctl.agent.parsers read the tools' outputs and never raise; here the GPUs are
 found in whichever files are there (gpus.py), and each rule (rules_hardware.py, rules_software.py)
-checks one thing against data/manifest.yaml and adds findings with severity, evidence (file:line)
+checks one thing against data/manifest.yaml (rules_known.py: its known issues and kernel-log
+signatures) and adds findings with severity, evidence (file:line)
 and the fix, or says what it could not judge because a file is missing. A file that does not parse
 becomes the finding "could not read FILE: reason". Nothing here prints or raises on odd input; a bad
 --bundle path is bad input (BadInput, exit 64).
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from r9700ctl.bundle import rules_hardware as hardware
+from r9700ctl.bundle import rules_known as known
 from r9700ctl.bundle import rules_software as software
 from r9700ctl.bundle.files import BundleFiles, Diagnosis
 from r9700ctl.bundle.gpus import discover_gpus
@@ -67,9 +69,10 @@ RULES: tuple[Callable[[Diagnosis], None], ...] = (
     hardware.rule_pcie,
     hardware.rule_aer,
     software.rule_dkms,
-    software.rule_dmesg,
+    known.rule_dmesg,
     software.rule_groups,
     software.rule_rccl,
+    known.rule_known_issues,
 )
 
 
@@ -139,6 +142,7 @@ def diagnose_bundle(directory: Path) -> BundleReport:
         versions=diagnosis.versions,
         findings=findings,
         not_judged=diagnosis.not_judged,
+        known_issues=diagnosis.known_issues,
     )
 
 

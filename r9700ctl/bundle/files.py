@@ -164,6 +164,7 @@ class Diagnosis:
     versions: dict[str, str] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     not_judged: list[NotJudged] = field(default_factory=list)
+    known_issues: list[dict[str, Any]] = field(default_factory=list)  # Match.to_dict() + evidence
 
     def add(
         self, id: str, severity: str, detail: str, fix: str = "", evidence: list[Evidence] | None = None

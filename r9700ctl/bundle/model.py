@@ -153,6 +153,7 @@ class BundleReport:
     versions: dict[str, str]
     findings: list[Finding]
     not_judged: list[NotJudged]
+    known_issues: list[dict[str, Any]] = field(default_factory=list)  # that apply to this node
 
     @property
     def status(self) -> str:
@@ -180,6 +181,9 @@ class BundleReport:
             lines.append("GPUs: none found in the files present")
         if self.versions:
             lines.append("versions: " + ", ".join(f"{k} {v}" for k, v in self.versions.items()))
+        for item in self.known_issues:
+            lines.append(f"known issue {item['id']}: {_standing(item)}; workaround {item['workaround']}")
+            lines.append(f"  {item['title']} ({item['sources'][0]})")
         return lines
 
     def summary(self) -> str:
@@ -205,6 +209,7 @@ class BundleReport:
             "versions": self.versions,
             "findings": [f.to_dict() for f in self.findings],
             "not_judged": [n.to_dict() for n in self.not_judged],
+            "known_issues": self.known_issues,
         }
 
 
@@ -238,6 +243,24 @@ class FleetBundleReport:
             "exit_code": self.exit_code,
             "bundles": [b.to_dict() for b in self.bundles],
         }
+
+
+def _standing(item: dict[str, Any]) -> str:
+    """How a known issue stands on the node, in a few words."""
+    trigger = " and ".join(f"{k}={v}" for k, v in (item.get("trigger_env") or {}).items())
+    if item["false_signal"]:
+        return "applies (a false signal: ignore it)"
+    if item["evidence"]:
+        return "applies, evidence in the bundle"
+    if item["triggered"] is False:
+        return f"only when {trigger} is set (it is not)"
+    if item["triggered"] is None:
+        return f"applies when {trigger} is set (env.txt missing)"
+    if item["mitigated"]:
+        return "applies, workaround in force"
+    if not item["release_known"]:
+        return "may apply (the bundle names no ROCm version)"
+    return "applies" + (" (env.txt missing: workaround unknown)" if item["mitigated"] is None else "")
 
 
 def _gpu_groups(gpus: list[BundleGpu]) -> str:

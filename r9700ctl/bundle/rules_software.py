@@ -1,6 +1,6 @@
 """Rules about the software: versions and ROCm support for the GPUs, the runtime and driver, DKMS for
-the running kernel, HSA_OVERRIDE_GFX_VERSION, amdgpu errors in dmesg, render/video membership and
-RCCL start-up warnings."""
+the running kernel, HSA_OVERRIDE_GFX_VERSION, render/video membership and RCCL start-up warnings.
+(amdgpu's kernel-log trouble and the known issues are rules_known.py: they come from the manifest.)"""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def rule_versions(d: Diagnosis) -> None:
     driver = _driver_version(d)
     if driver:
         d.versions["amdgpu"] = driver[0]
-    rocm = _rocm_version(d)
+    rocm = rocm_version(d)
     if rocm:
         d.versions["rocm"] = rocm[0]
     dkms_package = installed_packages(d).get("amdgpu-dkms")
@@ -156,7 +156,7 @@ def installed_packages(d: Diagnosis) -> dict[str, tuple[str, int]]:
     return found
 
 
-def _rocm_version(d: Diagnosis) -> tuple[str, Evidence] | None:
+def rocm_version(d: Diagnosis) -> tuple[str, Evidence] | None:
     """The installed ROCm release: rocm-core's /opt/rocm/.info/version or package first, tools after."""
     first = find_line(d.bundle.lines("rocm-version.txt"), r"^\d+\.\d+\.\d+")
     if first:
@@ -167,7 +167,8 @@ def _rocm_version(d: Diagnosis) -> tuple[str, Evidence] | None:
     for name in ("amd-smi.txt", "amd-smi-static.json", "amd-smi-list.json", "amd-smi-metric.json"):
         version = getattr(_amdsmi(d, name), "rocm_version", None)
         if version:
-            return version, evidence_in(d.bundle, name, re.escape(version))
+            said = evidence_in(d.bundle, name, r"(?i)rocm.?version\W+" + re.escape(version))
+            return version, said if said.line else evidence_in(d.bundle, name, re.escape(version))
     env = read_env(d.bundle)
     if "ROCM_VERSION" in env:
         value, line = env["ROCM_VERSION"]
@@ -437,91 +438,6 @@ def rule_dkms(d: Diagnosis) -> None:
                 "make.log under /var/lib/dkms/amdgpu",
                 evidence=[at(entry.line)],
             )
-
-
-# ---------------------------------------------------------------- dmesg
-
-# dmesg parser kind -> (severity, what it means, fix). Kinds not listed are not reported.
-DMESG_KINDS: dict[str, tuple[str, str, str]] = {
-    "probe_failed": (
-        FAIL,
-        "amdgpu failed to probe a GPU",
-        "check that this driver version supports the card and its firmware is installed; the lines before "
-        "the evidence say which step failed",
-    ),
-    "init_failed": (
-        FAIL,
-        "amdgpu failed to initialise a GPU",
-        "install the firmware matching the driver (amdgpu-dkms-firmware or linux-firmware), update "
-        "amdgpu-dkms",
-    ),
-    "firmware": (
-        FAIL,
-        "GPU firmware failed to load",
-        "install the firmware package matching the driver (amdgpu-dkms-firmware or a newer linux-firmware)",
-    ),
-    "ring_timeout": (
-        FAIL,
-        "a GPU hang: a command ring timed out",
-        "note the workload; update amdgpu-dkms and firmware; with several R9700s try iommu=pt, ACS off or "
-        "NCCL_P2P_DISABLE=1 (ROCm/rocm-systems#11348)",
-    ),
-    "gpu_reset": (
-        FAIL,
-        "the driver reset a GPU",
-        "a reset follows a hang: look for ring timeouts before it and for the workload that ran",
-    ),
-    "mes": (
-        FAIL,
-        "the MES scheduler stopped answering",
-        "update amdgpu-dkms and firmware; users report amdgpu.mes=0 on the kernel command line as a "
-        "workaround",
-    ),
-    "page_fault": (
-        WARN,
-        "GPU memory page faults: a program touched GPU memory it does not own (a bug, or code built for "
-        "another target)",
-        "find the process named next to the faults; check HSA_OVERRIDE_GFX_VERSION and that PyTorch was "
-        "built "
-        "for the GPU's target",
-    ),
-    "error": (
-        WARN,
-        "amdgpu logged errors",
-        "read the lines around the evidence; update amdgpu-dkms if they repeat",
-    ),
-    "smu_mismatch": (
-        INFO,
-        "the SMU firmware interface version differs from what the driver expects",
-        "usually harmless; update amdgpu-dkms and firmware together if power or clocks misbehave",
-    ),
-}
-
-
-def rule_dmesg(d: Diagnosis) -> None:
-    if not d.amd_relevant:
-        return
-    if not d.bundle.has("dmesg.txt"):
-        d.cannot_judge("amdgpu errors in the kernel log", "dmesg.txt")
-        return
-    from r9700ctl.agent.parsers import dmesg
-
-    report = d.bundle.parsed("dmesg.txt", dmesg.parse)
-    if report is None:
-        return
-    for kind, (severity, meaning, fix) in DMESG_KINDS.items():
-        found = report.of_kind(kind)
-        if not found:
-            continue
-        gpus = sorted({f.bdf for f in found if f.bdf})
-        on = f" on {', '.join(gpus)}" if gpus else ""
-        d.add(
-            f"dmesg.amdgpu_{kind}",
-            severity,
-            f"{meaning}{on} ({len(found)} line(s))",
-            fix=fix,
-            evidence=[Evidence("dmesg.txt", f.line, f.text.strip()) for f in found],
-        )
 
 
 # ---------------------------------------------------------------- render and video groups

@@ -22,6 +22,7 @@ COMMANDS = {
     "collect": "r9700ctl.cli.collect:collect",
     "verify": "r9700ctl.cli.verify:verify",
     "lab": "r9700ctl.cli.lab:lab",
+    "known-issues": "r9700ctl.cli.known_issues:known_issues",
 }
 
 EPILOG = """\b

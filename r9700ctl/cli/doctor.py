@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from r9700ctl.cli.app import Application
-from r9700ctl.cli.options import group_option
-from r9700ctl.errors import BadInput, CannotRun
+from r9700ctl.cli.options import check_json_path, group_option, write_json_output
+from r9700ctl.errors import BadInput
 
 if TYPE_CHECKING:
     from r9700ctl.bundle import BundleReport, FleetBundleReport
@@ -83,6 +81,14 @@ def doctor(
     the node's bundle directory.
 
     \b
+    Both modes list the known issues of each node's GPUs and release (`r9700ctl
+    known-issues`) with the source and the workaround; a bundle whose environment
+    re-creates one (HSA_ENABLE_IPC_MODE_LEGACY=1 in env.txt) or shows its signs is a
+    finding. amdgpu's kernel-log trouble (ring timeouts, MES failures, page faults with
+    or without PCIe AER, resets and failed resets, a card lost from the bus) is counted
+    per GPU and explained.
+
+    \b
     Examples:
       r9700ctl doctor inventory.ini
       r9700ctl doctor inventory.ini --accept-new-host-keys --json doctor.json
@@ -95,7 +101,7 @@ def doctor(
     another failed a check: its state is unknown), or a bundle lists no GPU so
     nothing was judged (INCONCLUSIVE, never PASS); 64 bad input, nothing contacted.
     """
-    _check_json_path(json_path)
+    check_json_path(json_path)
     if bundle_dir is not None:
         if inventory is not None:
             raise BadInput(
@@ -150,7 +156,7 @@ def _hosts(
         host_done=host_done,
     )
     document = report.to_dict()
-    _write_json(json_path, document)
+    write_json_output(json_path, document)
     if json_path != "-":
         _render_hosts(app, report, verbose)
     click.get_current_context().exit(report.exit_code)
@@ -177,7 +183,22 @@ def _render_hosts(app: Application, report: DoctorReport, verbose: bool) -> None
     from r9700ctl.report import print_plain
 
     print_plain(console, table) if app.plain else console.print(table)
+    for line in _known_issue_lines(report):
+        console.print(line, markup=False, highlight=False)
     console.print(_hosts_summary(report), markup=False)
+
+
+def _known_issue_lines(report: DoctorReport) -> list[str]:
+    """Per host, the known issues of its GPUs with the release it has or would get, and the workaround."""
+    lines = []
+    for host in report.hosts:
+        for item in host.resolved.get("known_issues") or []:
+            release = host.resolved.get("rocm_version") or "?"
+            lines.append(
+                f"{host.name}: known issue {item['id']} (ROCm {release}): {item['title']}; "
+                f"workaround {item['workaround']} ({item['in_force']}); {item['source']}"
+            )
+    return lines
 
 
 def _hosts_summary(report: DoctorReport) -> str:
@@ -202,7 +223,7 @@ def _bundle(app: Application, bundle_dir: str, json_path: str | None, verbose: b
     from r9700ctl.bundle import diagnose_path
 
     report = diagnose_path(Path(bundle_dir))
-    _write_json(json_path, report.to_dict())
+    write_json_output(json_path, report.to_dict())
     if json_path != "-":
         _render_bundles(app, report, verbose)
     click.get_current_context().exit(report.exit_code)
@@ -243,41 +264,3 @@ def _bundle_lines(bundle: BundleReport, verbose: bool) -> list[str]:
     lines += [f"  {item}" for item in bundle.not_judged]
     lines.append(f"  {bundle.summary()}")
     return lines
-
-
-# ---------------------------------------------------------------- shared
-
-
-def _check_json_path(json_path: str | None) -> None:
-    """Refuse an unwritable --json PATH before any host is contacted."""
-    if json_path is None or json_path == "-":
-        return
-    path = Path(json_path)
-    if path.is_dir():
-        raise BadInput(
-            what="--json needs a file path, this is a directory", where=json_path, hint="add a file name"
-        )
-    if not path.parent.is_dir():
-        raise BadInput(
-            what=f"--json: directory {path.parent} does not exist",
-            where=json_path,
-            hint="create the directory first or give another path",
-        )
-
-
-def _write_json(json_path: str | None, document: dict[str, Any]) -> None:
-    if json_path is None:
-        return
-    if json_path == "-":
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
-        return
-    from r9700ctl.report import write_json
-
-    try:
-        write_json(Path(json_path), document)
-    except OSError as exc:
-        raise CannotRun(
-            what=f"cannot write the JSON report: {exc.strerror or exc}",
-            where=json_path,
-            hint="give a writable path with --json",
-        ) from exc

@@ -123,6 +123,7 @@ def closing_lines(outcome: ProvisionOutcome) -> list[str]:
         for task in host.errors[:1]:
             kind = UNREACHABLE if task.unreachable else FAILED
             lines.append(f"{host.host}: {kind} at '{task.task}': {task.message}")
+    lines += known_issue_lines(outcome.hosts)
     for host in outcome.hosts:
         if host.p2p.get("reason") and not host.errors:
             lines.append(f"{host.host}: PCIe P2P {host.p2p['reason']}")
@@ -147,6 +148,22 @@ def closing_lines(outcome: ProvisionOutcome) -> list[str]:
     return lines
 
 
+def known_issue_lines(hosts: list[HostResult]) -> list[str]:
+    """Per host: a release `auto` skipped for a known issue, and each workaround provision applied
+    (an explicitly chosen affected release is said here with the workaround in force)."""
+    lines = []
+    for host in hosts:
+        if "skipped" in host.rocm_choice:
+            lines.append(f"{host.host}: {host.rocm_choice}")
+        for item in host.known_issues:
+            if item.get("blocking") or str(item.get("in_force", "")).startswith("applied"):
+                lines.append(
+                    f"{host.host}: known issue {item.get('id')}: {item.get('title')}; workaround "
+                    f"{item.get('in_force')}; see {item.get('source')}"
+                )
+    return lines
+
+
 def _host_entry(host: HostResult, address: str | None) -> dict[str, Any]:
     return {
         "host": host.host,
@@ -167,6 +184,8 @@ def _host_entry(host: HostResult, address: str | None) -> dict[str, Any]:
         "reboot_pending": host.reboot_pending,
         "reboot_reasons": host.reboot_reasons,
         "versions": host.versions,
+        "rocm_choice": host.rocm_choice,
+        "known_issues": host.known_issues,
         "p2p": host.p2p or None,
         "interrupted_in": host.current_task if host.interrupted else None,
     }

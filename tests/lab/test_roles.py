@@ -115,7 +115,21 @@ def test_provision_verify_and_a_second_run_that_changes_nothing(lab, tmp_path):
         assert "[Manager]" in dropin.stdout and "DefaultEnvironment=NCCL_P2P_DISABLE=1" in dropin.stdout
         record = json.loads(lab.ssh(name, "cat /etc/r9700ctl/node.json").stdout)
         assert record["p2p"]["state"] == "off" and record["p2p"]["mode"] == "auto"
-        assert {e["name"]: e["value"] for e in record["environment"]} == {"NCCL_P2P_DISABLE": "1"}
+        # ...with the default workaround of a known issue of gfx1201 (issue 14, ROCm/rocm-systems#2209)
+        assert {e["name"]: e["value"] for e in record["environment"]} == {
+            "NCCL_P2P_DISABLE": "1",
+            "HSA_ENABLE_IPC_MODE_LEGACY": "0",
+        }
+        # Issue 14: 4 R9700s skip ROCm 7.2.x (RCCL deadlock), said in the summary and node.json, which
+        # lists the node's known issues with the workaround in force.
+        assert (
+            f"{name}: auto -> ROCm 7.1.1 (newest supporting gfx1201; skipped 7.2.3: known issue "
+            in first.stdout
+        )
+        assert record["rocm_choice"].startswith("auto -> ROCm 7.1.1")
+        in_force = {k["id"]: k["in_force"] for k in record["known_issues"]}
+        assert in_force["hsa-ipc-mode-legacy"] == "in force: HSA_ENABLE_IPC_MODE_LEGACY=0"
+        assert in_force["r9700-p2p-host-hang"] == "in force: NCCL_P2P_DISABLE=1 (through r9700_p2p)"
 
     # Item 1: ROCm 7.x needs its graphics repository: with only rocm.sources and amdgpu.sources,
     # `rocm` is not installable (the stand-in rocdecode depends on mesa-amdgpu-va-drivers, as AMD's does).
@@ -235,9 +249,15 @@ def test_check_mode_on_a_fresh_node_finishes_without_failing(make_lab, tmp_path)
 
 
 def _resolved_release(lab: Any) -> str:
-    """The release `auto` picks for a lab node: the newest in the manifest supporting gfx1201 on Debian 12."""
-    from r9700ctl import manifest
+    """The release `auto` picks for a lab node: the newest in the manifest supporting gfx1201 on Debian 12
+    with no blocking known issue for the node's R9700s (several cards skip 7.2.x: RCCL hang)."""
+    from r9700ctl import known_issues, manifest
 
-    release = manifest.load().newest_supporting({"gfx1201"}, "debian-12")
-    assert release
-    return manifest.load().release(release).rocm_path
+    data = manifest.load()
+    choice = known_issues.auto_release(
+        known_issues.issues(data),
+        [("1002:7551", "gfx1201")] * lab.gpus,
+        data.releases_supporting({"gfx1201"}, "debian-12"),
+    )
+    assert choice.release
+    return data.release(choice.release).rocm_path

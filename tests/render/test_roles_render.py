@@ -558,9 +558,11 @@ def test_the_three_files_carry_one_list_for_login_shells_user_managers_and_syste
 
 
 def test_defaults_carry_no_article_values_only_the_p2p_decision(tmp_path):
-    """NCCL_MIN_NCHANNELS=4 (MI300X tuning) and NCCL_P2P_DISABLE=0 (a no-op) are opt-in, not defaults."""
+    """NCCL_MIN_NCHANNELS=4 (MI300X tuning) and NCCL_P2P_DISABLE=0 (a no-op) are opt-in, not defaults;
+    the known issues' default workaround for gfx1201 (IPC legacy mode off, ROCm/rocm-systems#2209) is."""
     values = all_three(tmp_path)
-    assert values == {"NCCL_P2P_DISABLE": "1"}  # no P2P facts in this render: auto decides off
+    # no P2P facts in this render: auto decides off
+    assert values == {"NCCL_P2P_DISABLE": "1", "HSA_ENABLE_IPC_MODE_LEGACY": "0"}
     out = sh(f"PATH=/usr/bin:/bin; . {tmp_path / 'r9700.sh'}; . {tmp_path / 'r9700.sh'}; echo $PATH")
     assert out.splitlines()[0] == "/usr/bin:/bin:/opt/rocm/bin"  # added once, even when sourced twice
 
@@ -571,7 +573,12 @@ def test_a_key_set_to_null_is_removed_and_extra_keys_are_merged(tmp_path):
         r9700_env={"NCCL_DEBUG": "WARN", "NCCL_MIN_NCHANNELS": "4"},
         r9700_env_extra={"NCCL_MIN_NCHANNELS": None, "NCCL_SOCKET_IFNAME": "eth0"},
     )
-    assert values == {"NCCL_DEBUG": "WARN", "NCCL_SOCKET_IFNAME": "eth0", "NCCL_P2P_DISABLE": "1"}
+    assert values == {
+        "NCCL_DEBUG": "WARN",
+        "NCCL_SOCKET_IFNAME": "eth0",
+        "NCCL_P2P_DISABLE": "1",
+        "HSA_ENABLE_IPC_MODE_LEGACY": "0",
+    }
 
 
 def test_the_recorded_list_names_a_reason_and_a_source_for_every_entry(tmp_path):
@@ -581,6 +588,23 @@ def test_the_recorded_list_names_a_reason_and_a_source_for_every_entry(tmp_path)
     assert listed["NCCL_DEBUG"]["source"] == "r9700_env_extra"
     assert "rocm-systems#11348" in listed["NCCL_P2P_DISABLE"]["reason"]
     assert all(e["reason"] and e["source"] for e in listed.values())
+
+
+def test_a_known_issues_workaround_reaches_all_three_files_only_where_the_issue_applies(tmp_path):
+    """Issue 14: ROCm 7.2.x deadlocks RCCL on two or more gfx1201 cards (vllm-project/vllm#40980):
+    a pinned 7.2.3 gets NCCL_PROTO=Simple in profile.d, environment.d and the systemd drop-in; one
+    card, or 7.1.1, or the workaround skipped by the inventory gets none."""
+    assert all_three(tmp_path, r9700_rocm_version="7.2.3")["NCCL_PROTO"] == "Simple"
+    assert "NCCL_PROTO" not in all_three(tmp_path, r9700_rocm_version="7.1.1")
+    assert "NCCL_PROTO" not in all_three(tmp_path, gpus=1, r9700_rocm_version="7.2.3")
+    skipped = all_three(
+        tmp_path, r9700_rocm_version="7.2.3", r9700_known_issue_workarounds_skip=["r9700-rccl-72-hang"]
+    )
+    assert "NCCL_PROTO" not in skipped and skipped["HSA_ENABLE_IPC_MODE_LEGACY"] == "0"
+    env = RoleRender("r9700_env", context(r9700_rocm_version="7.2.3")).run()
+    listed = {e["name"]: e for e in env.vars["r9700_environment"]}
+    assert listed["NCCL_PROTO"]["reason"].startswith("workaround of known issue r9700-rccl-72-hang")
+    assert listed["NCCL_PROTO"]["source"] == "https://github.com/vllm-project/vllm/issues/40980"
 
 
 @pytest.mark.parametrize("value", ["INIT,ENV $HOME", "a b", "50%", 'say "hi"', "x'y", "${PATH}"], ids=str)
@@ -705,7 +729,8 @@ def test_r9700_p2p_auto_decides_from_the_facts_and_all_three_files_carry_it(
     session = env.task("Configure | Write the systemd user-manager environment").files[SESSION]
     manager = env.task("Configure | Write the system manager's DefaultEnvironment").files[MANAGER]
     values = session_values(session)
-    assert values == manager_values(manager) == {variable: "1"}
+    # and the default workaround of a known issue of gfx1201 (ROCm/rocm-systems#2209)
+    assert values == manager_values(manager) == {variable: "1", "HSA_ENABLE_IPC_MODE_LEGACY": "0"}
     if state == "off":
         reason = ctx["r9700_resolved"]["p2p"]["reason"]
         assert f"# P2P {reason}" in manager  # the drop-in says why, next to the value

@@ -41,7 +41,9 @@ def test_three_r9700s_in_rocminfo_are_named_with_target_address_and_32_gib():
 
 def test_the_2x_r9700_bundle_names_truncated_amd_smi_rows_and_passes_dkms_and_iommu():
     """Plain amd-smi prints "...Radeon AI PRO R9700": the manifest must still name the model.
-    The dkms entry for the running kernel 6.8.0-90 is installed and iommu=pt is set: no finding."""
+    The dkms entry for the running kernel 6.8.0-90 is installed and iommu=pt is set: no finding of
+    those. ROCm 7.2.0 on two gfx1201 cards is the RCCL deadlock of the known issues (the owner's
+    GPUs were "stuck busy"): the one finding, a warning (tests/unit/test_bundle_known_issues.py)."""
     report = diagnose_bundle(RECORDED / "r9700-2x")
 
     assert gpus_of(report) == [
@@ -55,8 +57,11 @@ def test_the_2x_r9700_bundle_names_truncated_amd_smi_rows_and_passes_dkms_and_io
         "iommu": "passthrough",
     }
     # 7.2.0 is not a release of the manifest (7.2.3 is): said as INFO, neither judged nor a warning.
-    assert [(f.id, f.severity) for f in report.findings] == [("rocm.not_in_manifest", "INFO")]
-    assert report.status == "PASS"
+    # It is in the range of the RCCL deadlock on two gfx1201 cards (a known issue): a warning.
+    assert [(f.id, f.severity) for f in report.findings] == [
+        ("known_issue.r9700-rccl-72-hang", "WARN"),
+        ("rocm.not_in_manifest", "INFO"),
+    ]
     judged_missing = {n.topic for n in report.not_judged}
     assert "HSA_OVERRIDE_GFX_VERSION" in judged_missing
     assert "the IOMMU mode" not in judged_missing

@@ -371,6 +371,8 @@ def test_provision_of_a_node_records_it_and_a_second_run_changes_nothing(
         "reboot_pending": False,
         "reboot_reasons": [],
         "versions": {},
+        "rocm_choice": "",  # this play has no r9700_preflight
+        "known_issues": [],
         "p2p": None,
         "interrupted_in": None,
     }

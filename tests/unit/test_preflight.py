@@ -109,8 +109,9 @@ def check(verdict: preflight.Verdict, check_id: str) -> preflight.Check:
 
 
 def test_auto_resolves_to_the_newest_release_supporting_the_r9700_on_ubuntu_2404():
-    """`auto` must pick per host the newest manifest release for its GPUs and OS (noble suite)."""
-    v = judge(facts("ubuntu-24.04"))
+    """`auto` must pick per host the newest manifest release for its GPUs and OS (noble suite); one
+    card has no RCCL collective to hang, so no known issue holds it back."""
+    v = judge(facts("ubuntu-24.04", gpus=r9700(1)))
     assert v.ok, [c.one_line() for c in v.failures]
     assert v.resolved.rocm_version == NEWEST
     assert v.resolved.suite == "noble"
@@ -118,6 +119,89 @@ def test_auto_resolves_to_the_newest_release_supporting_the_r9700_on_ubuntu_2404
     assert v.resolved.amdgpu_repo_path == f"amdgpu/{MANIFEST.release(NEWEST).amdgpu}/ubuntu"
     assert v.resolved.rocm_repo_path == f"rocm/apt/{MANIFEST.release(NEWEST).rocm_path}"
     assert all(c.status != WARN for c in v.checks), [c.one_line() for c in v.warnings]
+
+
+def test_auto_skips_a_release_with_a_blocking_known_issue_for_the_nodes_gpus_and_says_why():
+    """4x R9700: the RCCL of ROCm 7.2.x deadlocks on gfx1201 (vllm-project/vllm#40980), so `auto`
+    takes 7.1.1 and the check says which release it skipped and why."""
+    v = judge(facts("ubuntu-24.04"))
+    assert v.resolved.rocm_version == "7.1.1"
+    c = check(v, "rocm.version")
+    assert c.status == PASS
+    assert c.detail == (
+        "auto -> ROCm 7.1.1 (newest supporting gfx1201; skipped 7.2.3: known issue r9700-rccl-72-hang "
+        "(RCCL collectives deadlock on two or more gfx1201 GPUs with ROCm 7.2.x))"
+    )
+    assert v.resolved.rocm_choice == c.detail
+    assert not any(c.id.startswith("known_issue.") for c in v.checks)
+    assert "NCCL_PROTO" not in env_of(v)  # 7.1.1 needs no NCCL_PROTO workaround
+
+
+def test_a_pinned_release_with_a_blocking_issue_warns_and_gets_the_workaround():
+    v = judge(facts("ubuntu-24.04"), rocm_version="7.2.3")
+    assert v.ok and v.resolved.rocm_version == "7.2.3"
+    c = check(v, "known_issue.r9700-rccl-72-hang")
+    assert c.status == WARN
+    assert c.detail.startswith("ROCm 7.2.3 has known issue r9700-rccl-72-hang on 4 gfx1201 GPU(s)")
+    assert c.detail.endswith("workaround in force: NCCL_PROTO=Simple")
+    assert c.fix.startswith("set r9700_rocm_version to 7.1.1 or auto to avoid it")
+    entry = next(e for e in v.resolved.environment if e["name"] == "NCCL_PROTO")
+    assert entry == {
+        "name": "NCCL_PROTO",
+        "value": "Simple",
+        "reason": "workaround of known issue r9700-rccl-72-hang: RCCL collectives deadlock on two or more "
+        "gfx1201 GPUs with ROCm 7.2.x",
+        "source": "https://github.com/vllm-project/vllm/issues/40980",
+    }
+    assert env_of(v)["HSA_ENABLE_IPC_MODE_LEGACY"] == "0"
+    found = next(k for k in v.resolved.known_issues if k["id"] == "r9700-rccl-72-hang")
+    assert found["in_force"] == "in force: NCCL_PROTO=Simple"
+
+
+def test_a_users_value_wins_over_a_workaround_and_the_issue_says_it_is_not_in_force():
+    v = judge(facts("ubuntu-24.04"), rocm_version="7.2.3", env_extra={"NCCL_PROTO": "LL"})
+    assert env_of(v)["NCCL_PROTO"] == "LL"
+    found = next(k for k in v.resolved.known_issues if k["id"] == "r9700-rccl-72-hang")
+    assert found["in_force"] == "not in force: the environment list has NCCL_PROTO=LL (r9700_env)"
+
+
+def env_of(v: preflight.Verdict) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in v.resolved.environment}
+
+
+def test_known_issues_list_every_issue_of_the_node_with_what_is_in_force():
+    v = judge(facts("ubuntu-24.04"))
+    in_force = {k["id"]: k["in_force"] for k in v.resolved.known_issues}
+    assert in_force == {
+        "hsa-ipc-mode-legacy": "in force: HSA_ENABLE_IPC_MODE_LEGACY=0",
+        "r9700-p2p-host-hang": "in force: NCCL_P2P_DISABLE=1 (through r9700_p2p)",
+        "r9700-hotspot-throttle-bit": "advice only",
+        "r9700-fan-stopped": "advice only",
+        "r9700-4x-p2p-ipc-invalid": "in force: NCCL_P2P_DISABLE=1 (through r9700_p2p)",
+    }
+    assert check(v, "known_issues").detail.startswith(
+        "known issues of this node: hsa-ipc-mode-legacy (in force"
+    )
+
+
+def test_skipping_a_known_issue_workaround_keeps_it_recorded_but_unapplied():
+    v = judge(
+        facts("ubuntu-24.04"), rocm_version="7.2.3", known_issue_workarounds_skip=["r9700-rccl-72-hang"]
+    )
+    assert "NCCL_PROTO" not in env_of(v)
+    assert check(v, "known_issue.r9700-rccl-72-hang").detail.endswith(
+        "workaround not applied (r9700_known_issue_workarounds_skip)"
+    )
+    none = judge(facts("ubuntu-24.04"), known_issue_workarounds_skip="all")
+    assert not {"NCCL_PROTO", "HSA_ENABLE_IPC_MODE_LEGACY"} & set(env_of(none))
+
+
+def test_a_node_without_gfx1201_gets_no_known_issue():
+    mi300x = [{"address": "0000:05:00.0", "vendor": "0x1002", "device": "0x74a1", "class": "0x038000"}]
+    v = judge(facts("ubuntu-24.04", gpus=mi300x * 1))
+    assert v.resolved.known_issues == []
+    assert not any(e["reason"].startswith("workaround of known issue") for e in v.resolved.environment)
+    assert not any(c.id.startswith("known_issue") for c in v.checks)
 
 
 def test_debian_12_gets_the_jammy_suite_with_a_best_effort_warning():
@@ -767,7 +851,8 @@ def test_verdict_serialises_for_the_ansible_fact_and_the_doctors_json():
     v = judge(copy.deepcopy(facts()))
     data = json.loads(json.dumps(v.to_dict()))
     assert data["ok"] is True
-    assert data["resolved"]["rocm_version"] == NEWEST
+    assert data["resolved"]["rocm_version"] == "7.1.1"  # 4x R9700: auto skips 7.2.x (RCCL hang)
+    assert data["resolved"]["known_issues"][0]["id"] == "hsa-ipc-mode-legacy"
     assert {c["id"] for c in data["checks"]} >= {
         "os.release",
         "gpu.detected",

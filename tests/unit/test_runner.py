@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from r9700ctl.report.provision import known_issue_lines
 from r9700ctl.runner import (
     CHANGED,
     FAILED,
@@ -72,7 +73,10 @@ def test_counts_first_error_line_and_reboot_flag_come_from_the_events(
             r9700_reboot_pending: true
             r9700_reboot_reasons: [amdgpu-dkms installed]
             r9700_versions: {before: {}, after: {rocm: "6.4.1.60401-83~24.04"}}
-            r9700_resolved: {p2p: {state: "off", reason: "off: 1 GPU(s), no peer to talk to"}}
+            r9700_resolved:
+              p2p: {state: "off", reason: "off: 1 GPU(s), no peer to talk to"}
+              rocm_choice: "auto -> ROCm 7.1.1 (newest supporting gfx1201; skipped 7.2.3: known issue x)"
+              known_issues: [{id: x, title: X hangs, blocking: true, in_force: "applied: A=1", source: "https://e/1"}]
         - name: Not on this host
           ansible.builtin.command: "true"
           when: false
@@ -104,6 +108,10 @@ def test_counts_first_error_line_and_reboot_flag_come_from_the_events(
     assert (host.reboot_pending, host.reboot_reasons) == (True, ["amdgpu-dkms installed"])
     assert host.versions == {"before": {}, "after": {"rocm": "6.4.1.60401-83~24.04"}}
     assert host.p2p == {"state": "off", "reason": "off: 1 GPU(s), no peer to talk to"}
+    assert known_issue_lines([host]) == [
+        "localhost: auto -> ROCm 7.1.1 (newest supporting gfx1201; skipped 7.2.3: known issue x)",
+        "localhost: known issue x: X hangs; workaround applied: A=1; see https://e/1",
+    ]
     assert [(t.task, t.message) for t in host.failed_tasks] == [("Break", "rc 3: first line of trouble")]
     assert host.first_error == "Break: rc 3: first line of trouble"
     assert seen[:4] == [

@@ -1,17 +1,25 @@
 """Kernel log (`dmesg`, `dmesg -T/-H`, `journalctl -k`): amdgpu's trouble, with line numbers.
 
 Kinds of finding, each with the 1-based line number as evidence and the GPU's PCI address
-when the line names one:
-- gpu_reset: "GPU reset begin!", "GPU reset(N) succeeded!", "GPU recovery" messages
-- ring_timeout: "ring gfx_0.0.0 timeout" (a job that never finished)
-- page_fault: "[gfxhub] page fault", "[mmhub] no-retry page fault" (a bad GPU address)
+when the line names one (what each means, and what to do, is data/manifest.yaml
+`kernel_log_signatures`; a test keeps the two lists of kinds equal):
 - probe_failed: "amdgpu: probe of 0000:01:00.0 failed with error -22"
 - init_failed: "Fatal error during GPU init", "amdgpu_device_ip_init failed", "hw_init of IP block ... failed"
+- reset_failed: a reset that did not bring the GPU back ("GPU reset(1) failed", "GPU recovery
+  failed", "resume of IP block <psp> failed -62")
+- bus_lost: "device lost from bus!" (the GPU fell off the PCIe bus)
+- smu_hang: "SMU is in hanged state" (the power-management firmware stopped answering)
 - firmware: firmware that failed to load ("Direct firmware load for amdgpu/... failed",
   "failed to load ucode")
-- mes: the MES scheduler not answering ("MES failed to respond", "MES might be in unrecoverable state")
+- ring_timeout: "ring gfx_0.0.0 timeout" (a job that never finished)
+- mes: the MES scheduler not answering ("MES failed to respond", "MES(0) failed to respond to
+  msg=REMOVE_QUEUE", "MES might be in unrecoverable state")
+- gpu_reset: "GPU reset begin!", "GPU reset(N) succeeded!", "MODE1 reset", "VRAM is lost due to GPU reset!"
+- page_fault: "[gfxhub] page fault", "[mmhub] no-retry page fault" (a bad GPU address)
+- smu_mismatch: "SMU driver if version not matched" (counted; never a problem alone)
 - error: any other "*ERROR*" line of amdgpu/drm/kfd
-- smu_mismatch: "SMU driver if version not matched" (informational: often harmless, sometimes not)
+PCIe AER lines ("AER: ...", "PCIe Bus Error") of any device are kept apart (`aer`), so a GPU
+fault can be told apart from a link error at the same time.
 """
 
 from __future__ import annotations
@@ -30,6 +38,15 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(r"Fatal error during GPU init|amdgpu_device_ip_init failed|hw_init of IP block.*failed"),
     ),
     (
+        "reset_failed",
+        re.compile(
+            r"GPU reset(?:\(\d+\))? failed|GPU recovery failed|resume of IP block <\w+> failed",
+            re.IGNORECASE,
+        ),
+    ),
+    ("bus_lost", re.compile(r"device lost from bus", re.IGNORECASE)),
+    ("smu_hang", re.compile(r"SMU is in hanged state", re.IGNORECASE)),
+    (
         "firmware",
         re.compile(
             r"Direct firmware load for amdgpu/\S+ failed|failed to load (?:ucode|firmware)|"
@@ -38,8 +55,16 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
         ),
     ),
     ("ring_timeout", re.compile(r"ring \S+ timeout", re.IGNORECASE)),
-    ("mes", re.compile(r"MES failed to respon|MES might be in unrecoverable state", re.IGNORECASE)),
-    ("gpu_reset", re.compile(r"GPU reset|GPU recovery|gpu_recover|Mode[12] reset|BACO reset", re.IGNORECASE)),
+    (
+        "mes",
+        re.compile(r"MES(?:\(\d+\))? failed to respon|MES might be in unrecoverable state", re.IGNORECASE),
+    ),
+    (
+        "gpu_reset",
+        re.compile(
+            r"GPU reset|GPU recovery|gpu_recover|Mode[12] reset|BACO reset|VRAM is lost", re.IGNORECASE
+        ),
+    ),
     ("page_fault", re.compile(r"\[(?:gfxhub|mmhub)\w*\] (?:no-retry |retry )?page fault", re.IGNORECASE)),
     ("smu_mismatch", re.compile(r"SMU driver if version not matched", re.IGNORECASE)),
     ("error", re.compile(r"\*ERROR\*")),
@@ -56,11 +81,17 @@ _DEVICE_PREFIX = re.compile(
 _MODULE_TAG = re.compile(r"\[drm:\S+ \[(?P<module>\w+)\]\]")
 OURS = frozenset({"amdgpu", "amdkfd", "kfd"})
 _TIMESTAMP = re.compile(r"^\s*\[[^\]]{1,40}\]|^\w{3}\s+\d+\s+[\d:]+\s+\S+\s+kernel:|^\d{4}-\d\d-\d\dT")
+# `dmesg -t` and `journalctl -o cat` drop the time: a driver's own prefix "amdgpu 0000:03:00.0: ..."
+_UNTIMED = re.compile(r"^\s*[\w-]+ (?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: ")
+_AER = re.compile(r"\bAER: |PCIe Bus Error")
 _ADDRESS = re.compile(r"\b(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\b")
 
 SERIOUS = (
     "probe_failed",
     "init_failed",
+    "reset_failed",
+    "bus_lost",
+    "smu_hang",
     "firmware",
     "ring_timeout",
     "gpu_reset",
@@ -82,6 +113,7 @@ class DmesgFinding:
 class DmesgReport:
     source: str
     findings: list[DmesgFinding] = field(default_factory=list)
+    aer: list[DmesgFinding] = field(default_factory=list)  # PCIe AER lines of any device (kind "aer")
     lines_read: int = 0
     amdgpu_lines: int = 0
     error: str | None = None
@@ -114,8 +146,12 @@ def parse(text: str, source: str = "dmesg.txt") -> DmesgReport:
         if not line.strip() or (number == 1 and is_source_line(line)):
             continue
         report.lines_read += 1
-        if _TIMESTAMP.match(line):
+        if _TIMESTAMP.match(line) or _UNTIMED.match(line):
             log_like += 1
+        if _AER.search(line):
+            address = _ADDRESS.search(line)
+            bdf = normalise_bdf(address.group(0)) if address else None
+            report.aer.append(DmesgFinding("aer", number, line.strip(), bdf))
         if not _GPU_STACK.search(line) or not is_amd_gpu_line(line):
             continue
         report.amdgpu_lines += 1

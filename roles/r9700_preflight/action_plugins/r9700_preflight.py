@@ -26,6 +26,7 @@ ARGUMENT_SPEC = {
     "apt_lock_timeout": {"type": "float", "default": 600.0},
     "apt_update": {"type": "bool", "default": True},
     "apply_runtime": {"type": "str", "default": "auto"},
+    "known_issue_workarounds_skip": {"type": "list", "elements": "str", "default": []},
     "lab_pci_devices": {"type": "raw", "default": []},
     # The r9700_env role's knobs: the environment list is composed and checked here, before any
     # change (r9700ctl/envlist.py). None = not given: the judge applies the role's defaults.
@@ -107,6 +108,7 @@ class ActionModule(ActionBase):
             "r9700_driver_source": args["driver_source"],
             "r9700_apt_lock_timeout": args["apt_lock_timeout"],
             "r9700_apply_runtime": args["apply_runtime"],
+            "r9700_known_issue_workarounds_skip": args["known_issue_workarounds_skip"],
         }
         knobs = {**ENV_KNOBS, **POWER_KNOBS}
         host_vars.update({name: args[arg] for arg, name in knobs.items() if args[arg] is not None})

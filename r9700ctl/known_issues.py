@@ -1,0 +1,290 @@
+"""Known issues for the controller: look-ups, the `auto` release choice, JSON and Markdown.
+
+The entries live in data/manifest.yaml (`known_issues`, `kernel_log_signatures`); matching a node
+is r9700ctl.agent.known_issues (shared with the agent). Here: filters for `r9700ctl known-issues`,
+the release `auto` picks when known issues block newer ones, and docs/known-issues.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from r9700ctl.agent.known_issues import KnownIssue, Match, NodeView, applicable, load, version_tuple
+from r9700ctl.errors import BadInput
+from r9700ctl.manifest import Manifest
+from r9700ctl.report import schema
+
+SCHEMA = schema("known-issues", 1)
+DOC_PATH = "docs/known-issues.md"
+
+__all__ = [
+    "DOC_PATH",
+    "SCHEMA",
+    "KnownIssue",
+    "Match",
+    "NodeView",
+    "Signature",
+    "applicable",
+    "auto_release",
+    "issues",
+    "render_markdown",
+    "select",
+    "signatures",
+    "to_document",
+]
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One kind of kernel-log line (the dmesg parser's kind), what it means and what to do."""
+
+    kind: str
+    severity: str  # FAIL, WARN, INFO, or "none": counted, never a finding alone
+    meaning: str
+    action: str
+    sources: tuple[str, ...]
+
+
+def issues(manifest: Manifest) -> list[KnownIssue]:
+    return load(manifest.raw)
+
+
+def signatures(manifest: Manifest) -> dict[str, Signature]:
+    entries = manifest.raw.get("kernel_log_signatures") or {}
+    return {
+        kind: Signature(
+            kind=kind,
+            severity=str(entry["severity"]),
+            meaning=" ".join(str(entry["meaning"]).split()),
+            action=" ".join(str(entry["action"]).split()),
+            sources=tuple(entry.get("sources") or ()),
+        )
+        for kind, entry in entries.items()
+    }
+
+
+# ---------------------------------------------------------------- filters (the CLI)
+
+
+def gpu_filter(text: str, manifest: Manifest) -> tuple[set[str], set[str], str]:
+    """(PCI ids, gfx targets, label) for --gpu: a PCI id (1002:7551), a gfx target or a model name.
+
+    Raises BadInput for a value that names no GPU the manifest knows.
+    """
+    wanted = text.strip()
+    lowered = wanted.lower()
+    models = manifest.gpus
+    if lowered in models:
+        model = models[lowered]
+        return {lowered}, {model.gfx}, f"{model.name} ({lowered}, {model.gfx})"
+    if lowered.startswith("gfx"):
+        known = {m.gfx for m in models.values()} | set(manifest.raw.get("gfx_targets") or {})
+        if lowered in known:
+            ids = {pci for pci, m in models.items() if m.gfx == lowered}
+            return ids, {lowered}, lowered
+    named = {pci: m for pci, m in models.items() if lowered and lowered in m.name.lower()}
+    if named:
+        return set(named), {m.gfx for m in named.values()}, ", ".join(m.name for m in named.values())
+    choices = ", ".join(sorted(models)) + " or a gfx target such as gfx1201"
+    raise BadInput(
+        what=f"--gpu {wanted!r} names no GPU in r9700ctl's manifest",
+        hint=f"give a PCI id ({choices}) or part of a model name (R9700)",
+    )
+
+
+def check_version(text: str) -> str:
+    if version_tuple(text) is None or not text.strip()[:1].isdigit():
+        raise BadInput(
+            what=f"--rocm {text!r} is not a ROCm version",
+            hint="give a release number such as 7.2.3 or 7.1",
+        )
+    return text.strip()
+
+
+def select(
+    known: Iterable[KnownIssue],
+    pci_ids: set[str] | None = None,
+    gfx: set[str] | None = None,
+    rocm: str | None = None,
+) -> list[KnownIssue]:
+    """Entries that cover any of the GPUs (by PCI id or gfx target) and the release, when given."""
+    chosen = []
+    for issue in known:
+        if pci_ids is not None or gfx is not None:
+            by_id = any(issue.covers_gpu(pci, None) for pci in pci_ids or ())
+            by_target = bool(issue.gfx) and bool(set(issue.gfx) & (gfx or set()))
+            if not (by_id or by_target):
+                continue
+        if rocm is not None and issue.covers_release(rocm) is False:
+            continue
+        chosen.append(issue)
+    return chosen
+
+
+def issue_dict(issue: KnownIssue) -> dict[str, Any]:
+    return {
+        "id": issue.id,
+        "title": issue.title,
+        "sources": list(issue.sources),
+        "applies_to": {
+            "gfx": list(issue.gfx),
+            "gpus": list(issue.gpus),
+            "rocm": {"min": issue.rocm_min, "below": issue.rocm_below},
+            "min_gpus": issue.min_gpus,
+            "env": issue.trigger_env,
+        },
+        "blocking": issue.blocking,
+        "false_signal": issue.false_signal,
+        "effect": issue.effect,
+        "detection": issue.detection,
+        "workaround": issue.workaround,
+    }
+
+
+def to_document(selected: Sequence[KnownIssue], filters: dict[str, Any]) -> dict[str, Any]:
+    from r9700ctl import __version__
+
+    return {
+        "schema": SCHEMA,
+        "toolkit_version": __version__,
+        "filters": filters,
+        "known_issues": [issue_dict(i) for i in selected],
+    }
+
+
+# ---------------------------------------------------------------- the `auto` release choice
+
+
+@dataclass(frozen=True)
+class AutoChoice:
+    """The release `auto` chose, and the newer ones it skipped with the issues that blocked them."""
+
+    release: str | None
+    skipped: tuple[tuple[str, tuple[KnownIssue, ...]], ...] = ()
+    all_blocked: bool = False
+
+    def skipped_text(self) -> str:
+        return "; ".join(
+            f"skipped {release}: " + ", ".join(f"known issue {i.id} ({i.title})" for i in blocking)
+            for release, blocking in self.skipped
+        )
+
+
+def auto_release(
+    known: Sequence[KnownIssue], gpus: Sequence[tuple[str | None, str | None]], candidates: Sequence[str]
+) -> AutoChoice:
+    """The newest candidate release (candidates oldest first) with no blocking known issue for these
+    GPUs. When every candidate is blocked, the newest is chosen and `all_blocked` says so."""
+    skipped = []
+    for release in reversed(list(candidates)):
+        node = NodeView(gpus=tuple(gpus), rocm=release)
+        blocking = tuple(m.issue for m in applicable(known, node) if m.issue.blocking and m.release_known)
+        if not blocking:
+            return AutoChoice(release, tuple(skipped))
+        skipped.append((release, blocking))
+    if not candidates:
+        return AutoChoice(None)
+    return AutoChoice(candidates[-1], tuple(skipped[1:]), all_blocked=True)
+
+
+# ---------------------------------------------------------------- docs/known-issues.md
+
+
+def render_markdown(manifest: Manifest) -> str:
+    """docs/known-issues.md: one section per issue with its sources, then the kernel-log signatures."""
+    known = issues(manifest)
+    lines = [
+        "# Known issues",
+        "",
+        "What owners of R9700 (gfx1201) machines found out the hard way, each with the public threads",
+        "that show it, how r9700ctl detects it and the workaround. `r9700ctl provision` applies the",
+        "workarounds marked *applied by default* and records in /etc/r9700ctl/node.json which issues",
+        "apply to the node; `r9700ctl doctor` lists them per node; `r9700ctl validate` names them in",
+        "its hints; `r9700_rocm_version: auto` skips a release where a *blocking* issue applies.",
+        "",
+        "This page is generated from `r9700ctl/data/manifest.yaml` (`r9700ctl known-issues --markdown`);",
+        "edit the manifest, not this page (a test keeps the two equal).",
+        "",
+        "| id | issue | applies to | releases | workaround | by default |",
+        "|---|---|---|---|---|---|",
+    ]
+    for issue in known:
+        lines.append(
+            f"| [{issue.id}](#{issue.id}) | {_cell(issue.title)} | {_cell(issue.gpus_text())} | "
+            f"{_cell(issue.releases_text())} | {_cell(_table_workaround(issue))} | "
+            f"{'yes' if issue.applied_by_default else 'no'} |"
+        )
+    for issue in known:
+        lines += ["", f"## {issue.id}", "", f"**{issue.title}**", ""]
+        lines += _applies_lines(issue)
+        lines += [f"- **Effect:** {issue.effect}"]
+        lines += [f"- **Detection:** {_flat(issue.detection.get('how', ''))} ({_where(issue)})"]
+        lines += _workaround_lines(issue)
+        lines += ["- **Sources:**"] + [f"  - <{url}>" for url in issue.sources]
+    lines += [
+        "",
+        "## Kernel log signatures",
+        "",
+        "`r9700ctl doctor` counts these amdgpu lines in a bundle's dmesg.txt per GPU and explains them.",
+        "",
+        "| kind | severity | meaning | action | sources |",
+        "|---|---|---|---|---|",
+    ]
+    for sig in signatures(manifest).values():
+        links = ", ".join(f"<{u}>" for u in sig.sources)
+        severity = "never alone" if sig.severity == "none" else sig.severity
+        lines.append(f"| {sig.kind} | {severity} | {_cell(sig.meaning)} | {_cell(sig.action)} | {links} |")
+    return "\n".join(lines) + "\n"
+
+
+def _table_workaround(issue: KnownIssue) -> str:
+    if issue.workaround_env or issue.workaround.get("release"):
+        return issue.workaround_short()
+    return "advice, see below"
+
+
+def _applies_lines(issue: KnownIssue) -> list[str]:
+    text = f"- **Applies to:** {issue.gpus_text()}; {issue.releases_text()}"
+    if issue.trigger_env:
+        text += "; when " + " and ".join(f"`{k}={v}`" for k, v in issue.trigger_env.items()) + " is set"
+    flags = [name for name, on in (("blocking", issue.blocking), ("false signal", issue.false_signal)) if on]
+    return [text + (f" ({', '.join(flags)})" if flags else "")]
+
+
+def _where(issue: KnownIssue) -> str:
+    det = issue.detection
+    places = []
+    if det.get("preflight"):
+        places.append("preflight, from the node's GPUs and release")
+    if det.get("bundle"):
+        places.append("doctor, in " + ", ".join(det["bundle"]))
+    if det.get("detector"):
+        places.append(f"detector {det['detector']['name']}")
+    if det.get("agent"):
+        places.append("validate, checks " + ", ".join(det["agent"]["checks"]))
+    return "; ".join(places)
+
+
+def _workaround_lines(issue: KnownIssue) -> list[str]:
+    w = issue.workaround
+    lines = [f"- **Workaround:** {_flat(w.get('advice', ''))}"]
+    if issue.workaround_env:
+        lines.append("  - environment: " + ", ".join(f"`{k}={v}`" for k, v in issue.workaround_env.items()))
+    if w.get("release"):
+        lines.append(f"  - release: ROCm {w['release']}")
+    if w.get("package_pin"):
+        lines.append(f"  - package pin: {_flat(w['package_pin'])}")
+    by = f" (through `{issue.policy}`)" if issue.policy else ""
+    default = "yes" if issue.applied_by_default else "no"
+    lines.append(f"  - applied by `r9700ctl provision` by default: {default}{by}")
+    return lines
+
+
+def _flat(text: Any) -> str:
+    return " ".join(str(text).split())
+
+
+def _cell(text: str) -> str:
+    return _flat(text).replace("|", "\\|")

@@ -275,7 +275,7 @@ def limit(series: Series, sensor: str, crit_c: float | None, limits: Mapping[str
     if sensor in set(untrusted):
         return Verdict(
             INCONCLUSIVE, f"{label}_max", None, "C", threshold,
-            f"the {label} reading is stale or failing (thermal.sensors): its limit cannot be judged",
+            f"the {label} reading is stale or failing (power.sensors): its limit cannot be judged",
         )  # fmt: skip
     if not points:
         return Verdict(INCONCLUSIVE, f"{label}_max", None, "C", threshold, f"no {label} reading under load")

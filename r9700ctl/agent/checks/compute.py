@@ -324,7 +324,9 @@ def _throttle(ctx: AgentContext, index: int, samples: list[dict], telemetry: dic
     if "power" in groups:
         notes.append(POWER_NOTE.format(frac=groups["power"]["fraction"]))
     if "thermal_unconfirmed" in groups:
-        notes.append("TEMP_HOTSPOT bit set without a hot reading: ignored (ROCm/rocm-systems#11781)")
+        note = "TEMP_HOTSPOT bit set without a hot reading: ignored"
+        known = _measure.known_issue_hints(ctx, "compute.throttle", note)
+        notes.append(f"{note} ({known[0]})" if known else f"{note} (ROCm/rocm-systems#11781)")
     if verdict.status == PASS and notes:
         hint = "; ".join(notes)
     elif notes:

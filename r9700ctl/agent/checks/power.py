@@ -10,7 +10,7 @@ power of every GPU sampled at >= 10 Hz (kernels/power.py), then judged:
 - power.psu.<name> (per PSU of the node's policy file): the sustained total (its GPUs as measured
   + its declared host share) against its rating, FAIL over, WARN inside the margin (the rule
   preflight applies to the caps), and the peak: above the rating a WARN (power.judge_draw says why).
-- thermal.fan, thermal.sensors, thermal.hotspot / memory / edge (per GPU), on the readings from
+- power.fan, power.sensors, power.temp_hotspot / temp_memory / temp_edge (per GPU), on the readings from
   the start of the card's own stage to the end (r9700ctl/agent/thermal.py): a fan that never
   spins, sensors that never move or fail ("thermally blind"), temperatures that approach the
   card's critical limits (the driver's temp*_crit, else the manifest's temp_crit_c).
@@ -25,7 +25,7 @@ from r9700ctl.agent import power, stats, thermal
 from r9700ctl.agent.checks import _measure, register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.kernels.specs import PowerSpec
-from r9700ctl.agent.result import INCONCLUSIVE, PASS, SKIP, WARN, CheckResult
+from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, CheckResult
 
 THRESHOLDS = (
     "power.sample_hz_min",
@@ -42,7 +42,11 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "burnin": {"power.stage_s": 30.0, "power.all_s": 180.0},
 }
 TIMELINE_BIN_S = 0.5  # report timelines: the highest power and the last temperature per half second
-SENSOR_CHECKS = {"hotspot_c": "thermal.hotspot", "mem_temp_c": "thermal.memory", "temp_c": "thermal.edge"}
+SENSOR_CHECKS = {
+    "hotspot_c": "power.temp_hotspot",
+    "mem_temp_c": "power.temp_memory",
+    "temp_c": "power.temp_edge",
+}
 CAP_HINT = (
     "CAP_NOT_HELD: the card's sustained draw is above its cap: power telemetry or the cap itself is "
     "not what it claims; compare with a meter at the wall and check the card's firmware"
@@ -305,10 +309,10 @@ def _thermal(
     subject = f"gpu{index}"
     sensors = thermal.sensors(series, lim)
     untrusted = sensors.evidence.get("untrusted", [])
-    out = [
-        _result("thermal.sensors", subject, sensors),
-        _result("thermal.fan", subject, thermal.fan(series, lim, untrusted)),
-    ]
+    fan = _result("power.fan", subject, thermal.fan(series, lim, untrusted))
+    if fan.status == FAIL:  # the manifest's known issue (stopped R9700 fans) and its workaround
+        fan.hint = "; ".join([fan.hint, *_measure.known_issue_hints(ctx, "power.fan", fan.hint)])
+    out = [_result("power.sensors", subject, sensors), fan]
     driver = limits.get(str(index)) or {}
     manifest = ctx.model_spec.get("temp_crit_c") or {}
     for sensor, check_id in SENSOR_CHECKS.items():

@@ -26,12 +26,6 @@ class GpuModel:
     discrete: bool
     raw: dict[str, Any] = field(compare=False, repr=False)
 
-    @property
-    def board_power_w(self) -> float | None:
-        """Rated board power (the card's default power cap), None when the manifest has none."""
-        value = self.raw.get("board_power_w")
-        return float(value) if isinstance(value, (int, float)) else None
-
 
 @dataclass(frozen=True)
 class RocmRelease:

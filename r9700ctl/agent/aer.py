@@ -7,8 +7,8 @@ are pure, so the agent, the bundle doctor and the tests share one rule:
 
 - any new nonfatal or fatal error on the GPU's path: FAIL (uncorrectable; the link dropped data);
 - new correctable errors: WARN naming the device, its role on the path and the slot; more than
-  `correctable_fail_per_min` per minute of load: FAIL ("many"). The default, 32 per minute, is
-  DCGM's AER threshold (480 per 15 minutes, research/validation.md C9).
+  thresholds aer.correctable_fail_per_min per minute of load: FAIL ("many"; 32/min, DCGM's AER
+  threshold of 480 per 15 minutes).
 
 Where the counts appear says where to look: at the card (GPU or its own switch ports), at the
 slot port (the root or switch port the card plugs into: riser, slot, cable), or at a switch
@@ -28,7 +28,6 @@ from r9700ctl.agent.parsers.aer import KINDS, DeviceAer
 from r9700ctl.agent.result import FAIL, PASS, WARN
 
 UNCORRECTABLE = ("nonfatal", "fatal")
-DEFAULT_FAIL_PER_MIN = 32.0
 
 RISER_HINT = (
     "a marginal PCIe link: reseat the card, check or replace the riser/extension cable, try another "
@@ -155,7 +154,7 @@ def judge(
     seconds: float | None,
     roles: dict[str, str] | None = None,
     slot: str | None = None,
-    fail_per_min: float = DEFAULT_FAIL_PER_MIN,
+    fail_per_min: float | None = None,
     during: str = "",
 ) -> Verdict:
     """One GPU's new errors over a step of `seconds` (None: since boot, as in a support bundle).
@@ -163,9 +162,9 @@ def judge(
     `roles` names each device of the path ("root port (the card's slot)", "GPU", ...) and `slot`
     the physical slot, so the summary says where to look.
     """
-    threshold = (
-        f"no new nonfatal/fatal error; new correctable errors WARN, more than {fail_per_min:g}/min FAIL"
-    )
+    threshold = "no new nonfatal/fatal error; new correctable errors WARN"
+    if fail_per_min is not None:
+        threshold += f", more than {fail_per_min:g}/min FAIL"
     roles = roles or {}
     mine = [i for i in found if i.gpu == gpu]
     if not mine:
@@ -181,7 +180,7 @@ def judge(
     rate = correctable / (seconds / 60.0) if seconds else None
     if uncorrectable:
         return Verdict(FAIL, summary, f"uncorrectable PCIe errors: {RISER_HINT}", threshold)
-    if rate is not None and rate > fail_per_min:
+    if rate is not None and fail_per_min is not None and rate > fail_per_min:
         hint = f"PCIe errors at {rate:.0f}/min under load: {RISER_HINT}"
         return Verdict(FAIL, f"{summary} = {rate:.0f}/min", hint, threshold)
     return Verdict(WARN, summary, f"corrected PCIe errors: {RISER_HINT}", threshold)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from r9700ctl.agent import watchdog
+from r9700ctl.agent import aer, watchdog
 from r9700ctl.agent.gpus import Discovery, GpuInfo
 from r9700ctl.agent.journal import Journal
 from r9700ctl.agent.judge import Verdict, not_applied
@@ -48,6 +48,8 @@ class AgentContext:
     tool_timeout_s: float = 20.0
     on_progress: Callable[[str], None] | None = None
     steps: list[dict[str, Any]] = field(default_factory=list)
+    # PCIe AER counters read before and after every GPU step (checks/aer.py judges them).
+    aer_steps: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def model(self) -> str:
@@ -96,7 +98,19 @@ class AgentContext:
     ) -> StepOutcome:
         seq = self.journal.step_start(step_id, list(gpus), timeout_s) if self.journal else 0
         self.progress(f"step {step_id} on GPU(s) {','.join(map(str, gpus)) or '-'} (timeout {timeout_s:g} s)")
+        addresses = [g.pci_address for g in self.gpus if g.pci_address]
+        before = aer.snapshot(self.root, addresses)
         outcome = run()
+        after = aer.snapshot(self.root, addresses)
+        self.aer_steps.append(
+            {
+                "step": step_id,
+                "gpus": list(gpus),
+                "seconds": outcome.duration_s,
+                "increases": aer.increases(before, after),
+                "unreadable": after.unreadable,
+            }
+        )
         if self.journal:
             self.journal.step_end(seq, step_id, outcome.status, outcome.duration_s)
         record = {**outcome.to_dict(), "gpus": list(gpus), "timeout_s": timeout_s}

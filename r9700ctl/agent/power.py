@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -339,3 +339,74 @@ def load_policy(root: str | Path = "/") -> tuple[Policy | None, str]:
     if problems:
         return None, f"{path}: {'; '.join(problems)}"
     return Policy(caps, tuple(psus), margin), ""
+
+
+def psu_totals(
+    samples: Iterable[Mapping[str, Any]], psu: Psu, gpu_index: Mapping[str, int]
+) -> list[tuple[float, float]]:
+    """(t, watts) the PSU carries at each sampler tick: its host share plus the power read for each
+    GPU it feeds at that tick. One sampler reads every GPU per tick, so a tick's readings share t;
+    a tick where one of the PSU's GPUs has no reading is left out rather than counted low."""
+    wanted = {gpu_index[a] for a in psu.gpus if a in gpu_index}
+    by_tick: dict[float, dict[int, float]] = {}
+    for sample in samples:
+        index, watts = sample.get("gpu"), sample.get("power_w")
+        if index in wanted and isinstance(watts, (int, float)):
+            by_tick.setdefault(float(sample["t"]), {})[int(index)] = float(watts)
+    return [
+        (t, psu.host_w + sum(readings.values()))
+        for t, readings in sorted(by_tick.items())
+        if len(readings) == len(wanted) and wanted
+    ]
+
+
+@dataclass
+class DrawLine:
+    """One PSU's measured load against its rating: peak (one sample) and sustained (window mean)."""
+
+    psu: str
+    watts: float
+    margin: float
+    host_w: float
+    peak_w: float
+    sustained_w: float
+    window_s: float
+    status: str
+    detail: str
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "usable_w": self.watts * (1 - self.margin)}
+
+
+def judge_draw(psu: Psu, peak_w: float, sustained_w: float, margin: float, window_s: float) -> DrawLine:
+    """The measured total (GPUs read + the declared host share) against the PSU.
+
+    The sustained total decides, with the budget's rule: FAIL over the rating, WARN inside the
+    margin (a PSU's rating is a continuous load). A peak over the rating is a WARN on its own: GPU
+    draw spikes far past the cap for a sample (an H200 capped at 700 W read 956 W for 0.1 s as its
+    GEMM started, docs/benchmarks.md) and PSUs built for it ride such excursions out (ATX 3.0
+    asks for 200% for 0.1 ms), while older or server PSUs may trip.
+    """
+    usable = psu.watts * (1 - margin)
+    figures = (
+        f"PSU {psu.name} ({psu.watts:g} W) carried {sustained_w:.0f} W sustained over {window_s:g} s, "
+        f"{peak_w:.0f} W peak ({len(psu.gpus)} GPU(s) measured + host {psu.host_w:g} W declared)"
+    )
+    line = DrawLine(psu.name, psu.watts, margin, psu.host_w, peak_w, sustained_w, window_s, PASS, "")
+    if sustained_w > psu.watts:
+        line.status, line.fix = FAIL, _fix(psu, usable)
+        line.detail = f"{figures}: the sustained load is over its rating by {sustained_w - psu.watts:.0f} W"
+    elif sustained_w > usable:
+        line.status, line.fix = WARN, _fix(psu, usable)
+        inside = sustained_w - usable
+        line.detail = (
+            f"{figures}: the sustained load is inside its {margin:.0%} safety margin by {inside:.0f} W"
+        )
+    elif peak_w > psu.watts:
+        line.status = WARN
+        line.fix = "check that the PSU is rated for transient excursions (ATX 3.x), or lower the caps"
+        line.detail = f"{figures}: peaks exceed its rating by {peak_w - psu.watts:.0f} W"
+    else:
+        line.detail = f"{figures}: {usable - sustained_w:.0f} W below its {margin:.0%} margin"
+    return line

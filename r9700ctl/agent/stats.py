@@ -138,3 +138,26 @@ def summary(values: Iterable[float | None]) -> dict[str, float]:
         "p99": percentile(data, 99),
     }
     return {k: (v if k == "n" else round(v, 6)) for k, v in out.items()}
+
+
+def max_window_mean(points: Sequence[tuple[float, float]], window_s: float) -> float:
+    """The highest mean of the values over any window of `window_s` seconds, points (t, value)
+    in time order; the mean of all when they span less than the window; NaN for none.
+
+    "Sustained" power: a PSU's over-power protection answers a load held for seconds, not one
+    0.1 s reading (that is the peak).
+    """
+    data = [(float(t), float(v)) for t, v in points if v is not None and not math.isnan(float(v))]
+    if not data:
+        return math.nan
+    if data[-1][0] - data[0][0] < window_s:
+        return statistics.fmean(v for _, v in data)
+    best, total, start = -math.inf, 0.0, 0
+    for end, (t_end, value) in enumerate(data):
+        total += value
+        while data[start][0] < t_end - window_s:
+            total -= data[start][1]
+            start += 1
+        if t_end - data[0][0] >= window_s:
+            best = max(best, total / (end - start + 1))
+    return best

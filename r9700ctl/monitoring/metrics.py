@@ -81,6 +81,24 @@ METRICS: tuple[Metric, ...] = (
     Metric("r9700_gpu_power_watts", "Board power when the run read it.", ("node", "gpu")),
     Metric("r9700_gpu_power_cap_watts", "Power cap set on the GPU.", ("node", "gpu")),
     Metric("r9700_gpu_vram_bytes", "VRAM size of the GPU.", ("node", "gpu")),
+    # The staged power phase and the PCIe error counts of the run (agent checks power and aer).
+    Metric(
+        "r9700_gpu_power_measured_watts",
+        "Board power measured in the staged power phase (figure: peak, sustained_alone, sustained_all).",
+        ("node", "gpu", "figure"),
+    ),
+    Metric(
+        "r9700_psu_draw_watts",
+        "What a PSU carried in the staged power phase, its GPUs measured + the declared host share "
+        "(figure: peak, sustained).",
+        ("node", "psu", "figure"),
+    ),
+    Metric("r9700_psu_rating_watts", "A PSU's rating (r9700_psus).", ("node", "psu")),
+    Metric(
+        "r9700_gpu_pcie_aer_new_errors",
+        "PCIe AER errors counted on the GPU's path to its root port during the run's load steps.",
+        ("node", "gpu", "kind"),
+    ),
 )
 NAMES = frozenset(m.name for m in METRICS)
 
@@ -199,6 +217,33 @@ class Registry:
         for gpu in (sample.report or {}).get("gpus") or []:
             if isinstance(gpu, Mapping):
                 self._gpu(node, gpu)
+        for result in sample.results:
+            self._power_and_aer(node, result)
+
+    def _power_and_aer(self, node: str, result: Mapping[str, Any]) -> None:
+        check, evidence = str(result.get("id") or ""), result.get("evidence")
+        if not isinstance(evidence, Mapping):
+            return
+        subject = str(result.get("subject") or "")
+        if check == "power.cap":
+            for figure, key in (("peak", "peak_w"), ("sustained_alone", "sustained_alone_w"),
+                                ("sustained_all", "sustained_all_w")):  # fmt: skip
+                self.set("r9700_gpu_power_measured_watts", _number(evidence.get(key)), node=node, gpu=subject,
+                         figure=figure)  # fmt: skip
+        elif check.startswith("power.psu.") and isinstance(evidence.get("draw"), Mapping):
+            draw = evidence["draw"]
+            self.set("r9700_psu_rating_watts", _number(draw.get("watts")), node=node, psu=subject)
+            for figure in ("peak", "sustained"):
+                self.set("r9700_psu_draw_watts", _number(draw.get(f"{figure}_w")), node=node, psu=subject,
+                         figure=figure)  # fmt: skip
+        elif check == "aer" and result.get("status") != SKIP:
+            totals = {"correctable": 0, "nonfatal": 0, "fatal": 0}
+            for step in evidence.get("with_errors") or []:
+                for increase in step.get("increases") or []:
+                    if increase.get("kind") in totals:
+                        totals[increase["kind"]] += int(increase.get("delta") or 0)
+            for kind, count in totals.items():
+                self.set("r9700_gpu_pcie_aer_new_errors", count, node=node, gpu=subject, kind=kind)
 
     def _gpu(self, node: str, gpu: Mapping[str, Any]) -> None:
         name = f"gpu{gpu.get('index')}"

@@ -112,3 +112,20 @@ def test_p2p_pair_copies_are_verified_both_ways():
 
     out = p2p.pair_bandwidth(PairSpec(a=0, b=1, size_bytes=64 << 20, windows=2, copies_per_window=3))
     assert all(d["verified"] for d in out["directions"].values())
+
+
+def test_the_staged_power_phase_samples_board_power_at_10_hz_under_gemm():
+    """The sampler keeps its 0.1 s schedule while the GPU computes, and sees the load in the watts."""
+    from r9700ctl.agent.kernels import power
+    from r9700ctl.agent.kernels.specs import PowerSpec
+
+    out = power.staged_power(PowerSpec(gpus=(0,), stage_s=4.0, idle_s=1.0, n=4096))
+    assert [s["name"] for s in out["stages"]] == ["idle", "gpu0"]
+    assert out["sampler"]["source"] is not None
+    assert out["sampler"]["rate_hz"]["0"] >= 10.0
+    idle, stage = out["stages"]
+    watts = [
+        s["power_w"] for s in out["samples"] if stage["t0"] + 1 <= s["t"] <= stage["t1"] and "power_w" in s
+    ]
+    resting = [s["power_w"] for s in out["samples"] if s["t"] <= idle["t1"] and "power_w" in s]
+    assert watts and resting and max(watts) > max(resting)

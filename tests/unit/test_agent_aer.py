@@ -80,9 +80,8 @@ def test_many_corrected_errors_per_minute_fail(node):
     before = aer.snapshot(node.root, [GPU0])
     node.set_aer(GPU0, correctable={"BadTLP": 20, "BadDLLP": 13})
 
-    verdict = aer.judge(
-        GPU0, aer.increases(before, aer.snapshot(node.root, [GPU0])), 60, aer.roles(node.root, GPU0)
-    )
+    found = aer.increases(before, aer.snapshot(node.root, [GPU0]))
+    verdict = aer.judge(GPU0, found, 60, aer.roles(node.root, GPU0), fail_per_min=32)
 
     assert verdict.status == FAIL
     assert "33 correctable at GPU" in verdict.summary and "= 33/min" in verdict.summary
@@ -92,9 +91,8 @@ def test_one_uncorrectable_error_fails(node):
     before = aer.snapshot(node.root, [GPU0])
     node.set_aer("0000:10:00.0", nonfatal={"CmpltTO": 1})
 
-    verdict = aer.judge(
-        GPU0, aer.increases(before, aer.snapshot(node.root, [GPU0])), 60, aer.roles(node.root, GPU0)
-    )
+    found = aer.increases(before, aer.snapshot(node.root, [GPU0]))
+    verdict = aer.judge(GPU0, found, 60, aer.roles(node.root, GPU0), fail_per_min=32)
 
     assert verdict.status == FAIL
     assert "1 nonfatal at card's own switch port 0000:10:00.0 (CmpltTO 1)" in verdict.summary

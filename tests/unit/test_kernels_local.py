@@ -108,3 +108,15 @@ def test_host_memory_placement_says_why_it_did_not_happen(tmp_path, node, says):
     with hostbw.running_on_numa_node(tmp_path, node) as placed:
         pass
     assert placed.startswith("not placed") and says in placed
+
+
+def test_the_staged_power_phase_runs_its_stages_in_order_on_the_host():
+    """On the CPU there is no telemetry source: the stages still run, each for its time."""
+    from r9700ctl.agent.kernels import power
+    from r9700ctl.agent.kernels.specs import PowerSpec
+
+    out = power.staged_power(PowerSpec(gpus=(0,), stage_s=0.3, idle_s=0.1, n=64, device="cpu"))
+
+    assert [s["name"] for s in out["stages"]] == ["idle", "gpu0"]
+    assert out["stages"][1]["t1"] - out["stages"][1]["t0"] >= 0.3
+    assert out["sampler"]["source"] is None and out["samples"] == []

@@ -177,3 +177,23 @@ def test_sampler_thread_keeps_sampling_after_a_failed_read():
 def test_sampler_without_a_source_returns_no_samples():
     """No telemetry tool on the node: the load still runs, the throttle check SKIPs."""
     assert sampler.Sampler(None).start().stop() == []
+
+
+def test_the_sampler_keeps_its_rate_when_a_read_takes_part_of_the_interval():
+    """A 10 Hz sampler whose reads take 40 ms must still read ~10 times a second, not ~7."""
+    import time as _time
+
+    from r9700ctl.agent.kernels import sampler
+
+    class Slow:
+        name = "slow"
+
+        def read(self, t):
+            _time.sleep(0.04)
+            return [sampler.Sample(t=t, gpu=0, power_w=100.0)]
+
+    probe = sampler.Sampler(Slow(), 0.1).start()
+    _time.sleep(2.05)
+    samples = probe.stop()
+
+    assert sampler.sample_rate_hz(samples, 0) >= 9.5

@@ -93,3 +93,20 @@ def combine(*verdicts: Verdict) -> tuple[str, str, str]:
 
 def rounded(value: float | None, digits: int = 2) -> float | None:
     return None if value is None else round(float(value), digits)
+
+
+def known_issue_hints(ctx: AgentContext, check_id: str, text: str) -> list[str]:
+    """The hints of the manifest's known issues that apply to this node and name this result
+    (detection.agent: the check id, and a pattern its text must show), r9700ctl/agent/known_issues.py."""
+    from r9700ctl.agent import datafiles, known_issues
+
+    try:
+        issues = known_issues.load(datafiles.load_data("manifest"))
+    except datafiles.DataFileError:
+        return []
+    node = known_issues.NodeView(
+        gpus=tuple((g.pci_id, g.gfx_target) for g in ctx.gpus),
+        rocm=ctx.environment.get("rocm") if isinstance(ctx.environment, dict) else None,
+        env=(ctx.environment.get("variables") if isinstance(ctx.environment, dict) else None),
+    )
+    return known_issues.hints_for(issues, node, check_id, text)

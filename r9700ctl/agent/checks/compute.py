@@ -16,7 +16,8 @@ from them:
   PASS with a note: a healthy card under GEMM sits at its power cap (FACTS.md: an H200 at
   700 W, 1455-1500 MHz, reason 0x4). Radeon TEMP_HOTSPOT without a hot reading is ignored
   (always set on RDNA3/RDNA4 firmware, ROCm/rocm-systems#11781).
-- compute.power_cap: a cap below the board default WARNs (POWER_CAP_LOWERED).
+- compute.power_cap: a cap below the board default WARNs (POWER_CAP_LOWERED), unless it is the cap
+  r9700_power set (/etc/r9700ctl/power.json): then a cap other than that one WARNs (CAP_NOT_APPLIED).
 - compute.temperature: hotspot (AMD junction) WARN >= 95 C, FAIL >= 105 C.
 - compute.link_under_load: the PCIe link read during the load against its maximum (idle links
   downtrain, so only this reading can FAIL a link; rule shared with the pcie check).
@@ -27,7 +28,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from r9700ctl.agent import power
 from r9700ctl.agent.checks import _measure, pcie, register
+from r9700ctl.agent.checks import power as power_check
 from r9700ctl.agent.checks.pcie import link_result
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.judge import Verdict, judge_against_peers, judge_floor, judge_samples
@@ -321,7 +324,9 @@ def _throttle(ctx: AgentContext, index: int, samples: list[dict], telemetry: dic
     if "power" in groups:
         notes.append(POWER_NOTE.format(frac=groups["power"]["fraction"]))
     if "thermal_unconfirmed" in groups:
-        notes.append("TEMP_HOTSPOT bit set without a hot reading: ignored (ROCm/rocm-systems#11781)")
+        note = "TEMP_HOTSPOT bit set without a hot reading: ignored"
+        known = _measure.known_issue_hints(ctx, "compute.throttle", note)
+        notes.append(f"{note} ({known[0]})" if known else f"{note} (ROCm/rocm-systems#11781)")
     if verdict.status == PASS and notes:
         hint = "; ".join(notes)
     elif notes:
@@ -343,6 +348,27 @@ def _power_cap(ctx: AgentContext, index: int, telemetry: dict) -> list[CheckResu
     cap, default = telemetry.get("power_cap_w"), telemetry.get("power_cap_default_w")
     if cap is None or default is None:
         return []
+    # A cap the node's own policy asks for (r9700_power, /etc/r9700ctl/power.json) is no fault:
+    # it is held against that policy instead of the board default.
+    policy, _ = power.load_policy(ctx.root)
+    wanted = policy.caps_w.get(ctx.gpu(index).pci_address or "") if policy else None
+    if wanted is not None:
+        applied = abs(cap - wanted) <= 1.0
+        return [
+            CheckResult(
+                "compute.power_cap",
+                f"gpu{index}",
+                PASS if applied else WARN,
+                "power_cap",
+                round(cap, 1),
+                "W",
+                f"= {wanted:g} W set by r9700_power (WARN otherwise)",
+                f"cap {cap:.0f} W set by r9700_power (board default {default:.0f} W)"
+                if applied
+                else power_check.POLICY_CAP_HINT.format(want=wanted, have=cap),
+                {"power_cap_w": cap, "power_cap_default_w": default, "cap_set_by_r9700_power_w": wanted},
+            )
+        ]
     lowered = cap < default * float(ctx.threshold("compute.power_cap_min_fraction_of_default"))
     return [
         CheckResult(

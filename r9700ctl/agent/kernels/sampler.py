@@ -87,7 +87,10 @@ class Sample:
     temp_c: float | None = None
     hotspot_c: float | None = None
     mem_temp_c: float | None = None
-    power_w: float | None = None
+    power_w: float | None = None  # instantaneous where the source has it (peaks), else its average
+    power_avg_w: float | None = None  # the source's own averaged reading (hwmon power1_average, NVML)
+    fan_rpm: float | None = None
+    fan_pct: float | None = None
     power_cap_w: float | None = None
     power_cap_default_w: float | None = None
     throttle_raw: int | None = None
@@ -95,6 +98,9 @@ class Sample:
     groups: list[str] = field(default_factory=list)
     link_speed_gts: float | None = None
     link_width: int | None = None
+    # Sensors whose read failed in this sample (EBUSY, EIO, NVML errors): a failing sensor is not
+    # a cool card (r9700ctl/agent/thermal.py: "thermally blind").
+    errors: list[str] = field(default_factory=list)
 
 
 def decode_nvidia(mask: int) -> tuple[list[str], list[str]]:
@@ -167,6 +173,22 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def _sensor(path: Path, sensor: str, sample: Sample, scale: float = 1.0) -> float | None:
+    """A hwmon reading; an absent attribute is None, one that exists but fails to read is noted
+    in sample.errors (amdgpu answers EBUSY/EIO when the card is parked or the SMU does not respond)."""
+    try:
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        sample.errors.append(sensor)
+        return None
+    value = _number(text, scale)
+    if value is None and text:
+        sample.errors.append(sensor)
+    return value
+
+
 def _number(text: str | None, scale: float = 1.0) -> float | None:
     if text is None:
         return None
@@ -217,10 +239,15 @@ class AmdSysfsSource:
             s = Sample(t=t, gpu=index)
             hw = self._hwmon(d)
             if hw is not None:
-                s.temp_c = _number(_read(hw / "temp1_input"), 1e-3)
-                s.hotspot_c = _number(_read(hw / "temp2_input"), 1e-3)
-                s.mem_temp_c = _number(_read(hw / "temp3_input"), 1e-3)
-                s.power_w = _number(_read(hw / "power1_average") or _read(hw / "power1_input"), 1e-6)
+                # amdgpu's hwmon (amdgpu_pm.c, DOC: hwmon): temp1 edge, temp2 junction, temp3 memory in
+                # millidegrees; power1_input instantaneous and power1_average in microwatts; fan1_input rpm.
+                s.temp_c = _sensor(hw / "temp1_input", "temp_c", s, 1e-3)
+                s.hotspot_c = _sensor(hw / "temp2_input", "hotspot_c", s, 1e-3)
+                s.mem_temp_c = _sensor(hw / "temp3_input", "mem_temp_c", s, 1e-3)
+                s.power_avg_w = _sensor(hw / "power1_average", "power_w", s, 1e-6)
+                instant = _sensor(hw / "power1_input", "power_w", s, 1e-6)
+                s.power_w = instant if instant is not None else s.power_avg_w
+                s.fan_rpm = _sensor(hw / "fan1_input", "fan_rpm", s)
                 s.power_cap_w = _number(_read(hw / "power1_cap"), 1e-6)
                 s.power_cap_default_w = _number(_read(hw / "power1_cap_default"), 1e-6)
                 s.sclk_mhz = _number(_read(hw / "freq1_input"), 1e-6)
@@ -238,6 +265,19 @@ class AmdSysfsSource:
             # The card's upstream port: a Radeon card's own function sits behind an on-card switch.
             s.link_speed_gts, s.link_width = read_sysfs_link(link_dir)
             out.append(s)
+        return out
+
+    def limits(self) -> dict[int, dict[str, float]]:
+        """Each card's critical temperatures as its driver reports them (temp1..3_crit, C)."""
+        out: dict[int, dict[str, float]] = {}
+        for index, d, _ in self.dirs:
+            hw = self._hwmon(d)
+            crit: dict[str, float] = {}
+            for k, name in enumerate(("temp_c", "hotspot_c", "mem_temp_c"), 1):
+                value = _number(_read(hw / f"temp{k}_crit"), 1e-3) if hw is not None else None
+                if value is not None and 0 < value < 200:  # amdgpu prints a huge value for "none"
+                    crit[name] = value
+            out[index] = crit
         return out
 
 
@@ -271,14 +311,39 @@ class NvmlSource:
             h = handles.get(normalize_pci(pci)) if pci else None
             self.handles.append((index, h if h is not None else ordered[min(pos, len(ordered) - 1)]))
 
-    def _get(self, fn: str, *args: Any) -> Any:
+    def _get(self, fn: str, *args: Any, sample: Sample | None = None, sensor: str = "") -> Any:
+        """An NVML reading; NOT_SUPPORTED is None, any other NVML error is noted in sample.errors."""
         f = getattr(self.nvml, fn, None)
         if f is None:
             return None
         try:
             return f(*args)
-        except self.nvml.NVMLError:
+        except self.nvml.NVMLError as err:
+            unsupported = getattr(self.nvml, "NVML_ERROR_NOT_SUPPORTED", None)
+            if sample is not None and sensor and getattr(err, "value", None) != unsupported:
+                sample.errors.append(sensor)
             return None
+
+    def _instant_power_w(self, h: Any, sample: Sample) -> float | None:
+        """NVML_FI_DEV_POWER_INSTANT: nvmlDeviceGetPowerUsage averages over 1 s on Ampere (except
+        GA100) and newer (NVML reference), which would hide the peaks a 10 Hz sampler is for."""
+        # nvml.h: #define NVML_FI_DEV_POWER_INSTANT 186 ("current instantaneous power usage in mW"),
+        # for bindings that predate the name.
+        field_id = getattr(self.nvml, "NVML_FI_DEV_POWER_INSTANT", 186)
+        values = self._get("nvmlDeviceGetFieldValues", h, [field_id], sample=sample, sensor="power_w")
+        if not values or getattr(values[0], "nvmlReturn", 1) != 0:
+            return None
+        return _float(values[0].value.uiVal, 1e-3)
+
+    def limits(self) -> dict[int, dict[str, float]]:
+        """The GPU temperature at which the card shuts down (NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)."""
+        n, out = self.nvml, {}
+        for index, h in self.handles:
+            value = _float(
+                self._get("nvmlDeviceGetTemperatureThreshold", h, n.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)
+            )
+            out[index] = {"temp_c": value} if value else {}
+        return out
 
     def read(self, t: float) -> list[Sample]:
         n = self.nvml
@@ -287,8 +352,13 @@ class NvmlSource:
             s = Sample(t=t, gpu=index)
             s.sclk_mhz = _float(self._get("nvmlDeviceGetClockInfo", h, n.NVML_CLOCK_SM))
             s.mclk_mhz = _float(self._get("nvmlDeviceGetClockInfo", h, n.NVML_CLOCK_MEM))
-            s.temp_c = _float(self._get("nvmlDeviceGetTemperature", h, n.NVML_TEMPERATURE_GPU))
-            s.power_w = _float(self._get("nvmlDeviceGetPowerUsage", h), 1e-3)
+            s.temp_c = _float(
+                self._get("nvmlDeviceGetTemperature", h, n.NVML_TEMPERATURE_GPU, sample=s, sensor="temp_c")
+            )
+            s.power_avg_w = _float(self._get("nvmlDeviceGetPowerUsage", h, sample=s, sensor="power_w"), 1e-3)
+            instant = self._instant_power_w(h, s)
+            s.power_w = instant if instant is not None else s.power_avg_w
+            s.fan_pct = _float(self._get("nvmlDeviceGetFanSpeed", h, sample=s, sensor="fan_pct"))
             s.power_cap_w = _float(self._get("nvmlDeviceGetEnforcedPowerLimit", h), 1e-3)
             s.power_cap_default_w = _float(self._get("nvmlDeviceGetPowerManagementDefaultLimit", h), 1e-3)
             mask = self._get("nvmlDeviceGetCurrentClocksEventReasons", h)
@@ -419,6 +489,9 @@ class Sampler:
         self._t0 = 0.0
 
     def _loop(self) -> None:
+        # A fixed schedule (tick k at k x interval), not "read, then wait the interval": the time
+        # a read takes must not stretch the period, or a 10 Hz sampler runs at 9.
+        tick = 0
         while True:
             t = time.monotonic() - self._t0
             try:
@@ -426,7 +499,8 @@ class Sampler:
             except Exception as err:  # a failed read is evidence, never a crash of the load
                 if len(self.errors) < 10:
                     self.errors.append(f"{type(err).__name__}: {err}")
-            if self._stop.wait(self.interval_s):
+            tick = max(tick + 1, int((time.monotonic() - self._t0) / self.interval_s))
+            if self._stop.wait(max(0.0, tick * self.interval_s - (time.monotonic() - self._t0))):
                 return
 
     def start(self) -> Sampler:
@@ -446,7 +520,16 @@ def summarize(samples: Sequence[Sample], gpu: int) -> dict[str, Any]:
     """Per-GPU summary: clock median and p5, temperatures, power, throttle-group counts."""
     mine = [s for s in samples if s.gpu == gpu]
     out: dict[str, Any] = {"samples": len(mine)}
-    for name in ("sclk_mhz", "mclk_mhz", "power_w", "temp_c", "hotspot_c", "mem_temp_c"):
+    for name in (
+        "sclk_mhz",
+        "mclk_mhz",
+        "power_w",
+        "temp_c",
+        "hotspot_c",
+        "mem_temp_c",
+        "fan_rpm",
+        "fan_pct",
+    ):
         values = [getattr(s, name) for s in mine if getattr(s, name) is not None]
         if values:
             out[name] = {
@@ -478,6 +561,14 @@ def summarize(samples: Sequence[Sample], gpu: int) -> dict[str, Any]:
             "min_speed_gts": min(sp for sp, _ in links),
         }
     return out
+
+
+def sample_rate_hz(samples: Sequence[Sample], gpu: int) -> float | None:
+    """Readings per second actually achieved for one GPU (None with fewer than two)."""
+    times = [s.t for s in samples if s.gpu == gpu]
+    if len(times) < 2 or times[-1] <= times[0]:
+        return None
+    return (len(times) - 1) / (times[-1] - times[0])
 
 
 def samples_json(samples: Sequence[Sample]) -> list[dict[str, Any]]:

@@ -68,6 +68,29 @@ class GemmSpec:
 
 
 @dataclass(frozen=True)
+class PowerSpec:
+    """The staged power phase (kernels.power): GEMM load on each GPU alone, then on all at once.
+
+    The draw is sampled every sample_interval_s (0.1 s: >= 10 Hz, so a PSU's peak is seen, not
+    averaged away) from an idle lead-in to the end. A stage of one GPU shows what each card draws
+    by itself; the stage of all shows what the PSUs carry together.
+    """
+
+    gpus: tuple[int, ...]
+    stage_s: float = 10.0
+    all_s: float = 30.0
+    idle_s: float = 2.0
+    n: int = 8192
+    dtype: str = "bf16"
+    sample_interval_s: float = 0.1
+    pci_addresses: dict[int, str | None] = field(default_factory=dict)
+    link_addresses: dict[int, str | None] = field(default_factory=dict)
+    root: str = "/"
+    hotspot_credible_c: float | None = None
+    device: str = "cuda"
+
+
+@dataclass(frozen=True)
 class PairSpec:
     """P2P copies between GPUs a and b, both directions, against a host bounce (kernels.p2p)."""
 

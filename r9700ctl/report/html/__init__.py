@@ -17,6 +17,7 @@ from typing import Any
 
 from r9700ctl.agent.result import ERROR, SEVERITY, STATUSES, worst
 from r9700ctl.report.html import charts, tables
+from r9700ctl.report.html import power_charts as power_charts  # registers its charts
 
 TrendKey = tuple[str, str, str, str]  # node, check, subject, metric
 MIN_TREND_POINTS = 2

@@ -117,6 +117,23 @@ def test_host_to_device_on_a_link_nobody_could_read_is_never_a_pass():
     assert "not readable" in results["hostbw.h2d"].hint
 
 
+def test_siblings_alike_on_unreadable_links_are_not_a_pass_but_the_odd_one_out_still_fails():
+    """Bug pinned: with three GPUs on unreadable links, the peer rule alone PASSed 2 GB/s on every
+    GPU (alike is not healthy); a GPU far below its siblings is still caught by it."""
+    gpus = [
+        GpuInfo(index=i, pci_address=f"0000:0{i + 3}:00.0", vendor="1002", link=sysfs.Link(), numa_node=0)
+        for i in range(3)
+    ]
+    alike = {f"hostbw.gpu{i}": _hostbw(i, 2.0, 2.0) for i in range(3)}
+    alike["hostbw.all"] = {"gpus": {str(i): _hostbw(i, 2.0, 2.0)["gpus"][str(i)] for i in range(3)}}
+    results = [r for r in hostbw.run(_ctx(gpus, alike)) if r.id == "hostbw.h2d"]
+    assert [r.status for r in results] == ["INCONCLUSIVE"] * 3
+    assert "not readable" in results[0].hint and "node median" in results[0].hint
+    odd = dict(alike, **{"hostbw.gpu2": _hostbw(2, 0.5, 2.0)})
+    statuses = {r.subject: r.status for r in hostbw.run(_ctx(gpus, odd)) if r.id == "hostbw.h2d"}
+    assert statuses == {"gpu0": "INCONCLUSIVE", "gpu1": "INCONCLUSIVE", "gpu2": "FAIL"}
+
+
 def test_too_few_windows_or_noise_across_the_limit_is_inconclusive():
     """judge_repeats is wired: 2 windows cannot be judged; windows straddling the floor neither."""
     figure = _hostbw(0, 44.0, 55.0)

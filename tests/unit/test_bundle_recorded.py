@@ -141,8 +141,18 @@ def test_rocm_smi_amd_smi_static_and_metric_describe_one_gpu_not_three():
     found = findings_of(report)
     assert found["gpu.unknown_model"].severity == "INFO"
     link = found["pcie.link_below_max"]
-    assert "16 GT/s x8, below its maximum 16 GT/s x16" in link.detail
     assert link.evidence[0].file == "amd-smi-metric.json"
+
+
+def test_amd_smis_link_below_the_maximum_it_lists_is_a_note_not_a_warning():
+    """Bug pinned (issue 10, both-ends rule): amd-smi's maximum is the GPU function's, not the card's
+    or the slot's; this healthy RX 6600 is an x8 card that amd-smi lists as x16, and it got a WARN."""
+    report = diagnose_bundle(RECORDED / "rx6600-1x")
+
+    link = findings_of(report)["pcie.link_below_max"]
+    assert link.severity == "INFO"
+    assert "16 GT/s x8, below the 16 GT/s x16 amd-smi lists as its maximum: not judged" in link.detail
+    assert any("PCIe link training" in str(n) for n in report.not_judged)
 
 
 def test_lspci_run_without_root_says_link_and_acs_could_not_be_judged():

@@ -196,7 +196,7 @@ def test_notes_are_hidden_unless_verbose():
     quiet = invoke("--bundle", str(RECORDED / "rx6600-1x"))
     verbose = invoke("--bundle", str(RECORDED / "rx6600-1x"), "--verbose")
 
-    assert "1 note(s) not shown (--verbose shows them)" in quiet.output
+    assert "2 note(s) not shown (--verbose shows them)" in quiet.output
     assert "  INFO  1002:73ff (Navi 23 [Radeon RX 6600/6600 XT) at 0000:0b:00.0 is not in" in verbose.output
 
 

@@ -503,3 +503,48 @@ def test_a_bundle_without_aer_txt_says_the_pcie_errors_were_not_judged(tmp_path)
     report = diagnose_bundle(bundle_from(tmp_path, "r9700-2x"))
 
     assert any(n.topic == "PCIe errors (AER counters)" for n in report.not_judged)
+
+
+# ---- Debian 12 (issue 9 item 9)
+
+
+def test_an_r9700_on_debian_12_is_best_effort_and_on_ubuntu_24_04_says_nothing(tmp_path):
+    """AMD lists Debian 12 for Instinct GPUs only (every matrix, manifest gfx_os): a Radeon node on it
+    is best effort, said as preflight says it; Ubuntu 24.04 is listed and gets no finding."""
+    debian = (FIXTURES / "osrelease" / "debian-12.txt").read_text()
+    packages = "rocm-core\t7.1.1.70101-38~24.04\tii \n"
+    bundle = bundle_from(tmp_path, "r9700-3x", {"os-release": debian, "packages.txt": packages})
+
+    finding = only(diagnose_bundle(bundle), "rocm.os_listed")
+
+    assert finding.severity == "WARN"
+    assert finding.detail.startswith(
+        "AMD lists gfx1201 for ROCm 7.1.1 only on ubuntu-22.04, ubuntu-24.04; Debian GNU/Linux 12 (bookworm) "
+        "is best effort. AMD lists Debian 12 for Instinct GPUs only, never for a Radeon"
+    )
+    assert (finding.evidence[0].file, finding.evidence[0].line) == (
+        "os-release",
+        line_of(bundle / "os-release", "VERSION_ID"),
+    )
+    ubuntu = debian.replace('VERSION_ID="12"', 'VERSION_ID="24.04"').replace("ID=debian", "ID=ubuntu")
+    (bundle / "os-release").write_text(ubuntu)
+    assert "rocm.os_listed" not in {f.id for f in diagnose_bundle(bundle).findings}
+
+
+# ---- healthy recordings get no WARN or FAIL (issue 9 item 6)
+
+
+def test_an_idle_link_below_amd_smis_maximum_is_a_note_as_the_agent_judges_it(tmp_path):
+    """The RX 6600 recording (a healthy card at idle) reads x8 against amd-smi's maximum x16: a link
+    read at idle is judged as the agent judges it there (a note), never a warning."""
+    report = diagnose_bundle(bundle_from(tmp_path, "rx6600-1x"))
+
+    finding = only(report, "pcie.link_below_max")
+
+    assert finding.severity == "INFO"
+    assert finding.detail == (
+        "PCIe link of GPU 0000:0b:00.0 (amd-smi): idle: link at Gen4 x8 of Gen4 x16; idle GPUs downtrain, "
+        "quick re-reads it under load"
+    )
+    assert finding.evidence[0].file == "amd-smi-metric.json"
+    assert report.status == "PASS"

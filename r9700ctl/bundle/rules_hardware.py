@@ -110,10 +110,8 @@ def rule_pcie(d: Diagnosis) -> None:
     if not d.amd_relevant:
         return
     if not d.bundle.has("lspci.txt"):
-        if _judge_amdsmi_links(d):
-            d.cannot_judge("ACS and BAR sizes", "lspci.txt")
-        else:
-            d.cannot_judge("ACS, BAR sizes and PCIe link training", "lspci.txt")
+        d.cannot_judge("ACS, BAR sizes and PCIe link training", "lspci.txt")
+        _note_amdsmi_links(d)
         return
     from r9700ctl.agent.parsers import lspci
 
@@ -128,7 +126,7 @@ def rule_pcie(d: Diagnosis) -> None:
             "lspci.txt",
             because="lspci ran without root ('Capabilities: <access denied>'); record `sudo lspci -vvv -nn`",
         )
-        _judge_amdsmi_links(d)
+        _note_amdsmi_links(d)
         return
     _judge_links(d, report, gpus)
     _judge_acs(d, report, gpus)
@@ -171,51 +169,38 @@ def _judge_links(d: Diagnosis, report: Any, gpus: list[Any]) -> None:
     A bundle is recorded at idle, where links downtrain to save power: that is a note (INFO), not a
     warning, and so is a slot that limits the card ("the platform limits this card to Gen4 x16");
     a card whose own maximum is below its model's is a WARN."""
-    for gpu in gpus:
-        link, at = _card_link(report, gpu)
-        if link is None:
-            continue
-        _add_link_verdict(
-            d,
-            link,
-            gpu.pci_id,
-            f"PCIe link of GPU {gpu.bdf} (read at {at.bdf})",
-            evidence_in(d.bundle, "lspci.txt", r"LnkSta:", at.first_line, at.last_line),
-        )
-
-
-def _add_link_verdict(d: Diagnosis, link: Any, pci_id: str | None, what: str, evidence: Evidence) -> None:
-    """One link judged as the agent judges it at idle: PASS quietly, a note as INFO, WARN as WARN.
-
-    The model's expected link comes from the manifest (pcie_gen/width), as the agent's thresholds do.
-    """
     from r9700ctl.agent.checks.pcie import judge_link
     from r9700ctl.agent.result import PASS as AGENT_PASS
     from r9700ctl.agent.result import WARN as AGENT_WARN
     from r9700ctl.agent.sysfs import GEN_BY_SPEED
 
     speed_of_gen = {gen: speed for speed, gen in GEN_BY_SPEED.items()}
-    model = d.manifest.gpu(pci_id) if pci_id else None
-    spec = model.raw if model else {}
-    verdict = judge_link(
-        link,
-        speed_of_gen.get(spec.get("pcie_gen")),
-        spec.get("pcie_width"),
-        under_load=False,
-        idle_status=AGENT_PASS,
-    )
-    if verdict.status == AGENT_PASS and not verdict.reason:
-        return
-    status = WARN if verdict.status == AGENT_WARN else INFO
-    d.add(
-        "pcie.link_below_max",
-        status,
-        f"{what}: {verdict.reason}",
-        fix="compare under load (r9700ctl validate reads the link during a copy)"
-        if status == INFO
-        else "check the slot, riser and the BIOS link settings",
-        evidence=[evidence],
-    )
+    for gpu in gpus:
+        link, at = _card_link(report, gpu)
+        if link is None:
+            continue
+        # The model's expected link, as the agent's thresholds take it from the manifest (pcie_gen/width).
+        model = d.manifest.gpu(gpu.pci_id) if gpu.pci_id else None
+        spec = model.raw if model else {}
+        verdict = judge_link(
+            link,
+            speed_of_gen.get(spec.get("pcie_gen")),
+            spec.get("pcie_width"),
+            under_load=False,
+            idle_status=AGENT_PASS,
+        )
+        if verdict.status == AGENT_PASS and not verdict.reason:
+            continue
+        status = WARN if verdict.status == AGENT_WARN else INFO
+        d.add(
+            "pcie.link_below_max",
+            status,
+            f"PCIe link of GPU {gpu.bdf} (read at {at.bdf}): {verdict.reason}",
+            fix="compare under load (r9700ctl validate reads the link during a copy)"
+            if status == INFO
+            else "check the slot, riser and the BIOS link settings",
+            evidence=[evidence_in(d.bundle, "lspci.txt", r"LnkSta:", at.first_line, at.last_line)],
+        )
 
 
 def _card_link(report: Any, gpu: Any) -> tuple[Any, Any]:
@@ -246,42 +231,36 @@ def _card_link(report: Any, gpu: Any) -> tuple[Any, Any]:
     )
 
 
-def _judge_amdsmi_links(d: Diagnosis) -> bool:
-    """Without lspci's link registers: amd-smi metric's trained link against static's maximum,
-    judged as the agent judges a link at idle (a bundle is recorded at idle, where links
-    downtrain to save power: a note, not a warning). amd-smi names no slot, so the card's
-    maximum alone is what the link is held to.
-
-    Returns whether amd-smi had link figures to compare.
+def _note_amdsmi_links(d: Diagnosis) -> None:
+    """Without lspci's link registers, amd-smi's trained link beside the maximum it lists: a note,
+    never a verdict. The link a card is judged against is what both ends support, and amd-smi
+    shows neither the slot's capability nor the card's own: its maximum is the GPU function's,
+    behind the card's switch (a recorded RX 6600 lists x16; Navi 23 "physically only features a
+    PCI-Express 4.0 x8 bus interface", techpowerup.com/review/amd-radeon-rx-6600-xt-pci-express-scaling),
+    and a bundle is recorded at idle, where links downtrain. A WARN here cried wolf on healthy cards.
     """
     from r9700ctl.agent.parsers import amdsmi
-    from r9700ctl.agent.sysfs import Link
 
     names = [n for n in ("amd-smi-static.json", "amd-smi-metric.json") if d.bundle.has(n)]
     reports = [r for r in (d.bundle.parsed(n, amdsmi.parse) for n in names) if r is not None]
-    pci_ids = {g.bdf: g.pci_id for g in d.amd_gpus if g.bdf}
-    judged = False
     for gpu in amdsmi.merge(*reports) if reports else []:
         speed, width = gpu.pcie_speed_gts, gpu.pcie_width
         max_speed, max_width = gpu.pcie_max_speed_gts, gpu.pcie_max_width
         if speed is None or width is None or max_speed is None or max_width is None:
             continue
-        judged = True
-        link = Link(
-            cur_speed_gts=speed,
-            cur_width=width,
-            max_speed_gts=max_speed,
-            max_width=max_width,
-            at=gpu.bdf or "",
+        if speed >= max_speed and width >= max_width:
+            continue
+        d.add(
+            "pcie.link_below_max",
+            INFO,
+            f"PCIe link of GPU {gpu.bdf or gpu.index} at {speed:g} GT/s x{width}, below the "
+            f"{max_speed:g} GT/s x{max_width} amd-smi lists as its maximum: not judged, since amd-smi shows "
+            "neither the slot's capability nor the card's own link (the maximum it lists is the GPU "
+            "function's, behind the card's switch) and idle links downtrain",
+            fix="record `sudo lspci -vvv -nn` for the card's link and its slot's, or compare under load "
+            "(r9700ctl validate reads the link during a copy)",
+            evidence=[evidence_in(d.bundle, "amd-smi-metric.json", r'"width"')],
         )
-        _add_link_verdict(
-            d,
-            link,
-            pci_ids.get(gpu.bdf),
-            f"PCIe link of GPU {gpu.bdf or gpu.index} (amd-smi)",
-            evidence_in(d.bundle, "amd-smi-metric.json", r'"width"'),
-        )
-    return judged
 
 
 def _link(state: Any) -> str:

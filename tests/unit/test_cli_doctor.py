@@ -198,8 +198,6 @@ def test_notes_are_hidden_unless_verbose():
 
     assert "2 note(s) not shown (--verbose shows them)" in quiet.output
     assert "  INFO  1002:73ff (Navi 23 [Radeon RX 6600/6600 XT) at 0000:0b:00.0 is not in" in verbose.output
-    link = "  INFO  PCIe link of GPU 0000:0b:00.0 (amd-smi): idle: link at Gen4 x8 of Gen4 x16"
-    assert link in verbose.output
 
 
 # ---------------------------------------------------------------- hosts, on loopback

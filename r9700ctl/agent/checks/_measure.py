@@ -12,7 +12,7 @@ from typing import Any
 
 from r9700ctl.agent import levels
 from r9700ctl.agent.context import AgentContext
-from r9700ctl.agent.judge import Verdict, judge_measured, worse_of
+from r9700ctl.agent.judge import Verdict, judge_measured, not_applied, worse_of
 from r9700ctl.agent.result import PASS, SKIP, CheckResult
 
 MULTI_GPU_SKIP = "needs >= 2 GPUs"
@@ -80,10 +80,23 @@ def skip_single_gpu(ctx: AgentContext, check_id: str) -> list[CheckResult] | Non
     return [CheckResult(check_id, "node", SKIP, hint=MULTI_GPU_SKIP, evidence={"gpus": len(ctx.gpus)})]
 
 
-def combine(*verdicts: Verdict) -> tuple[str, str, str]:
-    """Status, threshold text and hint of the worst applied verdict among several rules; none
-    applied: INCONCLUSIVE (or SKIP when all are reported only) with every rule's reason."""
+def combine(own: Verdict, *others: Verdict) -> tuple[str, str, str]:
+    """Status, threshold text and hint of one figure judged by several rules.
+
+    `own` is the figure's own, absolute rule (a floor from the link, the datasheet, the spec);
+    `others` compare it with something relative (its siblings, a host bounce, the reverse
+    direction). The worst applied verdict wins, except that the relative rules cannot make a
+    figure PASS on their own: when `own` could not apply (unknown link, model without a limit),
+    four GPUs equally at 2 GB/s are alike, not healthy, so the result keeps own's INCONCLUSIVE
+    (or SKIP for a figure reported only) and only a WARN or FAIL of the others counts. No rule
+    applied: INCONCLUSIVE (or SKIP) with every rule's reason.
+    """
+    verdicts = (own, *others)
     worst = worse_of(*verdicts)
+    if not own.applied and worst.applied and worst.status == PASS:
+        alike = "; ".join(v.reason for v in others if v.applied and v.reason)
+        reason = own.reason + (f" (relative rules pass: {alike})" if alike else "")
+        worst = not_applied(own.threshold, reason, own.status)
     threshold = "; ".join(v.threshold for v in verdicts if v.applied) or worst.threshold
     hints = [v.reason for v in verdicts if v.status != PASS and v.reason and v.applied]
     if not worst.applied:

@@ -6,7 +6,8 @@ maximum; Gen5 x16 = 63.0 GB/s -> FAIL < 40, WARN < 45 as in validation.md C4; an
 Gen4 slot is judged against Gen4 x16's 31.5), judged on the median of the timed windows
 (judge_measured: too few or too noisy windows are INCONCLUSIVE); then each GPU against the node
 median; then the all-at-once figure against the GPU alone. A link that cannot be read gives no
-floor: INCONCLUSIVE unless three or more GPUs allow the peer rule. A destination whose checksum
+floor: INCONCLUSIVE, even when three or more GPUs are alike (alike is not healthy); the peer rule
+still WARNs or FAILs the one far below its siblings (_measure.combine). A destination whose checksum
 differs from its source FAILs whatever the speed (the verified copy is an extra untimed one:
 kernels/hostbw.py says which).
 """

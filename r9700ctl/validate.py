@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from r9700ctl import fleet as fleet_judge
-from r9700ctl.agent.result import ERROR, STATUSES, CheckResult, exit_code_for, worst
+from r9700ctl.agent.result import ERROR, STATUSES, CheckResult, exit_code_for, overall, worst
 from r9700ctl.errors import EXIT_CANNOT_RUN, CannotRun
 from r9700ctl.fleet import FleetJudgement
 
@@ -91,7 +91,7 @@ class FleetReport:
     @property
     def status(self) -> str:
         node_statuses = [n.status if n.status in STATUSES else ERROR for n in self.nodes]
-        return worst(node_statuses + [r.status for r in self.fleet.results])
+        return overall(node_statuses + [r.status for r in self.fleet.results])  # no node: INCONCLUSIVE
 
     @property
     def exit_code(self) -> int:

@@ -503,3 +503,29 @@ def test_a_bundle_without_aer_txt_says_the_pcie_errors_were_not_judged(tmp_path)
     report = diagnose_bundle(bundle_from(tmp_path, "r9700-2x"))
 
     assert any(n.topic == "PCIe errors (AER counters)" for n in report.not_judged)
+
+
+# ---- Debian 12 (issue 9 item 9)
+
+
+def test_an_r9700_on_debian_12_is_best_effort_and_on_ubuntu_24_04_says_nothing(tmp_path):
+    """AMD lists Debian 12 for Instinct GPUs only (every matrix, manifest gfx_os): a Radeon node on it
+    is best effort, said as preflight says it; Ubuntu 24.04 is listed and gets no finding."""
+    debian = (FIXTURES / "osrelease" / "debian-12.txt").read_text()
+    packages = "rocm-core\t7.1.1.70101-38~24.04\tii \n"
+    bundle = bundle_from(tmp_path, "r9700-3x", {"os-release": debian, "packages.txt": packages})
+
+    finding = only(diagnose_bundle(bundle), "rocm.os_listed")
+
+    assert finding.severity == "WARN"
+    assert finding.detail.startswith(
+        "AMD lists gfx1201 for ROCm 7.1.1 only on ubuntu-22.04, ubuntu-24.04; Debian GNU/Linux 12 (bookworm) "
+        "is best effort. AMD lists Debian 12 for Instinct GPUs only, never for a Radeon"
+    )
+    assert (finding.evidence[0].file, finding.evidence[0].line) == (
+        "os-release",
+        line_of(bundle / "os-release", "VERSION_ID"),
+    )
+    ubuntu = debian.replace('VERSION_ID="12"', 'VERSION_ID="24.04"').replace("ID=debian", "ID=ubuntu")
+    (bundle / "os-release").write_text(ubuntu)
+    assert "rocm.os_listed" not in {f.id for f in diagnose_bundle(bundle).findings}

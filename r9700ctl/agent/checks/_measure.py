@@ -49,7 +49,18 @@ def timeout(ctx: AgentContext, expected_s: float) -> float:
     return levels.step_timeout(ctx.params, expected_s) if ctx.params else max(30.0, 3 * expected_s)
 
 
-JUDGING = ("judging.min_windows", "judging.min_repeats", "judging.max_window_cv")
+JUDGING = (
+    "judging.min_windows",
+    "judging.min_repeats",
+    "judging.max_window_cv",
+    "judging.min_peers",
+    "judging.min_samples",
+)
+
+
+def min_peers(ctx: AgentContext) -> int:
+    """How many subjects a node-median comparison needs (thresholds judging.min_peers)."""
+    return int(ctx.threshold("judging.min_peers"))
 
 
 def measured(

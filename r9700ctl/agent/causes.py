@@ -46,10 +46,8 @@ def link_explains_low_host_bandwidth(results: list[CheckResult]) -> None:
 
 
 def _p2p_ineffective(result: CheckResult) -> bool:
-    ratio = result.evidence.get("p2p_over_bounce")
-    return result.status in BAD and (
-        (isinstance(ratio, (int, float)) and ratio <= 1.1) or "P2P_NOT_EFFECTIVE" in result.hint
-    )
+    """The p2p check's own verdict (thresholds p2p.not_effective_ratio), not a second copy of it."""
+    return result.status in BAD and "P2P_NOT_EFFECTIVE" in result.hint
 
 
 def platform_explains_ineffective_p2p(results: list[CheckResult]) -> None:

@@ -170,6 +170,7 @@ def _tflops(ctx: AgentContext, value: dict, dtypes: list[str]) -> list[CheckResu
             figures,
             float(ctx.threshold("compute.peer_warn_fraction")),
             float(ctx.threshold("compute.peer_fail_fraction")),
+            min_peers=_measure.min_peers(ctx),
         )
         for i, entry in value["gpus"].items():
             fig = entry[dtype]
@@ -309,6 +310,7 @@ def _throttle(ctx: AgentContext, index: int, samples: list[dict], telemetry: dic
         flags,
         max_fraction=float(ctx.threshold("compute.throttle_max_fraction")),
         max_consecutive=int(ctx.threshold("compute.throttle_max_consecutive")),
+        min_samples=int(ctx.threshold("judging.min_samples")),
     )
     groups = telemetry.get("throttle_groups", {})
     hint = ""

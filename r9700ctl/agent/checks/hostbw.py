@@ -172,6 +172,7 @@ def run(ctx: AgentContext) -> list[CheckResult]:
             {f"gpu{i}": fig[f"{direction}_gbs"] for i, fig in alone.items()},
             float(ctx.threshold("hostbw.peer_warn_fraction")),
             float(ctx.threshold("hostbw.peer_fail_fraction")),
+            min_peers=_measure.min_peers(ctx),
         )
         for i, fig in alone.items():
             result = _direction_result(ctx, i, direction, fig, peers, pcie.expected_for(ctx, ctx.gpu(i)))

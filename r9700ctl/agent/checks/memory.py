@@ -79,6 +79,7 @@ def run(ctx: AgentContext) -> list[CheckResult]:
             {f"gpu{i}": f[f"{kernel}_gbs"] for i, f in figures.items()},
             float(ctx.threshold("memory.peer_warn_fraction")),
             float(ctx.threshold("memory.peer_fail_fraction")),
+            min_peers=_measure.min_peers(ctx),
         )
         for i, fig in figures.items():
             value = fig[f"{kernel}_gbs"]

@@ -107,6 +107,7 @@ def run(ctx: AgentContext) -> list[CheckResult]:
         {f"gpu{s}->gpu{d}": fig["unidirectional_gbs"] for (s, d), fig in pairs.items()},
         float(ctx.threshold("p2p.peer_warn_fraction")),
         float(ctx.threshold("p2p.peer_fail_fraction")),
+        min_peers=_measure.min_peers(ctx),
     )
     for (src, dst), fig in sorted(pairs.items()):
         results.append(_pair_result(ctx, src, dst, fig, pairs.get((dst, src)), peers[f"gpu{src}->gpu{dst}"]))

@@ -279,7 +279,7 @@ def test_an_os_no_release_supports_is_refused():
     ],
 )
 def test_hsa_override_is_checked_against_the_detected_targets(value, status, accepted):
-    """FACTS.md: a cross-family override (9.4.2 on gfx1201) crashes the driver; it must be refused."""
+    """docs/hardware.md: a cross-family override (9.4.2 on gfx1201) crashes the driver; it must be refused."""
     v = judge(facts(), hsa_override_gfx_version=value)
     c = check(v, "hsa.override")
     assert c.status == status, c.one_line()
@@ -590,7 +590,7 @@ def test_runtime_steps_follow_the_init_system_unless_told(manager, setting, runt
 
 
 def test_a_failed_check_becomes_a_check_result_of_the_shared_contract():
-    """The doctor reports preflight checks with the DESIGN.md fields (id, subject, status, hint)."""
+    """The doctor reports preflight checks with the fields of every result (id, subject, status, hint)."""
     c = check(judge(facts(), rocm_version="6.3.2"), "rocm.version")
     result = c.to_result("node1")
     assert result.id == "preflight.rocm.version" and result.subject == "node1" and result.status == FAIL

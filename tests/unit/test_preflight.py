@@ -937,3 +937,23 @@ def test_a_malformed_power_setting_is_a_settings_failure():
     details = [c.detail for c in verdict.failures]
     assert any("r9700_power_cap_w must be whole watts" in d for d in details)
     assert any("r9700_psu_margin must be a fraction" in d for d in details)
+
+
+def test_an_environment_list_that_re_creates_a_known_issue_is_a_warning_naming_the_knob():
+    """HSA_ENABLE_IPC_MODE_LEGACY=1 (baked into vLLM's ROCm images) copied into r9700_env_extra
+    breaks hipIpcGetMemHandle on R9700 (ROCm/rocm-systems#2209): doctor and provision say so, not PASS."""
+    v = judge(facts("ubuntu-24.04"), env_extra={"HSA_ENABLE_IPC_MODE_LEGACY": "1"})
+    c = check(v, "known_issue.hsa-ipc-mode-legacy")
+    assert c.status == WARN
+    assert c.detail == (
+        "the environment list sets HSA_ENABLE_IPC_MODE_LEGACY=1 (r9700_env_extra), which re-creates known "
+        "issue hsa-ipc-mode-legacy: HSA_ENABLE_IPC_MODE_LEGACY=1 makes hipIpcGetMemHandle fail on R9700, "
+        "breaking RCCL's P2P path"
+    )
+    assert c.fix == (
+        "remove it from r9700_env_extra (the default workaround is HSA_ENABLE_IPC_MODE_LEGACY=0); "
+        "see https://github.com/ROCm/rocm-systems/issues/2209"
+    )
+    assert v.ok  # a warning: provision goes on, the summary carries it
+    default = judge(facts("ubuntu-24.04"))
+    assert not any(c.id == "known_issue.hsa-ipc-mode-legacy" for c in default.checks)

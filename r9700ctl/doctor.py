@@ -61,7 +61,7 @@ class HostReport:
             "status": self.status,
             "duration_s": round(self.duration_s, 2),
             "resolved": self.resolved,
-            # subject and hint: the field names every r9700ctl check result carries (DESIGN.md)
+            # subject and hint: the field names every r9700ctl check result carries (docs/architecture.md)
             "checks": [{**c.to_dict(), "subject": self.name, "hint": c.fix} for c in self.checks],
         }
 

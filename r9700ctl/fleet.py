@@ -1,4 +1,4 @@
-"""Fleet-level judging: each node's figures against the fleet's median (validation.md 6.1 C12).
+"""Fleet-level judging: each node's figures against the fleet's median (docs/validation.md C12).
 
 The agent judges what one node can judge; only the controller sees every node. Per (check id,
 subject kind, metric), a node's figure is its weakest one (the slowest GPU, the slowest pair),

@@ -1,4 +1,4 @@
-"""Cause hints that need more than one check: validation.md section 6.2, as pure rules.
+"""Cause hints that need more than one check, as pure rules (docs/validation.md, "Cause hints").
 
 Each rule looks at the whole result list and, where its signature matches, appends a "likely
 cause" to the hint of the result that shows the symptom (and records it in

@@ -1,4 +1,4 @@
-"""The result of one check: the contract of DESIGN.md, shared by agent and controller."""
+"""The result of one check: the contract of docs/architecture.md, shared by agent and controller."""
 
 from __future__ import annotations
 

@@ -28,6 +28,7 @@ from r9700ctl.agent import (
     report,
     watchdog,
 )
+from r9700ctl.agent.checks._measure import name_known_issues
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.datafiles import DataFileError, gpu_models, load_data
 from r9700ctl.agent.journal import (
@@ -534,6 +535,8 @@ def _run_opened(
         vbios={g.subject: g.vbios for g in selected},
         numa={g.subject: g.numa_node for g in selected},
     )
+    # The manifest's known issues name the results that are evidence of them (data/manifest.yaml).
+    name_known_issues(ctx, results)
     if unusable:
         results.append(
             CheckResult(

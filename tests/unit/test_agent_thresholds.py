@@ -166,7 +166,7 @@ def test_the_verdict_rules_take_their_numbers_as_arguments_with_no_defaults():
 
 
 def test_every_threshold_value_is_commented_with_its_reason():
-    """thresholds.yaml promises a source or reason for every value (STYLE.md rule 11): each value
+    """thresholds.yaml promises a source or reason for every value (its header says so): each value
     line has a comment above it, possibly shared by the values listed right under that comment."""
     lines = (PACKAGE / "data" / "thresholds.yaml").read_text(encoding="utf-8").splitlines()
     uncommented = []

@@ -54,7 +54,8 @@ def test_not_available_cells_become_none_not_zero():
     ids=["sw-power-cap", "sw-thermal", "hw-thermal", "hw-slowdown+power", "power-brake", "unknown-bit"],
 )
 def test_nvidia_clock_event_reasons_fall_into_groups(mask, groups):
-    """0x4 (SW power cap) is the expected state of an H200 under GEMM (FACTS.md); 0x20/0x40 are not."""
+    """0x4 (SW power cap) is the expected state of an H200 under GEMM (docs/benchmarks.md); 0x20/0x40
+    are not."""
     assert sampler.decode_nvidia(mask)[1] == groups
 
 

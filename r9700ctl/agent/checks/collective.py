@@ -2,8 +2,9 @@
 
 busbw = algbw x 2(n-1)/n (nccl-tests doc/PERFORMANCE.md). quick: 256 MiB with P2P on;
 standard: a sweep 1 MiB..1 GiB, with P2P on and again with NCCL_P2P_DISABLE=1 (RCCL reads
-NCCL_* too; FACTS.md). On AMD the P2P-on run sets HSA_FORCE_FINE_GRAIN_PCIE=1, AMD's switch for
-PCIe peer-to-peer (rccl#92, #362).
+NCCL_* too: https://rocm.docs.amd.com/projects/rccl/en/latest/api-reference/env-variables.html).
+On AMD the P2P-on run sets HSA_FORCE_FINE_GRAIN_PCIE=1, AMD's switch for PCIe peer-to-peer
+(rccl#92, #362).
 - any wrong element (checked against the analytic sum): FAIL;
 - busbw at the largest size against the floor for n GPUs (thresholds collective.busbw_warn_gbs_n*:
   4 GPUs 20, 8 GPUs 15 GB/s, from 8x RTX 5090 Gen5 at 28/35, NVIDIA/nccl#1639); below

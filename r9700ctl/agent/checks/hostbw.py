@@ -2,7 +2,7 @@
 
 Floors derive from link theory: thresholds.yaml hostbw.*_fraction_of_link x the raw rate of the
 link both ends of the card support (pcie.expected_link: the lower of the card's and the slot's
-maximum; Gen5 x16 = 63.0 GB/s -> FAIL < 40, WARN < 45 as in validation.md C4; an R9700 in a
+maximum; Gen5 x16 = 63.0 GB/s -> FAIL < 40, WARN < 45 as in docs/validation.md C4; an R9700 in a
 Gen4 slot is judged against Gen4 x16's 31.5), judged on the median of the timed windows
 (judge_measured: too few or too noisy windows are INCONCLUSIVE); then each GPU against the node
 median; then the all-at-once figure against the GPU alone. A link that cannot be read gives no

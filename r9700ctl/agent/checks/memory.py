@@ -2,7 +2,7 @@
 
 Judged against the model's memory bandwidth (the manifest's memory_bandwidth_gbs, or
 thresholds memory.spec_gbs for a card the manifest does not list): WARN below 0.75 x spec,
-FAIL below 0.65 x spec (validation.md C8), on the median of the timed windows (too few or too
+FAIL below 0.65 x spec (docs/validation.md C8), on the median of the timed windows (too few or too
 noisy windows: INCONCLUSIVE); and each GPU against the node median. No spec and fewer than three
 GPUs: INCONCLUSIVE, never PASS. The verified run is an extra untimed one (kernels/memory.py).
 """

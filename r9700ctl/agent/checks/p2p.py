@@ -9,7 +9,7 @@ Per ordered pair (the worst rule decides):
 - data verified on every path (FAIL P2P_CORRUPTION otherwise);
 - unidirectional GB/s against the link floor (p2p.warn_fraction_of_link x the raw rate of the
   slower of the two cards' links, each what both its ends support: 20 GB/s on Gen5 x16,
-  validation.md C5), on the median of the timed windows, and against the median of all pairs
+  docs/validation.md C5), on the median of the timed windows, and against the median of all pairs
   (WARN < 0.85, FAIL < 0.7);
 - P2P_NOT_EFFECTIVE (WARN) when P2P <= 1.1 x the host-bounce copy of the same size;
 - asymmetry i->j / j->i < 0.8 (WARN);

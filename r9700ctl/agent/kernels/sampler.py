@@ -1,14 +1,14 @@
 """Clocks, temperatures, power, throttle reasons and PCIe link, sampled while a load runs.
 
 Throttle state is instantaneous, so it must be sampled during the load, every 0.5-1 s
-(validation.md C7). Sources, best first:
+(docs/validation.md C7). Sources, best first:
 - AMD: sysfs of the GPU's PCI function: `gpu_metrics` (binary; format 1, content >= 3 carries
   `indep_throttle_status`, the ASIC-independent throttle bits), hwmon (temperatures, power,
   power cap and its default, clocks) and `current_link_speed/width`;
 - NVIDIA: NVML through pynvml (nvidia-ml-py) when importable, else `nvidia-smi --query-gpu`.
 
 Throttle bits are decoded into groups, which is what the verdict uses:
-  power      expected under load (a healthy H200 sits at its power cap, FACTS.md)
+  power      expected under load (a healthy H200 sits at its power cap, docs/benchmarks.md)
   current    TDC/EDC current limits (informational)
   thermal    temperature limits: FAIL when persistent
   hw_slowdown  NVIDIA hardware slowdown / power brake: FAIL when persistent

@@ -22,11 +22,10 @@ from pathlib import Path
 from r9700ctl.agent.parsers._common import cannot_read, from_file, never_raises, normalise_bdf, number
 
 # NVML clocks event reasons (https://docs.nvidia.com/deploy/nvml-api/group__nvmlClocksEventReasons.html):
-# the one table of r9700ctl, also
-# the sampler's (kernels/sampler.py). Names as nvidia-smi -q -x writes its tags
-# (clocks_event_reason_<name>, data/recorded/nvidia-a100-1x/nvidia-smi.xml); the group says what
-# a set bit means: power (the cap, expected under load), thermal and hw_slowdown (heat or the
-# board holding the GPU back), idle, other.
+# the one table of r9700ctl, also the sampler's (kernels/sampler.py). Names as nvidia-smi -q -x
+# writes its tags (clocks_event_reason_<name>, data/recorded/nvidia-a100-1x/nvidia-smi.xml); the
+# group says what a set bit means: power (the cap, expected under load), thermal and hw_slowdown
+# (heat or the board holding the GPU back), idle, other.
 EVENT_REASONS = {
     0x1: ("gpu_idle", "idle"),
     0x2: ("applications_clocks_setting", "other"),

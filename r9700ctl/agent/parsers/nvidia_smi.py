@@ -2,9 +2,9 @@
 
 Per GPU: product name, bus id, UUID, VBIOS, PCIe generation and width (current and max),
 clocks (current and max), power draw and limits, temperatures, framebuffer size and the
-clock event reasons ("clocks_throttle_reasons" before driver 535) as names and as the
-NVML bitmask (0x4 SW power cap is expected under load; 0x8/0x40/0x80 HW slowdown,
-HW thermal, power brake are not).
+clock event reasons ("clocks_throttle_reasons" before driver 535) by name, the names of
+EVENT_REASONS, NVML's bit table, which the agent's sampler decodes live masks with (0x4 SW power
+cap is expected under load; 0x8/0x40/0x80 HW slowdown, HW thermal, power brake are not).
 
 The XML is parsed with xml.etree (defusedxml is not available on nodes). Real reports
 start with `<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_vNN.dtd">`, which is dropped
@@ -38,10 +38,6 @@ EVENT_REASONS = {
     0x100: ("display_clocks_setting", "other"),
 }
 EVENT_REASON_BITS = {name: bit for bit, (name, _) in EVENT_REASONS.items()}
-# Reasons that mean the GPU is held back by heat or the board, not by policy.
-HARDWARE_REASONS = tuple(
-    name for name, group in EVENT_REASONS.values() if group in ("thermal", "hw_slowdown")
-)
 
 
 @dataclass
@@ -69,16 +65,6 @@ class NvidiaGpu:
     performance_state: str | None = None
     mig_mode: str | None = None
     clocks_event_reasons: dict[str, bool] = field(default_factory=dict)
-
-    @property
-    def clocks_event_mask(self) -> int:
-        return sum(
-            EVENT_REASON_BITS.get(name, 0) for name, active in self.clocks_event_reasons.items() if active
-        )
-
-    @property
-    def hardware_slowdown(self) -> list[str]:
-        return [r for r in HARDWARE_REASONS if self.clocks_event_reasons.get(r)]
 
 
 @dataclass

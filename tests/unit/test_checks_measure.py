@@ -21,7 +21,16 @@ from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.gpus import GpuInfo
 from r9700ctl.agent.watchdog import OK, TIMEOUT, StepOutcome
 
-GEN5 = sysfs.Link(32.0, 16, 32.0, 16, at="0000:01:00.0")
+GEN5 = sysfs.Link(
+    32.0,
+    16,
+    32.0,
+    16,
+    at="0000:01:00.0",
+    slot_port="0000:00:01.1",
+    slot_max_speed_gts=32.0,
+    slot_max_width=16,
+)
 
 
 def _gpu(index: int, vendor: str = "1002") -> GpuInfo:
@@ -109,6 +118,29 @@ def test_an_r9700_in_a_gen4_server_is_judged_against_gen4_with_the_platform_note
     assert "[Gen4 x16: 31.5 GB/s raw]" in results["hostbw.h2d"].threshold
     slow = {r.id: r for r in hostbw.run(_ctx([gpu], {"hostbw.gpu0": _hostbw(0, 12.0, 26.5)}))}
     assert slow["hostbw.h2d"].status == "FAIL"
+
+
+@pytest.mark.parametrize(
+    ("h2d", "status"),
+    [
+        pytest.param(26.0, "INCONCLUSIVE", id="fits-a-gen4-slot"),
+        pytest.param(12.5, "INCONCLUSIVE", id="fits-a-gen3-slot"),
+        pytest.param(35.0, "FAIL", id="above-gen4-below-the-gen5-floor"),
+        pytest.param(4.0, "FAIL", id="below-any-slot"),
+        pytest.param(55.0, "PASS", id="gen5"),
+    ],
+)
+def test_without_the_slots_capability_a_figure_a_slower_slot_explains_is_not_failed(h2d, status):
+    """As in a VM (the lent H200 shows no port above the GPU): the card's maximum is only an upper
+    bound of what both ends support, so 26 GB/s on a Gen5 card may be a healthy Gen4 server."""
+    vm = dataclasses.replace(GEN5, slot_port="", slot_max_speed_gts=None, slot_max_width=None)
+    gpu = GpuInfo(index=0, pci_address="0000:03:00.0", vendor="1002", link=vm, numa_node=0)
+    result = next(
+        r for r in hostbw.run(_ctx([gpu], {"hostbw.gpu0": _hostbw(0, h2d, 55.0)})) if r.id == "hostbw.h2d"
+    )
+    assert result.status == status
+    if status == "INCONCLUSIVE":
+        assert "slot's capability is not readable" in result.hint
 
 
 def test_host_to_device_on_a_link_nobody_could_read_is_never_a_pass():

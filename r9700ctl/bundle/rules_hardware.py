@@ -54,9 +54,12 @@ def rule_integrated_gpu(d: Diagnosis) -> None:
             WARN,
             f"an integrated GPU ({igpu.name or '?'}, {igpu.gfx or igpu.pci_id or '?'} at {igpu.bdf or '?'}) "
             f"sits beside {len(d.amd_gpus)} discrete card(s): ROCm lists it as a device too",
-            fix="hide it from ROCm with ROCR_VISIBLE_DEVICES (or HIP_VISIBLE_DEVICES) set to the discrete "
-            "GPUs, or disable the iGPU in the BIOS; never set HSA_OVERRIDE_GFX_VERSION for the whole "
-            "machine (ROCm/ROCm#5696)",
+            # AMD's prerequisites: disable an IGP in the BIOS; hidden by environment variable, the
+            # runtime may still crash (preflight.IGPU_SOURCE). Hiding it is the stopgap, not the fix.
+            fix="disable the integrated GPU in the BIOS/UEFI setup (AMD: ROCm does not support integrated "
+            "graphics and may crash even when told to omit it); until then set ROCR_VISIBLE_DEVICES to "
+            "the discrete GPUs (r9700ctl provision does); never set HSA_OVERRIDE_GFX_VERSION for the "
+            "whole machine (ROCm/ROCm#5696)",
             evidence=[igpu.evidence] if igpu.evidence else [],
         )
 

@@ -234,6 +234,20 @@ def test_p2p_asymmetry_and_corruption_are_judged_per_direction():
     assert "50%" in results["gpu1->gpu0"].hint
 
 
+def test_p2p_below_the_floor_a_half_rate_slot_explains_is_not_warned_without_the_slot():
+    """15 GB/s between two Gen5 cards warns (floor 20 GB/s = 0.32 x 63); in a VM, where no port
+    above the cards shows the slots, a Gen4 slot (floor 10) explains it: INCONCLUSIVE, with why."""
+    known = _ctx([_gpu(0), _gpu(1)], {"p2p.pair0-1": _pair(15.0, 15.0, 5.0)})
+    assert {r.status for r in p2p.run(known)} == {"WARN"}
+    vm = dataclasses.replace(GEN5, slot_port="", slot_max_speed_gts=None, slot_max_width=None)
+    gpus = [dataclasses.replace(_gpu(i), link=vm) for i in (0, 1)]
+    results = p2p.run(_ctx(gpus, {"p2p.pair0-1": _pair(15.0, 15.0, 5.0)}))
+    assert {r.status for r in results} == {"INCONCLUSIVE"}
+    assert "slot's capability is not readable" in results[0].hint
+    far_below = p2p.run(_ctx(gpus, {"p2p.pair0-1": _pair(8.0, 8.0, 2.0)}))
+    assert {r.status for r in far_below} == {"WARN"}
+
+
 def test_a_hung_p2p_pair_becomes_an_error_naming_the_pair():
     """A P2P step killed at its deadline (the R9700 hang) is an ERROR result; the check goes on."""
     hung = StepOutcome("p2p.pair0-1", TIMEOUT, error="killed after 60 s", duration_s=60.0)

@@ -187,6 +187,7 @@ def test_hostbw_wrong_data_fails_even_at_full_speed():
     results = {r.id: r for r in hostbw.run(ctx)}
     assert results["hostbw.h2d"].status == "FAIL"
     assert "HOSTBW_CORRUPTION" in results["hostbw.h2d"].hint
+    assert results["hostbw.h2d"].evidence["wrong_data"] is True  # kept FAIL on a busy GPU (runner)
 
 
 def _pair(uni_ab: float, uni_ba: float, bounce: float, verified_ba: bool = True, can: bool = True) -> dict:
@@ -231,6 +232,10 @@ def test_p2p_asymmetry_and_corruption_are_judged_per_direction():
     assert results["gpu0->gpu1"].status == "PASS"
     assert results["gpu1->gpu0"].status == "FAIL"
     assert results["gpu1->gpu0"].hint.startswith("P2P_CORRUPTION")
+    assert (
+        results["gpu1->gpu0"].evidence["wrong_data"] is True
+        and results["gpu0->gpu1"].evidence["wrong_data"] is False
+    )
     assert "50%" in results["gpu1->gpu0"].hint
 
 

@@ -22,7 +22,7 @@ from r9700ctl.agent.checks import _measure, pcie, register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.judge import judge_against_peers, not_applied
 from r9700ctl.agent.kernels.specs import CopySpec
-from r9700ctl.agent.result import FAIL, PASS, WARN, CheckResult
+from r9700ctl.agent.result import FAIL, PASS, WARN, WRONG_DATA, CheckResult
 
 THRESHOLDS = (
     "hostbw.warn_fraction_of_link",
@@ -139,6 +139,7 @@ def _direction_result(
             else "the card's maximum (slot capability unreadable)",
             "pageable_gbs": _measure.rounded(figure.get(f"pageable_{direction}_gbs")),
             "verify": figure["verify"][direction],
+            WRONG_DATA: not figure["verified"],
             "host_memory": figure["host_memory"],
         },
     )
@@ -258,6 +259,7 @@ def _concurrent(
                     "node_h2d_gbs": round(sum(g["h2d_gbs"] for g in outcome.value["gpus"].values()), 2),
                     "node_d2h_gbs": round(sum(g["d2h_gbs"] for g in outcome.value["gpus"].values()), 2),
                     "verify": fig["verify"],
+                    WRONG_DATA: not fig["verified"],
                 },
             )
         )

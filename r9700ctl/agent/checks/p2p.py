@@ -25,7 +25,7 @@ from r9700ctl.agent.checks import _measure, pcie, register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.judge import Verdict, judge_against_peers, not_applied
 from r9700ctl.agent.kernels.specs import PairSpec
-from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, CheckResult
+from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, WRONG_DATA, CheckResult
 
 THRESHOLDS = (
     "p2p.warn_fraction_of_link",
@@ -189,6 +189,7 @@ def _pair_result(
             "can_access_peer": fig["can_access_peer"],
             "raw_link_gbs": _measure.rounded(rate),
             "verify": {k: v for k, v in fig.items() if k.startswith("verify_")},
+            WRONG_DATA: not fig["verified"],
             "size_bytes": common["size_bytes"],
             "windows": common["windows"],
             "copies_per_window": common["copies_per_window"],

@@ -376,7 +376,10 @@ def test_drm_error_lines_of_other_drivers_are_not_amdgpu_errors(tmp_path):
 
     text = (FIXTURES / "dmesg" / "ast-bmc-drm-errors.txt").read_text()
     report = dmesg.parse(text)
-    assert (report.findings, report.amdgpu_lines) == ([], 1)  # only the prefix-less "[drm] Initialized ast"
+    # none of the lines is amdgpu's: not even DRM core's "[drm] Initialized ast 0.1.0 for 0000:0a:00.0"
+    assert (report.findings, report.amdgpu_lines) == ([], 0)
+    amdgpu = "[    5.1] [drm] Initialized amdgpu 3.57.0 for 0000:03:00.0 on minor 1\n"
+    assert dmesg.parse(amdgpu).amdgpu_lines == 1
     bundle = bundle_from(tmp_path, "r9700-2x", {"dmesg.txt": text})
     assert not [f for f in diagnose_bundle(bundle).findings if f.id.startswith("dmesg.")]
 

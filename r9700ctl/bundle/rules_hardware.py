@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from r9700ctl.bundle.files import Diagnosis, evidence_in
+from r9700ctl.bundle.files import Diagnosis, evidence_in, read_env
 from r9700ctl.bundle.gpus import GPU_SOURCES, ROCM_SOURCES
 from r9700ctl.bundle.model import AMD, FAIL, INFO, NVIDIA, WARN, Evidence
 
@@ -54,9 +54,12 @@ def rule_integrated_gpu(d: Diagnosis) -> None:
             WARN,
             f"an integrated GPU ({igpu.name or '?'}, {igpu.gfx or igpu.pci_id or '?'} at {igpu.bdf or '?'}) "
             f"sits beside {len(d.amd_gpus)} discrete card(s): ROCm lists it as a device too",
-            fix="hide it from ROCm with ROCR_VISIBLE_DEVICES (or HIP_VISIBLE_DEVICES) set to the discrete "
-            "GPUs, or disable the iGPU in the BIOS; never set HSA_OVERRIDE_GFX_VERSION for the whole "
-            "machine (ROCm/ROCm#5696)",
+            # AMD's prerequisites: disable an IGP in the BIOS; hidden by environment variable, the
+            # runtime may still crash (preflight.IGPU_SOURCE). Hiding it is the stopgap, not the fix.
+            fix="disable the integrated GPU in the BIOS/UEFI setup (AMD: ROCm does not support integrated "
+            "graphics and may crash even when told to omit it); until then set ROCR_VISIBLE_DEVICES to "
+            "the discrete GPUs (r9700ctl provision does); never set HSA_OVERRIDE_GFX_VERSION for the "
+            "whole machine (ROCm/ROCm#5696)",
             evidence=[igpu.evidence] if igpu.evidence else [],
         )
 
@@ -288,17 +291,34 @@ def _judge_acs(d: Diagnosis, report: Any, gpus: list[Any]) -> None:
                 bridge = report.by_bdf(port)
                 if bridge is not None and bridge.acs_redirects:
                     flagged.setdefault(port, []).append(f"{first.bdf} <-> {second.bdf}")
+    p2p_off = _p2p_switched_off(d)
     for port, pairs in flagged.items():
         bridge = report.by_bdf(port)
-        d.add(
-            "pcie.acs_redirect",
-            WARN,
+        evidence = [evidence_in(d.bundle, "lspci.txt", r"ACSCtl:", bridge.first_line, bridge.last_line)]
+        detail = (
             f"ACS on switch port {port} redirects peer requests ({', '.join(bridge.acs_redirects)}) between "
-            f"GPUs {', '.join(pairs)}: their peer-to-peer traffic goes up through the root complex",
-            fix=f"disable ACS in the BIOS, or at each boot: setpci -s {port} ECAP_ACS+6.w=0000 "
-            "(or the kernel parameter pci=noacs where the kernel has it)",
-            evidence=[evidence_in(d.bundle, "lspci.txt", r"ACSCtl:", bridge.first_line, bridge.last_line)],
+            f"GPUs {', '.join(pairs)}: their peer-to-peer traffic goes up through the root complex"
         )
+        fix = (
+            f"disable ACS in the BIOS, or at each boot: setpci -s {port} ECAP_ACS+6.w=0000 "
+            "(or the kernel parameter pci=noacs where the kernel has it)"
+        )
+        if p2p_off is not None:
+            # These GPUs are not expected to talk P2P (r9700_p2p decided off, or the user did): a note.
+            detail += f"; P2P is off on this node ({p2p_off[0]}=1 in env.txt), so only if it is turned on"
+            d.add("pcie.acs_redirect", INFO, detail, fix=fix, evidence=[*evidence, p2p_off[1]])
+            continue
+        d.add("pcie.acs_redirect", WARN, detail, fix=fix, evidence=evidence)
+
+
+def _p2p_switched_off(d: Diagnosis) -> tuple[str, Evidence] | None:
+    """NCCL_P2P_DISABLE=1 without HSA_FORCE_FINE_GRAIN_PCIE=1 in env.txt: the node's GPUs do not
+    talk peer to peer (r9700_p2p's "off" as r9700ctl writes it). None when P2P may be on."""
+    env = read_env(d.bundle)
+    disable = env.get("NCCL_P2P_DISABLE")
+    if disable is None or disable[0] != "1" or env.get("HSA_FORCE_FINE_GRAIN_PCIE", ("", 0))[0] == "1":
+        return None
+    return "NCCL_P2P_DISABLE", Evidence("env.txt", disable[1], "NCCL_P2P_DISABLE=1")
 
 
 def rule_aer(d: Diagnosis) -> None:

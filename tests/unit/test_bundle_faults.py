@@ -197,6 +197,25 @@ def test_acs_redirect_on_the_bridges_above_two_gpus_warns_per_bridge(tmp_path):
     assert "setpci -s 0000:02:00.0 ECAP_ACS+6.w=0000" in acs[0].fix
 
 
+def test_acs_between_gpus_that_do_not_talk_p2p_is_a_note(tmp_path):
+    """Issue 9 item 6: ACS matters only between GPUs expected to talk P2P; with r9700_p2p's "off"
+    (NCCL_P2P_DISABLE=1 in the login environment, no HSA_FORCE_FINE_GRAIN_PCIE=1) it is a note."""
+    bundle = _two_gpus_behind_acs_bridges(tmp_path)
+    (bundle / "env.txt").write_text("PATH=/usr/bin\nNCCL_P2P_DISABLE=1\n")
+
+    acs = [f for f in diagnose_bundle(bundle).findings if f.id == "pcie.acs_redirect"]
+
+    assert [f.severity for f in acs] == ["INFO", "INFO"]
+    assert acs[0].detail.endswith(
+        "P2P is off on this node (NCCL_P2P_DISABLE=1 in env.txt), so only if it is turned on"
+    )
+    assert (acs[0].evidence[-1].file, acs[0].evidence[-1].line) == ("env.txt", 2)
+    (bundle / "env.txt").write_text(
+        "NCCL_P2P_DISABLE=1\nHSA_FORCE_FINE_GRAIN_PCIE=1\n"
+    )  # contradictory: P2P asked
+    assert {f.severity for f in diagnose_bundle(bundle).findings if f.id == "pcie.acs_redirect"} == {"WARN"}
+
+
 def test_pci_noacs_on_the_command_line_silences_the_acs_warning(tmp_path):
     bundle = _two_gpus_behind_acs_bridges(tmp_path)
     (bundle / "cmdline.txt").write_text("BOOT_IMAGE=/vmlinuz ro iommu=pt pci=noacs\n")
@@ -357,7 +376,10 @@ def test_drm_error_lines_of_other_drivers_are_not_amdgpu_errors(tmp_path):
 
     text = (FIXTURES / "dmesg" / "ast-bmc-drm-errors.txt").read_text()
     report = dmesg.parse(text)
-    assert (report.findings, report.amdgpu_lines) == ([], 1)  # only the prefix-less "[drm] Initialized ast"
+    # none of the lines is amdgpu's: not even DRM core's "[drm] Initialized ast 0.1.0 for 0000:0a:00.0"
+    assert (report.findings, report.amdgpu_lines) == ([], 0)
+    amdgpu = "[    5.1] [drm] Initialized amdgpu 3.57.0 for 0000:03:00.0 on minor 1\n"
+    assert dmesg.parse(amdgpu).amdgpu_lines == 1
     bundle = bundle_from(tmp_path, "r9700-2x", {"dmesg.txt": text})
     assert not [f for f in diagnose_bundle(bundle).findings if f.id.startswith("dmesg.")]
 

@@ -75,6 +75,7 @@ def test_an_r9700_beside_the_ryzen_igpu_gets_the_integrated_gpu_warning_with_its
     assert igpu.severity == "WARN"
     assert [(e.file, e.line) for e in igpu.evidence] == [("amd-smi.txt", 13)]
     assert "ROCR_VISIBLE_DEVICES" in igpu.fix
+    assert igpu.fix.startswith("disable the integrated GPU in the BIOS")  # AMD's advice first
     assert report.exit_code == 1
 
 

@@ -21,7 +21,16 @@ from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.gpus import GpuInfo
 from r9700ctl.agent.watchdog import OK, TIMEOUT, StepOutcome
 
-GEN5 = sysfs.Link(32.0, 16, 32.0, 16, at="0000:01:00.0")
+GEN5 = sysfs.Link(
+    32.0,
+    16,
+    32.0,
+    16,
+    at="0000:01:00.0",
+    slot_port="0000:00:01.1",
+    slot_max_speed_gts=32.0,
+    slot_max_width=16,
+)
 
 
 def _gpu(index: int, vendor: str = "1002") -> GpuInfo:
@@ -111,6 +120,29 @@ def test_an_r9700_in_a_gen4_server_is_judged_against_gen4_with_the_platform_note
     assert slow["hostbw.h2d"].status == "FAIL"
 
 
+@pytest.mark.parametrize(
+    ("h2d", "status"),
+    [
+        pytest.param(26.0, "INCONCLUSIVE", id="fits-a-gen4-slot"),
+        pytest.param(12.5, "INCONCLUSIVE", id="fits-a-gen3-slot"),
+        pytest.param(35.0, "FAIL", id="above-gen4-below-the-gen5-floor"),
+        pytest.param(4.0, "FAIL", id="below-any-slot"),
+        pytest.param(55.0, "PASS", id="gen5"),
+    ],
+)
+def test_without_the_slots_capability_a_figure_a_slower_slot_explains_is_not_failed(h2d, status):
+    """As in a VM (the lent H200 shows no port above the GPU): the card's maximum is only an upper
+    bound of what both ends support, so 26 GB/s on a Gen5 card may be a healthy Gen4 server."""
+    vm = dataclasses.replace(GEN5, slot_port="", slot_max_speed_gts=None, slot_max_width=None)
+    gpu = GpuInfo(index=0, pci_address="0000:03:00.0", vendor="1002", link=vm, numa_node=0)
+    result = next(
+        r for r in hostbw.run(_ctx([gpu], {"hostbw.gpu0": _hostbw(0, h2d, 55.0)})) if r.id == "hostbw.h2d"
+    )
+    assert result.status == status
+    if status == "INCONCLUSIVE":
+        assert "slot's capability is not readable" in result.hint
+
+
 def test_host_to_device_on_a_link_nobody_could_read_is_never_a_pass():
     """Bug pinned: 2 GB/s host->device on an unknown link PASSed (no floor, no peers)."""
     unknown = GpuInfo(index=0, pci_address="0000:03:00.0", vendor="1002", link=sysfs.Link(), numa_node=0)
@@ -155,6 +187,7 @@ def test_hostbw_wrong_data_fails_even_at_full_speed():
     results = {r.id: r for r in hostbw.run(ctx)}
     assert results["hostbw.h2d"].status == "FAIL"
     assert "HOSTBW_CORRUPTION" in results["hostbw.h2d"].hint
+    assert results["hostbw.h2d"].evidence["wrong_data"] is True  # kept FAIL on a busy GPU (runner)
 
 
 def _pair(uni_ab: float, uni_ba: float, bounce: float, verified_ba: bool = True, can: bool = True) -> dict:
@@ -199,7 +232,25 @@ def test_p2p_asymmetry_and_corruption_are_judged_per_direction():
     assert results["gpu0->gpu1"].status == "PASS"
     assert results["gpu1->gpu0"].status == "FAIL"
     assert results["gpu1->gpu0"].hint.startswith("P2P_CORRUPTION")
+    assert (
+        results["gpu1->gpu0"].evidence["wrong_data"] is True
+        and results["gpu0->gpu1"].evidence["wrong_data"] is False
+    )
     assert "50%" in results["gpu1->gpu0"].hint
+
+
+def test_p2p_below_the_floor_a_half_rate_slot_explains_is_not_warned_without_the_slot():
+    """15 GB/s between two Gen5 cards warns (floor 20 GB/s = 0.32 x 63); in a VM, where no port
+    above the cards shows the slots, a Gen4 slot (floor 10) explains it: INCONCLUSIVE, with why."""
+    known = _ctx([_gpu(0), _gpu(1)], {"p2p.pair0-1": _pair(15.0, 15.0, 5.0)})
+    assert {r.status for r in p2p.run(known)} == {"WARN"}
+    vm = dataclasses.replace(GEN5, slot_port="", slot_max_speed_gts=None, slot_max_width=None)
+    gpus = [dataclasses.replace(_gpu(i), link=vm) for i in (0, 1)]
+    results = p2p.run(_ctx(gpus, {"p2p.pair0-1": _pair(15.0, 15.0, 5.0)}))
+    assert {r.status for r in results} == {"INCONCLUSIVE"}
+    assert "slot's capability is not readable" in results[0].hint
+    far_below = p2p.run(_ctx(gpus, {"p2p.pair0-1": _pair(8.0, 8.0, 2.0)}))
+    assert {r.status for r in far_below} == {"WARN"}
 
 
 def test_a_hung_p2p_pair_becomes_an_error_naming_the_pair():

@@ -21,7 +21,7 @@ from typing import Any
 from r9700ctl.agent.checks import _measure, register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.kernels.specs import AllReduceSpec
-from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, CheckResult
+from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WRONG_DATA, CheckResult
 
 THRESHOLDS = (
     "collective.busbw_warn_gbs_n2",
@@ -147,6 +147,7 @@ def _mode_result(ctx: AgentContext, n: int, mode: str, env: dict, value: dict) -
                 for row in value["sizes"]
             ],
             "wrong_total": value["wrong_total"],
+            WRONG_DATA: bool(value["wrong_total"]),
             "dtype": value["dtype"],
             "bus_factor": value["bus_factor"],
             "formula": value["formula"],

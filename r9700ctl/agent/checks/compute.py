@@ -35,7 +35,7 @@ from r9700ctl.agent.checks.pcie import link_result
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.judge import Verdict, judge_against_peers, judge_floor, judge_samples
 from r9700ctl.agent.kernels.specs import GemmSpec
-from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult
+from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, WRONG_DATA, CheckResult
 
 THRESHOLDS = (
     "compute.peer_warn_fraction",
@@ -210,6 +210,7 @@ def _tflops(ctx: AgentContext, value: dict, dtypes: list[str]) -> list[CheckResu
                     evidence={
                         "windows_tflops": fig["windows_tflops"],
                         "verify": fig["verify"],
+                        WRONG_DATA: not fig["verified"],
                         "peak_tflops": peak,
                         "fraction_of_peak": round(fig["tflops"] / peak, 3) if peak else None,
                         "n": value["n"],

@@ -15,7 +15,7 @@ from r9700ctl.agent.checks import _measure, register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.judge import judge_against_peers
 from r9700ctl.agent.kernels.specs import MemorySpec
-from r9700ctl.agent.result import FAIL, PASS, WARN, CheckResult
+from r9700ctl.agent.result import FAIL, PASS, WARN, WRONG_DATA, CheckResult
 
 THRESHOLDS = (
     "memory.spec_gbs",
@@ -117,6 +117,7 @@ def run(ctx: AgentContext) -> list[CheckResult]:
                         "spec_source": spec_source if spec else None,
                         "fraction_of_spec": round(value / spec, 3) if spec else None,
                         "verify": fig["verify"][kernel],
+                        WRONG_DATA: not fig["verify"][kernel]["ok"],
                         "array_bytes": fig["array_bytes"],
                         "bytes_counted": fig["bytes_counted"],
                         "windows": fig["windows"],

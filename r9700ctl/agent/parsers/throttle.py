@@ -64,14 +64,6 @@ class ThrottleDecode:
     other: list[str] = field(default_factory=list)
     unknown_bits: list[int] = field(default_factory=list)
 
-    @property
-    def active_groups(self) -> list[str]:
-        return [name for name in GROUPS if getattr(self, name)]
-
-    @property
-    def throttled(self) -> bool:
-        return self.raw != 0
-
 
 def decode_indep_throttle(value: int) -> ThrottleDecode:
     """Split a 64-bit indep_throttle_status into named throttlers per group."""

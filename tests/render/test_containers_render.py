@@ -140,6 +140,9 @@ def test_without_an_init_system_nothing_is_started_and_the_smoke_check_says_why(
         skip.args["msg"]
         == "container smoke check: SKIP: docker installed, service not started: no init system"
     )
+    status = role.vars["r9700_containers_status"]  # the run's summary shows it (runner CONTAINERS_FACT)
+    assert status["smoke"].strip() == "SKIP: docker installed, service not started: no init system"
+    assert status["image"].endswith("(not pulled: docker installed, service not started: no init system)")
 
 
 def test_where_dockerd_answers_a_missing_image_is_pulled_and_a_present_one_is_not():

@@ -483,7 +483,7 @@ def _nodes_table(report: FleetReport) -> Table:
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("node", no_wrap=True)
     table.add_column("status", no_wrap=True)
-    table.add_column("runtime", overflow="fold")
+    table.add_column("runtime", no_wrap=True)  # the image in full: which one judged the node
     table.add_column("pass/warn/fail/inconclusive", justify="right", no_wrap=True)
     table.add_column("worst finding", overflow="fold", ratio=1)
     for node in report.nodes:

@@ -70,11 +70,10 @@ def hierarchies(mountinfo: str | None = None, own_cgroups: str | None = None) ->
         if tail[0] == "cgroup2":
             found.append(Hierarchy(mountpoint, "cgroup2", "", current.get("", "/")))
             continue
+        # Mounted again with the host's own options (a v1 hierarchy refuses other ones); matched to
+        # /proc/self/cgroup by its controllers (or name=), which are among those options.
         options = [o for o in tail[2].split(",") if o not in ("rw", "ro")]
-        key = ",".join(sorted(options, key=lambda o: (o.startswith("name="), o)))
-        path = next((p for c, p in current.items() if sorted(c.split(",")) == sorted(options)), None)
-        if path is None:
-            path = current.get(key, "/")
+        path = next((p for c, p in current.items() if c and set(c.split(",")) <= set(options)), "/")
         found.append(Hierarchy(mountpoint, "cgroup", ",".join(options), path))
     return found
 

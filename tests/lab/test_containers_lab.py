@@ -157,4 +157,5 @@ def test_validate_runtime_container_produces_each_nodes_report_from_inside_the_i
         assert node["report"]["schema"] == "r9700ctl.validate/1", node
         # The agent ran in the container: its hostname is the container's, not the node's.
         assert node["report"]["node"] != name
-        assert f"container {IMAGE}" in done.stdout
+        row = next(line for line in done.stdout.splitlines() if line.split()[:1] == [name])
+        assert f"container {IMAGE}" in row, done.stdout

@@ -131,3 +131,24 @@ def test_a_node_without_torch_is_no_report_with_the_reason_and_the_runtime(tmp_p
     node = read_node("n2", tmp_path, type("Outcome", (), {"status": "OK", "first_error": ""})())
     assert node.to_dict()["runtime"] == "container" and node.to_dict()["image"] == "img:1"
     assert node.runtime_text == "container img:1"
+
+
+def test_the_fleet_table_names_each_nodes_runtime_and_image_in_full():
+    from rich.console import Console
+
+    from r9700ctl.cli.validate import _nodes_table
+    from r9700ctl.fleet import FleetJudgement
+    from r9700ctl.validate import FleetReport, NodeOutcome
+
+    image = "rocm/pytorch:rocm7.1.1_ubuntu24.04_py3.12_pytorch_release_2.9.1"
+    nodes = [
+        NodeOutcome("node1", "PASS", report={"results": []}, runtime="container", image=image),
+        NodeOutcome("node2", "NO_REPORT", error=runtime.NO_TORCH, runtime="none"),
+    ]
+    report = FleetReport(level="quick", nodes=nodes, fleet=FleetJudgement(results=[]), reports_dir=Path("/r"))
+    console = Console(width=200, record=True, color_system=None)
+    console.print(_nodes_table(report))
+    lines = console.export_text().splitlines()
+    assert f"container {image}" in next(line for line in lines if line.split()[:1] == ["node1"])
+    node2 = next(line for line in lines if line.split()[:1] == ["node2"])
+    assert node2.split()[2] == "none" and "could not run: no torch on the node" in node2

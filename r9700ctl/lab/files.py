@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 R9700_PCI = {"vendor": "0x1002", "device": "0x7551", "class": "0x030000", "revision": "0xc0"}
-# The card's display-audio function (FACTS.md: 1002:ab40); detection must skip it by class.
+# The card's display-audio function (1002:ab40, docs/hardware.md); detection must skip it by class.
 R9700_AUDIO = {"vendor": "0x1002", "device": "0xab40", "class": "0x040300", "revision": "0x00"}
 # Subsystem of a Gigabyte R9700 as `lspci -vnn` printed it in clbr/radeontop#184: [1458:242f].
 R9700_SUBSYSTEM = {"subsystem_vendor": "0x1458", "subsystem_device": "0x242f"}

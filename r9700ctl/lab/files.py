@@ -41,6 +41,7 @@ def render_inventory(
     key_url: str,
     key_fingerprint: str,
     gpus: int,
+    registry_url: str = "",
 ) -> str:
     lines = [
         "# Written by `r9700ctl lab up`: nodes of a throwaway TEST lab (not for production).",
@@ -59,6 +60,14 @@ def render_inventory(
         f"r9700_repo_key_url={key_url}",
         f"r9700_repo_key_fingerprint={key_fingerprint}",
         f"r9700_expected_gpus={gpus}",
+        *(
+            [
+                "# The lab's registry stands in for Docker Hub (a stand-in rocm/pytorch image, no torch).",
+                f"r9700_container_registry_mirror={registry_url}",
+            ]
+            if registry_url
+            else []
+        ),
         "# TEST AID set only by the lab: the PCI functions each node presents (real nodes: read from sysfs).",
         f"r9700_lab_pci_devices={json.dumps(pci_devices(gpus), separators=(',', ':'))}",
     ]

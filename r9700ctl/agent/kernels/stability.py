@@ -1,6 +1,6 @@
 """Latency stability: p50/p95/p99 of a fixed step over many iterations, repeated (C11).
 
-Protocol (the magazine's and docs/validation.md's): 1000 iterations x 3 repeats, medians of the
+Protocol (docs/validation.md C11): 1000 iterations x 3 repeats, medians of the
 repeats reported. Each iteration is timed with its own pair of events, without host
 synchronisation inside the loop, so the figures are device-side step latencies. The workload
 is the tensor-parallel layer step over all ranks (`workload="tp"`), or one all-reduce of a

@@ -97,7 +97,8 @@ inventory (then no host was contacted)."""
     type=click.Path(dir_okay=False, path_type=Path),
     metavar="PATH",
     help="Also write the report as JSON: schema r9700ctl.validate/1 with --local, "
-    "r9700ctl.validate-fleet/1 (every node's report + fleet results) with INVENTORY.",
+    "r9700ctl.validate-fleet/1 (every node's report + fleet results) with INVENTORY; "
+    "'-' prints it to stdout instead of the table (the table then goes to stderr).",
 )
 @click.option(
     "--html",
@@ -226,9 +227,12 @@ def validate(
             hint="give an INVENTORY for the nodes, or --local for this machine; see r9700ctl validate --help",
         )
     _check_output_dirs(options)
+    json_stdout = options.get("json_path") == Path("-")
+    if json_stdout:  # '-' is standard output, never a file named '-'
+        options = {**options, "json_path": None}
     plan = _history_plan(options)
     if inventory is not None:
-        _validate_fleet(app, inventory, group, limit, options, plan)
+        _validate_fleet(app, inventory, group, limit, options, plan, json_stdout=json_stdout)
         return
     if limit is not None:
         raise BadInput(what="--limit applies to an INVENTORY, not --local", hint="drop --limit")
@@ -247,7 +251,7 @@ def validate(
 
     with tempfile.TemporaryDirectory(prefix="r9700ctl-validate-") as scratch:
         given_json = options.get("json_path")
-        if (_wanted_formats(options) or plan.enabled) and given_json is None:
+        if (_wanted_formats(options) or plan.enabled or json_stdout) and given_json is None:
             # The formats and the history read the agent's report.
             options = {**options, "json_path": Path(scratch) / "report.json"}
         if isinstance(options.get("thresholds"), Path):
@@ -260,7 +264,7 @@ def validate(
             click.echo(f"r9700ctl: the agent runs in {runtime.image} (r9700-run)", err=True)
         code = run_agent(
             args,
-            on_stdout=click.echo,
+            on_stdout=lambda line: click.echo(line, err=json_stdout),
             on_stderr=lambda line: click.echo(line, err=True),
             runtime=runtime,
             mounts=_path_dirs(options),
@@ -273,7 +277,9 @@ def validate(
             json_path = options["json_path"]
             assert isinstance(json_path, Path)
             write_json(json_path.expanduser(), report)  # which runtime and image judged this node
-            code = _local_history(report, plan, options, code, source=str(given_json or ""))
+            code = _local_history(report, plan, options, code, source=str(given_json or ""), err=json_stdout)
+            if json_stdout:
+                click.echo(json.dumps(report, indent=2))
         _write_formats_from_report(report, options, plan)
     _say_history(plan)
     click.get_current_context().exit(code)
@@ -304,7 +310,7 @@ def _history_plan(options: dict[str, object]) -> HistoryPlan:
 
 
 def _local_history(
-    report: dict, plan: HistoryPlan, options: dict[str, object], code: int, source: str
+    report: dict, plan: HistoryPlan, options: dict[str, object], code: int, source: str, err: bool = False
 ) -> int:
     """--local: compare with the history (results printed below the agent's table), record, save."""
     node = str(report.get("node") or "localhost")
@@ -317,8 +323,10 @@ def _local_history(
 
     write_json(json_path.expanduser(), report)  # the --json file carries the comparison too
     for line in _comparison_lines(comparisons):
-        click.echo(line)
-    click.echo(f"node {node} with the history comparison: {report['status']} (exit {report['exit_code']})")
+        click.echo(line, err=err)
+    click.echo(
+        f"node {node} with the history comparison: {report['status']} (exit {report['exit_code']})", err=err
+    )
     return int(report["exit_code"])
 
 
@@ -362,6 +370,10 @@ def _check_output_dirs(options: dict[str, object]) -> None:
     outputs = {"--json": options.get("json_path")}
     outputs.update({flag: options.get(key) for key, flag in FORMAT_OPTIONS.values()})
     for flag, path in outputs.items():
+        if flag != "--json" and path == Path("-"):
+            raise BadInput(
+                what=f"{flag} writes a file, not standard output", where="-", hint=f"give {flag} a file name"
+            )
         if isinstance(path, Path) and not path.expanduser().resolve().parent.is_dir():
             raise BadInput(
                 what=f"{flag}: the directory does not exist", where=str(path.parent), hint="create it first"
@@ -427,7 +439,13 @@ LOCAL_ONLY = {
 
 
 def _validate_fleet(
-    app: Application, inventory: Path, group: str, limit: str | None, options: dict, plan: HistoryPlan
+    app: Application,
+    inventory: Path,
+    group: str,
+    limit: str | None,
+    options: dict,
+    plan: HistoryPlan,
+    json_stdout: bool = False,
 ) -> None:
     """INVENTORY: the agent on every node through Ansible, then a table per node and the fleet findings."""
     for key, flag in LOCAL_ONLY.items():
@@ -441,10 +459,11 @@ def _validate_fleet(
     from r9700ctl.report.progress import LiveProgress, PlainProgress
     from r9700ctl.validate import validate_inventory
 
-    console = app.console()
+    console = app.console(stderr=json_stdout)  # --json -: stdout carries the JSON only
     verbosity = int(options.get("verbose") or 0)
     renderer: LiveProgress | PlainProgress
-    renderer = PlainProgress(console, verbosity) if app.plain else LiveProgress(console, verbosity)
+    plain = app.plain or json_stdout
+    renderer = PlainProgress(console, verbosity) if plain else LiveProgress(console, verbosity)
     expected = options.get("expected_gpus")
     with renderer:
         report = validate_inventory(
@@ -464,6 +483,8 @@ def _validate_fleet(
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     if isinstance(json_path, Path):
         write_json(json_path, report.to_dict())
+    if json_stdout:
+        click.echo(json.dumps(report.to_dict(), indent=2))
     _write_formats(report.to_dict(), options, plan)
     console.print(
         f"fleet: {report.status} (exit {report.exit_code}); reports in {report.reports_dir}/<host>.json",

@@ -31,7 +31,7 @@ def test_the_running_kernel_was_booted_with_the_parameters(host, node):
 
 
 def test_state_file_names_a_release_of_the_manifest(host, node):
-    """/etc/r9700ctl/state.json is the node's record of what it was given (r9700_rocm writes it)."""
+    """/etc/r9700ctl/state.json is the node's record of what it was given (r9700_lifecycle writes it)."""
     state = node.need_state()
     assert state.get("schema") == "r9700ctl.state/1"
     assert state["rocm_version"] in node.manifest.get("rocm_releases", {state["rocm_version"]: {}})
@@ -56,3 +56,11 @@ def test_node_record_shows_the_expected_gpus(host, node):
         g for g in node.record.get("gpus", []) if str(g.get("vendor")).lower() in ("0x1002", "1002")
     ]
     assert len(amd_display) == int(expected)
+
+
+def test_state_file_records_the_kernel_the_repositories_and_when(host, node):
+    """Issue 13: state.json names the running kernel, the repositories and the time it was written."""
+    state = node.need_state()
+    assert state["kernel"] == host.check_output("uname -r")
+    assert state["rocm_repo_path"] in state["repositories"]["paths"]
+    assert state["time"].endswith("Z")

@@ -125,7 +125,7 @@ def test_every_role_renders_for_the_node_matrix(os_key, gpus, mirror, override, 
     assert driver.task("Install | Ensure AMD's amdgpu-dkms").args["name"] == f"amdgpu-dkms={AMDGPU_DKMS}"
 
     rocm = RoleRender("r9700_rocm", ctx, rocm_registered()).run()
-    state = json.loads(rocm.task("Record | Write the node's state file").files["/etc/r9700ctl/state.json"])
+    state = lifecycle_state({**ctx, "r9700_versions": rocm.vars["r9700_versions"]})
     assert state["rocm_version"] == "7.1.1" and state["suite"] == suite
     assert state["hsa_override_gfx_version"] == override
 
@@ -431,28 +431,51 @@ def test_the_default_set_is_the_rocm_meta_package_and_runtime_only_uses_the_mani
         RoleRender("r9700_rocm", context(r9700_rocm_runtime_only=True), rocm_registered()).run()
 
 
-def test_state_json_records_versions_and_stays_byte_identical_on_a_second_run():
-    """Versions before and after go to /etc/r9700ctl/state.json; no timestamps, so changed=0 next time."""
-    first = RoleRender("r9700_rocm", context(), rocm_registered()).run()
-    text = first.task("Record | Write the node's state file").files["/etc/r9700ctl/state.json"]
-    state = json.loads(text)
-    assert state["installed"] == {"amdgpu-dkms": AMDGPU_DKMS, "rocm": ROCM_711, "rocm-core": ROCM_711}
-    assert state["previous"] == {}
-    assert state["amdgpu_repo_path"] == "amdgpu/30.20.1/ubuntu"
-    second = RoleRender("r9700_rocm", context(), rocm_registered(old_state=state)).run()
-    assert second.task("Record | Write the node's state file").files["/etc/r9700ctl/state.json"] == text
-    assert first.vars["r9700_versions"]["after"]["rocm-core"] == ROCM_711
+def lifecycle_state(ctx: dict[str, Any]) -> dict[str, Any]:
+    """The state r9700_lifecycle's state step hands its node script (the --new JSON)."""
+    registered = {"__r9700_lifecycle_dpkg": {"stdout_lines": fixture_lines("dpkg-query-installed.txt")}}
+    render = RoleRender("r9700_lifecycle", ctx, registered).run("tasks/state.yml")
+    argv = shlex.split(render.task("State | Write /etc/r9700ctl/state.json").args["cmd"])
+    return json.loads(argv[argv.index("--new") + 1])
 
 
-def test_an_upgrade_keeps_the_versions_it_replaced_as_previous():
-    old = {"installed": {"rocm-core": "6.4.1.60401-83~22.04"}, "previous": {}}
-    state = json.loads(
-        RoleRender("r9700_rocm", context(), rocm_registered(old_state=old))
-        .run()
-        .task("Record | Write the node's state file")
-        .files["/etc/r9700ctl/state.json"]
+def node_script(root: Path, *args: str) -> dict[str, Any]:
+    """Run the role's node script as Ansible's script module does, against a root in tmp_path."""
+    script = Path(__file__).resolve().parents[2] / "roles/r9700_lifecycle/files/r9700-lifecycle"
+    done = subprocess.run(
+        ["python3", str(script), *args, "--root", str(root)], capture_output=True, text=True, timeout=60
     )
-    assert state["previous"] == {"rocm-core": "6.4.1.60401-83~22.04"}
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
+
+
+def test_state_json_records_versions_and_stays_byte_identical_on_a_second_run(tmp_path):
+    """Issue 13: versions, repositories, image and kernel go to state.json with the time it was
+    written; a second run with nothing changed rewrites neither file; a change keeps the old
+    file as state.prev.json, which is what rollback returns to."""
+    rocm = RoleRender("r9700_rocm", context(), rocm_registered()).run()
+    assert rocm.vars["r9700_versions"]["after"]["rocm-core"] == ROCM_711
+    state = lifecycle_state({**context(), "r9700_versions": rocm.vars["r9700_versions"]})
+    assert state["installed"] == {"amdgpu-dkms": AMDGPU_DKMS, "rocm": ROCM_711, "rocm-core": ROCM_711}
+    assert state["amdgpu_repo_path"] == "amdgpu/30.20.1/ubuntu"
+    paths = ["rocm/apt/7.1.1", "amdgpu/30.20.1/ubuntu", "graphics/7.1.1/ubuntu"]
+    assert state["repositories"]["paths"] == paths
+    assert state["image"].startswith("rocm/pytorch:rocm7.1.1_")
+    assert state["kernel"] and "time" not in state
+
+    new = json.dumps(state)
+    assert node_script(tmp_path, "state", "--new", new, "--time", "2026-12-01T10:00:00Z")["changed"]
+    first = (tmp_path / "etc/r9700ctl/state.json").read_bytes()
+    assert json.loads(first)["time"] == "2026-12-01T10:00:00Z"
+    again = node_script(tmp_path, "state", "--new", new, "--time", "2026-12-02T10:00:00Z")
+    assert again == {"changed": False, "rotated": False}
+    assert (tmp_path / "etc/r9700ctl/state.json").read_bytes() == first
+    assert not (tmp_path / "etc/r9700ctl/state.prev.json").exists()
+
+    upgraded = json.dumps({**state, "rocm_version": "7.2.3"})
+    assert node_script(tmp_path, "state", "--new", upgraded, "--time", "2026-12-03T10:00:00Z")["rotated"]
+    assert (tmp_path / "etc/r9700ctl/state.prev.json").read_bytes() == first
+    assert json.loads((tmp_path / "etc/r9700ctl/state.json").read_text())["rocm_version"] == "7.2.3"
 
 
 def test_the_linker_entry_lists_the_rocm_library_directories():

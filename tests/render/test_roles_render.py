@@ -854,3 +854,26 @@ def test_the_policy_path_is_the_one_the_agent_reads():
 
     assert yaml.safe_load(vars_file.read_text())["__r9700_power_policy_path"] == "/" + power.POLICY_PATH
     assert ctx["r9700_psu_margin"] == power.DEFAULT_MARGIN
+
+
+def test_going_back_to_an_older_release_removes_the_newer_one_first():
+    """Issue 13 (rollback): apt will not downgrade ROCm's or the driver's exact-version
+    dependencies, so an older target removes the installed rocm-core / amdgpu-dkms first; the
+    same or a newer release removes nothing."""
+    for installed, removes in (
+        ({"rocm-core": "7.2.3.70203-90~24.04", "amdgpu-dkms": "1:6.16.13.30300300-2327507.24.04"}, True),
+        ({"rocm-core": ROCM_711, "amdgpu-dkms": AMDGPU_DKMS}, False),
+        ({"rocm-core": "6.4.1.60401-83~22.04", "amdgpu-dkms": "1:6.12.12.60401-2164967.22.04"}, False),
+        ({"rocm-core": None, "amdgpu-dkms": None}, False),
+    ):
+        ctx = context()
+        ctx["r9700_resolved"] = {**ctx["r9700_resolved"], "installed_before": installed}
+        rocm = RoleRender("r9700_rocm", ctx, rocm_registered()).run()
+        removal = rocm.task("Install | Remove the installed ROCm first")
+        assert removal.skipped is not removes, installed
+        if removes:
+            assert removal.args["name"] == "rocm-core" and removal.args["state"] == "absent"
+        driver = RoleRender("r9700_driver", ctx, driver_registered()).run()
+        assert driver.task("Install | Remove the installed amdgpu-dkms first").skipped is not removes, (
+            installed
+        )

@@ -164,3 +164,32 @@ def test_a_failing_drain_hook_fails_its_node_before_anything_changes_on_it() -> 
     )
     assert rollout.outcomes[0].status == FAILED and "drain hook failed (exit 3)" in rollout.outcomes[0].why
     assert fleet.calls == []
+
+
+def run_cli(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str]:
+    import sys
+
+    from r9700ctl.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["r9700ctl", *args])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    return int(exited.value.code or 0), capsys.readouterr().err
+
+
+def test_the_cli_refuses_bad_input_in_one_line_without_contacting_a_host(
+    monkeypatch, capsys, tmp_path
+) -> None:
+    inventory = tmp_path / "inventory.ini"
+    inventory.write_text("[r9700_nodes]\nn1 ansible_host=192.0.2.1\nn2 ansible_host=192.0.2.2\n")
+    rc, err = run_cli(monkeypatch, capsys, "upgrade", str(inventory), "--rocm", "5.0")
+    assert rc == 64 and err.count("\n") == 1 and err.startswith("error: --rocm 5.0: not a ROCm release")
+    rc, err = run_cli(monkeypatch, capsys, "upgrade", str(inventory), "--rocm", "7.1.1", "--serial", "3")
+    assert rc == 64 and err == (
+        "error: --serial 3: larger than the inventory (2 host(s)) "
+        "(use --serial 2 or less, or a percentage such as 50%)\n"
+    )
+    rc, err = run_cli(monkeypatch, capsys, "rollback", str(inventory), "--max-fail-percent", "101")
+    assert rc == 64 and "--max-fail-percent 101: must be 0 to 100" in err

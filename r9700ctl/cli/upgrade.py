@@ -53,6 +53,15 @@ def batch_options(command: Callable[..., Any]) -> Callable[..., Any]:
                 "config checks files and versions only (nodes without a GPU, such as the lab's).",
             ),
             click.option(
+                "--gate-rule",
+                type=click.Choice(("pass", "no-worse")),
+                default="pass",
+                show_default=True,
+                help="pass: a node returns only when its validation is PASS or WARN. no-worse: also when it "
+                "is no worse than before the move (validated then too; same status, no check newly failing), "
+                "for nodes that did not pass before.",
+            ),
+            click.option(
                 "--drain-cmd",
                 metavar="CMD",
                 help="Run on this machine before a node is moved; {node} is its name, e.g. "

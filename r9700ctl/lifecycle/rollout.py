@@ -102,10 +102,14 @@ def roll_out(
     gate: Gate,
     resume: Resume,
     hooks: Hooks | None = None,
+    before: Callable[[list[str]], None] | None = None,
     max_fail_percent: float = 0.0,
     progress: Progress = lambda _: None,
 ) -> Rollout:
-    """Work through the nodes to move, `size` at a time, in the plans' order."""
+    """Work through the nodes to move, `size` at a time, in the plans' order.
+
+    before: called with each batch's drained nodes before they move (the gate's baseline).
+    """
     hooks = hooks or Hooks()
     outcomes = {p.host: _initial(p) for p in plans}
     todo = [p for p in plans if p.action == MOVE]
@@ -123,6 +127,8 @@ def roll_out(
                 moving.append(plan)
             else:
                 _fail(outcomes[plan.host], drained.why)
+        if before is not None and moving:
+            before([p.host for p in moving])  # e.g. the validation the gate compares with
         for release in dict.fromkeys(p.to_release for p in moving):
             hosts = [p.host for p in moving if p.to_release == release]
             results = move(hosts, release)

@@ -34,6 +34,20 @@ UPGRADE = "upgrade"
 ROLLBACK = "rollback"
 GATE_LEVELS = ("config", "quick", "standard", "burnin")
 GATE_PASSES = ("PASS", "WARN")
+# --gate-rule: "pass" returns a node whose validation is PASS or WARN; "no-worse" also one whose
+# validation after the move is no worse than before it (same status, no check newly failing):
+# for nodes that did not pass before, such as the lab's, which have no GPU to count.
+GATE_RULES = ("pass", "no-worse")
+_SEVERITY = {
+    "PASS": 0,
+    "SKIP": 0,
+    "WARN": 1,
+    "INCONCLUSIVE": 2,
+    "FAIL": 3,
+    "ERROR": 4,
+    "NO_REPORT": 5,
+    "UNREACHABLE": 5,
+}
 MAX_FORKS = 50
 
 
@@ -50,6 +64,7 @@ class LifecycleOptions:
     allow_downgrade: bool = False
     force: bool = False
     gate_level: str = "quick"
+    gate_rule: str = "pass"
     drain_cmd: str | None = None
     resume_cmd: str | None = None
     runs_dir: Path | None = None
@@ -77,6 +92,7 @@ class LifecycleOutcome:
             "check": self.options.check,
             "batch_size": self.batch_size,
             "gate_level": self.options.gate_level,
+            "gate_rule": self.options.gate_rule,
             "exit_code": self.exit_code,
             "note": self.note,
             "stopped": rollout.stopped if rollout else "",
@@ -94,6 +110,8 @@ def run(options: LifecycleOptions, progress: Progress = lambda _: None) -> Lifec
     manifest = manifest_module.load()
     if options.mode == UPGRADE:
         options.rocm = planning.check_target(options.rocm, manifest)
+    if options.gate_rule not in GATE_RULES:
+        raise BadInput(what=f"--gate-rule {options.gate_rule}", hint=f"use one of {', '.join(GATE_RULES)}")
     if options.gate_level not in GATE_LEVELS:
         raise BadInput(what=f"--gate-level {options.gate_level}", hint=f"use one of {', '.join(GATE_LEVELS)}")
     fail_percent = planning.fail_percent(options.max_fail_percent)
@@ -125,11 +143,19 @@ def run(options: LifecycleOptions, progress: Progress = lambda _: None) -> Lifec
         return outcome
 
     hooks = Hooks(drain=options.drain_cmd, resume=options.resume_cmd)
+    baselines: dict[str, Any] = {}
+
+    def before(hosts: list[str]) -> None:
+        if options.gate_rule == "no-worse":
+            progress(f"validating {', '.join(hosts)} before the move (level {options.gate_level})")
+            baselines.update({n.host: n for n in validation(options, hosts).nodes})
+
     outcome.rollout = roll_out(
         plans,
         size,
+        before=before,
         move=lambda hosts, release: move(options, hosts, release, progress),
-        gate=lambda hosts: gate(options, hosts, progress),
+        gate=lambda hosts: gate(options, hosts, progress, baselines),
         resume=lambda hosts: resume(options, hosts, progress),
         hooks=hooks,
         max_fail_percent=fail_percent,
@@ -258,18 +284,24 @@ def move(
     return results
 
 
-def gate(options: LifecycleOptions, hosts: list[str], progress: Progress) -> dict[str, StepResult]:
-    """`validate --level <gate>` on the moved nodes: PASS or WARN passes, anything else fails."""
+def validation(options: LifecycleOptions, hosts: list[str]) -> Any:
     from r9700ctl.validate import validate_inventory
 
-    progress(f"validating {', '.join(hosts)} (level {options.gate_level})")
-    report = validate_inventory(
+    return validate_inventory(
         options.inventory,
         options.group,
         level=options.gate_level,
         limit=",".join(hosts),
         reports_root=options.runs_dir / "validate" if options.runs_dir else None,
     )
+
+
+def gate(
+    options: LifecycleOptions, hosts: list[str], progress: Progress, baselines: dict[str, Any] | None = None
+) -> dict[str, StepResult]:
+    """`validate --level <gate>` on the moved nodes, judged by --gate-rule (GATE_RULES)."""
+    progress(f"validating {', '.join(hosts)} (level {options.gate_level})")
+    report = validation(options, hosts)
     results = {}
     for node in report.nodes:
         if node.status in GATE_PASSES:
@@ -280,12 +312,40 @@ def gate(options: LifecycleOptions, hosts: list[str], progress: Progress) -> dic
         if finding:
             said = finding.get("hint") or finding.get("threshold") or ""
             detail = f"{finding.get('id')} {finding.get('status')} on {finding.get('subject')}: {said}"
+        earlier = (baselines or {}).get(node.host)
+        if options.gate_rule == "no-worse" and earlier is not None:
+            worse = got_worse(earlier, node)
+            if not worse:
+                results[node.host] = StepResult(
+                    ok=True, why=f"validation {node.status} as before the move, no check got worse ({detail})"
+                )
+                continue
+            detail = f"{worse}; {detail}"
         results[node.host] = StepResult(
             ok=False,
             lost=node.status == "UNREACHABLE",
             why=f"validation {node.status} after the move ({detail.strip()}); reports: {report.reports_dir}",
         )
     return results
+
+
+def got_worse(before: Any, after: Any) -> str:
+    """Why `after` (a node's validation) is worse than `before`, or "" when it is not."""
+    if _SEVERITY.get(after.status, 5) > _SEVERITY.get(before.status, 5):
+        return f"worse than before the move ({before.status} then)"
+
+    def statuses(node: Any) -> dict[tuple[str, str], str]:
+        results = (node.report or {}).get("results") or []
+        return {(r.get("id"), r.get("subject")): r.get("status") for r in results if isinstance(r, dict)}
+
+    earlier = statuses(before)
+    for key, status in statuses(after).items():
+        if (
+            _SEVERITY.get(status, 5) > _SEVERITY.get(earlier.get(key, "PASS"), 5)
+            and _SEVERITY.get(status, 5) >= 3
+        ):
+            return f"{key[0]} on {key[1]} newly {status}"
+    return ""
 
 
 def resume(options: LifecycleOptions, hosts: list[str], progress: Progress) -> dict[str, StepResult]:

@@ -399,7 +399,7 @@ def test_the_kernel_hold_holds_installed_packages_and_fences_unattended_upgrades
     registered["__r9700_driver_kernel_packages"] = {
         "stdout_lines": ["linux-image-6.8.0-31-generic ii ", "linux-headers-6.8.0-31-generic un "]
     }
-    run = RoleRender("r9700_driver", context(r9700_driver_kernel_hold=True), registered).run()
+    run = RoleRender("r9700_driver", context(r9700_kernel_hold=True), registered).run()
     assert run.task("Configure | Hold the running kernel").items == ["linux-image-6.8.0-31-generic ii "]
     hold = run.task("Configure | Keep unattended-upgrades off").files[
         "/etc/apt/apt.conf.d/51r9700-kernel-hold"

@@ -18,6 +18,7 @@ COMMANDS = {
     "upgrade": "r9700ctl.cli.upgrade:upgrade",
     "rollback": "r9700ctl.cli.upgrade:rollback",
     "uninstall": "r9700ctl.cli.uninstall:uninstall",
+    "kernel-upgrade": "r9700ctl.cli.upgrade:kernel_upgrade",
     "validate": "r9700ctl.cli.validate:validate",
     "history": "r9700ctl.cli.history:history",
     "monitoring": "r9700ctl.cli.monitoring:monitoring",

@@ -153,6 +153,40 @@ def rollback(app: Application, **options: Any) -> None:
     _run(app, "rollback", **options)
 
 
+@click.command("kernel-upgrade")
+@batch_options
+@click.pass_obj
+def kernel_upgrade(app: Application, **options: Any) -> None:
+    """Move the nodes of INVENTORY to the newest kernel of their line, keeping the driver.
+
+    
+    Per batch and node: the drain hook; stop what holds /dev/kfd; release the kernel hold
+    (r9700_kernel_hold); install the newest kernel of the line the node follows (its meta
+    package: linux-image-generic, -generic-hwe-24.04, -aws, -amd64, ...) together with the
+    matching headers meta package; build amdgpu for the new kernel with DKMS and check
+    `dkms status` for it BEFORE any reboot. A new kernel without an amdgpu module is never
+    booted: the node fails with the DKMS error and keeps running its old kernel. Otherwise
+    the new kernel is held again and the node reboots into it (where it can), then it is
+    validated at --gate-level and returned.
+
+    
+    Examples:
+      r9700ctl kernel-upgrade inventory.ini --serial 1
+      r9700ctl kernel-upgrade inventory.ini --serial 25% --gate-level quick
+
+    
+    Exit codes: as r9700ctl upgrade.
+    """
+    if options.pop("check", False):
+        from r9700ctl.errors import BadInput
+
+        raise BadInput(
+            what="kernel-upgrade has no --check: the new kernel is known only once apt has installed it",
+            hint="see what apt would install with `apt list --upgradable 'linux-*'` on a node",
+        )
+    _run(app, "kernel-upgrade", **options)
+
+
 def _run(app: Application, mode: str, **given: Any) -> None:
     from r9700ctl.cli.options import write_json_output
     from r9700ctl.lifecycle.service import LifecycleOptions, run

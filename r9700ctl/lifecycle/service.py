@@ -32,6 +32,7 @@ from r9700ctl.lifecycle.rollout import FAILED, LOST, UNTOUCHED, Hooks, Rollout, 
 
 UPGRADE = "upgrade"
 ROLLBACK = "rollback"
+KERNEL = "kernel-upgrade"
 GATE_LEVELS = ("config", "quick", "standard", "burnin")
 GATE_PASSES = ("PASS", "WARN")
 # --gate-rule: "pass" returns a node whose validation is PASS or WARN; "no-worse" also one whose
@@ -118,7 +119,13 @@ def run(options: LifecycleOptions, progress: Progress = lambda _: None) -> Lifec
     checked = inventory_module.load_inventory(options.inventory, group=options.group, limit=options.limit)
     size = planning.batch_size(options.serial, len(checked.hosts))
 
-    plans = make_plans(options, checked.host_names, manifest, progress)
+    if options.mode == KERNEL:
+        # Each node follows its own kernel line; the playbook finds and checks the new kernel.
+        plans = [
+            NodePlan(host=h, action=planning.MOVE, to_release="newest kernel") for h in checked.host_names
+        ]
+    else:
+        plans = make_plans(options, checked.host_names, manifest, progress)
     outcome = LifecycleOutcome(options=options, plans=plans, batch_size=size)
     if options.mode == UPGRADE and not options.allow_downgrade:
         down = [p for p in plans if p.downgrade]
@@ -154,7 +161,11 @@ def run(options: LifecycleOptions, progress: Progress = lambda _: None) -> Lifec
         plans,
         size,
         before=before,
-        move=lambda hosts, release: move(options, hosts, release, progress),
+        move=lambda hosts, release: (
+            move_kernel(options, hosts, progress)
+            if options.mode == KERNEL
+            else move(options, hosts, release, progress)
+        ),
         gate=lambda hosts: gate(options, hosts, progress, baselines),
         resume=lambda hosts: resume(options, hosts, progress),
         hooks=hooks,
@@ -294,6 +305,37 @@ def validation(options: LifecycleOptions, hosts: list[str]) -> Any:
         limit=",".join(hosts),
         reports_root=options.runs_dir / "validate" if options.runs_dir else None,
     )
+
+
+def move_kernel(options: LifecycleOptions, hosts: list[str], progress: Progress) -> dict[str, StepResult]:
+    """playbooks/kernel-upgrade.yml: kernel, headers and the amdgpu DKMS build, checked before a reboot."""
+    from r9700ctl import paths, runner
+
+    progress(f"moving {', '.join(hosts)} to the newest kernel of their line")
+    result = runner.run_playbook(
+        runner.RunRequest(
+            playbook=paths.playbook("kernel-upgrade.yml"),
+            inventory=options.inventory,
+            limit=",".join(hosts),
+            forks=max(1, min(len(hosts), MAX_FORKS)),
+            extra_vars={"r9700_group": options.group, "r9700_lifecycle_force": options.force},
+            envvars=dict(options.envvars),
+            runs_dir=options.runs_dir,
+        )
+    )
+    results = {}
+    for host in hosts:
+        seen = result.hosts.get(host)
+        if seen is None or seen.status in (runner.NOT_RUN, runner.INTERRUPTED):
+            results[host] = StepResult(ok=False, why="the kernel upgrade did not run to its end")
+        elif seen.status == runner.UNREACHABLE:
+            results[host] = StepResult(ok=False, lost=True, why=f"unreachable: {seen.first_error}")
+        elif seen.status == runner.FAILED:
+            results[host] = StepResult(ok=False, why=seen.first_error)
+        else:
+            pending = list(seen.reboot_reasons) if seen.reboot_pending else []
+            results[host] = StepResult(ok=True, reboot_pending=pending)
+    return results
 
 
 def gate(

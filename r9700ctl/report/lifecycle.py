@@ -10,6 +10,11 @@ def plan_lines(outcome: LifecycleOutcome) -> list[str]:
     options = outcome.options
     gate = f"validate --level {options.gate_level}"
     head = f"plan ({options.mode}, batches of {outcome.batch_size}, each node gated by {gate}):"
+    if options.mode == "kernel-upgrade":
+        what = (
+            "the newest kernel of its line, its headers, the amdgpu DKMS build (dkms status before a reboot)"
+        )
+        return [head, *(f"  {plan.host}: {what}" for plan in outcome.plans)]
     return [head, *(f"  {plan.line()}" for plan in outcome.plans)]
 
 
@@ -21,7 +26,9 @@ def summary_lines(outcome: LifecycleOutcome) -> list[str]:
         if outcome.note:
             lines.append(outcome.note)
         return lines
-    verb = "rolled back" if outcome.options.mode == "rollback" else "upgraded"
+    verb = {"rollback": "rolled back", "kernel-upgrade": "kernel upgraded"}.get(
+        outcome.options.mode, "upgraded"
+    )
     groups = [
         (verb, UPGRADED),
         ("already there", UNCHANGED),

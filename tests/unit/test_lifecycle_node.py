@@ -201,3 +201,38 @@ def test_the_managed_list_holds_every_path_the_provisioning_roles_write() -> Non
                     continue
                 missing.append(f"{vars_file.parent.parent.name}: {key} = {item}")
     assert missing == []
+
+
+def test_kernels_names_the_line_its_headers_and_which_kernel_has_amdgpu(tmp_path: Path) -> None:
+    """kernel-upgrade follows the installed meta packages; a new kernel without amdgpu.ko is visible."""
+    dpkg_status(
+        tmp_path,
+        {
+            "linux-image-generic-hwe-24.04": "hold ok installed",
+            "linux-image-6.8.0-49-generic": "hold ok installed",
+            "linux-headers-6.8.0-49-generic": "hold ok installed",
+            "linux-image-6.11.0-19-generic": "install ok installed",
+            "linux-image-unsigned-6.11.0-19-generic": "install ok installed",
+            "linux-image-extra-virtual": "install ok installed",
+            "linux-image-aws": "deinstall ok config-files",
+        },
+    )
+    module = tmp_path / "lib/modules/6.8.0-49-generic/updates/dkms/amdgpu.ko.zst"
+    module.parent.mkdir(parents=True)
+    module.write_bytes(b"")
+    (tmp_path / "usr/src/amdgpu-6.16.6-2255209.24.04").mkdir(parents=True)
+    found = node(tmp_path, "kernels")
+    assert found["metas"] == ["linux-image-generic-hwe-24.04"]
+    assert found["header_metas"] == ["linux-headers-generic-hwe-24.04"]
+    assert found["kernels"]["6.8.0-49-generic"] == {
+        "amdgpu_module": "/lib/modules/6.8.0-49-generic/updates/dkms/amdgpu.ko.zst",
+        "headers": True,
+    }
+    assert found["kernels"]["6.11.0-19-generic"] == {"amdgpu_module": "", "headers": False}
+    assert found["newest"] == "6.11.0-19-generic" == found["next"]
+    assert found["held"] == [
+        "linux-headers-6.8.0-49-generic",
+        "linux-image-6.8.0-49-generic",
+        "linux-image-generic-hwe-24.04",
+    ]
+    assert found["dkms_amdgpu"] == "6.16.6-2255209.24.04"

@@ -193,3 +193,19 @@ def test_the_cli_refuses_bad_input_in_one_line_without_contacting_a_host(
     )
     rc, err = run_cli(monkeypatch, capsys, "rollback", str(inventory), "--max-fail-percent", "101")
     assert rc == 64 and "--max-fail-percent 101: must be 0 to 100" in err
+
+
+def test_the_no_worse_gate_rule_returns_a_node_only_when_nothing_got_worse() -> None:
+    from r9700ctl.lifecycle.service import got_worse
+    from r9700ctl.validate import NodeOutcome
+
+    def node(status: str, *results: tuple[str, str]) -> NodeOutcome:
+        report = {"results": [{"id": i, "subject": "node", "status": s} for i, s in results]}
+        return NodeOutcome("n1", status, report=report if results else None)
+
+    lab_before = node("FAIL", ("inventory.count", "FAIL"))
+    assert got_worse(lab_before, node("FAIL", ("inventory.count", "FAIL"))) == ""
+    assert got_worse(lab_before, node("NO_REPORT")) == "worse than before the move (FAIL then)"
+    newly = node("FAIL", ("inventory.count", "FAIL"), ("driver.rocm", "FAIL"))
+    assert got_worse(lab_before, newly) == "driver.rocm on node newly FAIL"
+    assert got_worse(node("WARN", ("env", "WARN")), node("WARN", ("env", "WARN"))) == ""

@@ -135,7 +135,7 @@ def roll_out(
             moved = []
             for host in hosts:
                 result = results.get(host) or StepResult(ok=False, why="no result for this node")
-                outcomes[host].reboot_pending = result.reboot_pending
+                outcomes[host].reboot_pending = result.reboot_pending or _unrebooted(outcomes[host].plan)
                 if result.ok:
                     moved.append(host)
                 else:
@@ -167,6 +167,13 @@ def roll_out(
             progress(rollout.stopped)
             break
     return rollout
+
+
+def _unrebooted(plan: NodePlan) -> list[str]:
+    """The plan's reboot that this node cannot do itself (no init system, r9700_reboot false)."""
+    if plan.driver_changes and plan.reboot.startswith("needed"):
+        return [f"amdgpu {plan.from_driver or '?'} -> {plan.to_driver}: {plan.reboot}"]
+    return []
 
 
 def _initial(plan: NodePlan) -> NodeOutcome:

@@ -209,3 +209,13 @@ def test_the_no_worse_gate_rule_returns_a_node_only_when_nothing_got_worse() -> 
     newly = node("FAIL", ("inventory.count", "FAIL"), ("driver.rocm", "FAIL"))
     assert got_worse(lab_before, newly) == "driver.rocm on node newly FAIL"
     assert got_worse(node("WARN", ("env", "WARN")), node("WARN", ("env", "WARN"))) == ""
+
+
+def test_a_driver_change_on_a_node_that_cannot_reboot_is_reported_as_a_pending_reboot() -> None:
+    fleet = Fleet()
+    lab = [planning.plan_node("n1", state("6.4.1"), resolved("7.2.3", runtime=False), manifest=MANIFEST)]
+    rollout = roll_out(lab, 1, move=fleet.move, gate=fleet.gate, resume=fleet.resume)
+    assert rollout.outcomes[0].status == UPGRADED
+    assert rollout.outcomes[0].reboot_pending == [
+        "amdgpu 6.4.1 -> 30.30.3: needed, not done here: no init system to reboot with (runtime steps off)"
+    ]

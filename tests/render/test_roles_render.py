@@ -122,7 +122,7 @@ def test_every_role_renders_for_the_node_matrix(os_key, gpus, mirror, override, 
     headers = driver.task("Install | Ensure the running kernel's headers").args["name"]
     assert headers[0] == resolved["headers_package"]
     assert (resolved["modules_extra_package"] in headers) is os_key.startswith("ubuntu")
-    assert driver.task("Install | Ensure AMD's amdgpu-dkms").args["name"] == f"amdgpu-dkms={AMDGPU_DKMS}"
+    assert driver.task("Install | Ensure AMD's amdgpu-dkms").args["name"] == [f"amdgpu-dkms={AMDGPU_DKMS}"]
 
     rocm = RoleRender("r9700_rocm", ctx, rocm_registered()).run()
     state = lifecycle_state({**ctx, "r9700_versions": rocm.vars["r9700_versions"]})
@@ -857,9 +857,8 @@ def test_the_policy_path_is_the_one_the_agent_reads():
 
 
 def test_going_back_to_an_older_release_removes_the_newer_one_first():
-    """Issue 13 (rollback): apt will not downgrade ROCm's or the driver's exact-version
-    dependencies, so an older target removes the installed rocm-core / amdgpu-dkms first; the
-    same or a newer release removes nothing."""
+    """Issue 13 (rollback): apt will not downgrade ROCm's exact-version dependencies, so an older
+    target removes the installed rocm-core first; the same or a newer release removes nothing."""
     for installed, removes in (
         ({"rocm-core": "7.2.3.70203-90~24.04", "amdgpu-dkms": "1:6.16.13.30300300-2327507.24.04"}, True),
         ({"rocm-core": ROCM_711, "amdgpu-dkms": AMDGPU_DKMS}, False),
@@ -873,7 +872,20 @@ def test_going_back_to_an_older_release_removes_the_newer_one_first():
         assert removal.skipped is not removes, installed
         if removes:
             assert removal.args["name"] == "rocm-core" and removal.args["state"] == "absent"
-        driver = RoleRender("r9700_driver", ctx, driver_registered()).run()
-        assert driver.task("Install | Remove the installed amdgpu-dkms first").skipped is not removes, (
-            installed
-        )
+
+
+def test_amdgpu_dkms_is_installed_with_its_firmware_at_the_repositorys_versions():
+    """Issue 13: amdgpu-dkms depends on amdgpu-dkms-firmware (= its version); naming both lets apt
+    move up and down between driver releases whose firmware versions apt would not pick itself."""
+    registered = driver_registered()
+    firmware = (
+        "amdgpu-dkms-firmware | 30.20.1.0.30200100-2255209.22.04 | "
+        "http://127.0.0.1:18766/amdgpu/30.20.1/ubuntu jammy/main amd64 Packages"
+    )
+    lines = registered["__r9700_driver_madison"]["stdout_lines"]
+    registered["__r9700_driver_madison"] = {"stdout_lines": [*lines, firmware]}
+    driver = RoleRender("r9700_driver", context(), registered).run()
+    assert driver.task("Install | Ensure AMD's amdgpu-dkms").args["name"] == [
+        f"amdgpu-dkms={AMDGPU_DKMS}",
+        "amdgpu-dkms-firmware=30.20.1.0.30200100-2255209.22.04",
+    ]

@@ -205,6 +205,7 @@ class Resolved:
     package_core: str = "rocm-core"
     package_driver: str = "amdgpu-dkms"
     pytorch_image: str = ""
+    pytorch_image_digest: str = ""
     installed_before: dict[str, str | None] = field(default_factory=dict)
     # How the release was chosen ("auto -> 7.1.1; skipped 7.2.3: known issue ..."), and the known
     # issues that apply with it, each with the workaround in force in `environment`
@@ -525,6 +526,7 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
     res.graphics_repo_path = repo.graphics_path(release)
     res.amdgpu_version = release.amdgpu
     res.pytorch_image = release.pytorch_image
+    res.pytorch_image_digest = release.pytorch_image_digest
     unlisted = sorted(
         t for t in targets if release.supports_gfx(t) and not release.lists_target_on(t, res.os_key)
     )
@@ -583,9 +585,24 @@ def _check_known_issues(res: Resolved, found: list[Any], settings: Settings) -> 
     (pinned) release is a warning naming the release `auto` would choose; `auto` never chooses one
     while another release supports the node."""
     env = {e["name"]: e["value"] for e in res.environment}
+    knob_of = {e["name"]: e.get("source") or "r9700_env" for e in res.environment}
     checks = []
     for item in found:
         issue = item.issue
+        trigger = issue.trigger_env
+        if trigger and all(env.get(k) == v for k, v in trigger.items()):
+            # The node's own environment list re-creates the issue (a value copied from vLLM's images).
+            said = ", ".join(f"{k}={v} ({knob_of[k]})" for k, v in trigger.items())
+            checks.append(
+                Check(
+                    f"known_issue.{issue.id}",
+                    WARN,
+                    f"the environment list sets {said}, which re-creates known issue {issue.id}: "
+                    + issue.title,
+                    f"remove it from {', '.join(sorted({knob_of[k] for k in trigger}))} "
+                    f"(the default workaround is {issue.workaround_short()}); see {issue.sources[0]}",
+                )
+            )
         wanted = issue.workaround_env
         if wanted and all(env.get(k) == v for k, v in wanted.items()):
             in_force = "in force: " + ", ".join(f"{k}={v}" for k, v in wanted.items())

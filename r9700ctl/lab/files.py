@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 R9700_PCI = {"vendor": "0x1002", "device": "0x7551", "class": "0x030000", "revision": "0xc0"}
-# The card's display-audio function (FACTS.md: 1002:ab40); detection must skip it by class.
+# The card's display-audio function (1002:ab40, docs/hardware.md); detection must skip it by class.
 R9700_AUDIO = {"vendor": "0x1002", "device": "0xab40", "class": "0x040300", "revision": "0x00"}
 # Subsystem of a Gigabyte R9700 as `lspci -vnn` printed it in clbr/radeontop#184: [1458:242f].
 R9700_SUBSYSTEM = {"subsystem_vendor": "0x1458", "subsystem_device": "0x242f"}
@@ -41,6 +41,7 @@ def render_inventory(
     key_url: str,
     key_fingerprint: str,
     gpus: int,
+    registry_url: str = "",
 ) -> str:
     lines = [
         "# Written by `r9700ctl lab up`: nodes of a throwaway TEST lab (not for production).",
@@ -59,6 +60,14 @@ def render_inventory(
         f"r9700_repo_key_url={key_url}",
         f"r9700_repo_key_fingerprint={key_fingerprint}",
         f"r9700_expected_gpus={gpus}",
+        *(
+            [
+                "# The lab's registry stands in for Docker Hub (a stand-in rocm/pytorch image, no torch).",
+                f"r9700_container_registry_mirror={registry_url}",
+            ]
+            if registry_url
+            else []
+        ),
         "# TEST AID set only by the lab: the PCI functions each node presents (real nodes: read from sysfs).",
         f"r9700_lab_pci_devices={json.dumps(pci_devices(gpus), separators=(',', ':'))}",
     ]

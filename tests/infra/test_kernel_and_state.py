@@ -64,3 +64,16 @@ def test_state_file_records_the_kernel_the_repositories_and_when(host, node):
     assert state["kernel"] == host.check_output("uname -r")
     assert state["rocm_repo_path"] in state["repositories"]["paths"]
     assert state["time"].endswith("Z")
+
+
+def test_the_running_kernel_is_held_with_the_driver(host, node):
+    """r9700_kernel_hold (on by default): the running kernel's installed image and headers are held
+    and unattended-upgrades leaves linux-* alone, so the kernel moves only with kernel-upgrade."""
+    if not node.var("r9700_kernel_hold"):
+        pytest.skip("r9700_kernel_hold is false")
+    release = host.check_output("uname -r")
+    held = host.check_output("apt-mark showhold").split()
+    for package in (f"linux-image-{release}", f"linux-headers-{release}"):
+        if host.package(package).is_installed:
+            assert package in held, f"{package} is installed but not held"
+    assert host.file("/etc/apt/apt.conf.d/51r9700-kernel-hold").contains('"linux-";')

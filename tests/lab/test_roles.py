@@ -164,6 +164,20 @@ def test_rocm_632_on_a_stand_in_r9700_is_refused_with_the_releases_that_would_wo
     assert snapshot(lab, node) == before
 
 
+def test_forcing_an_unsupported_release_passes_preflight_with_a_loud_warning(lab, tmp_path):
+    """r9700_allow_unsupported turns the refusal into a warning (preflight only: nothing installed)."""
+    node = lab.nodes[0][0]
+    before = snapshot(lab, node)
+    extra = '{"r9700_rocm_version": "6.3.2", "r9700_allow_unsupported": true}'
+    out, _report = provision(
+        lab.inventory, tmp_path, "--limit", node, "--tags", "r9700_preflight", "-e", extra
+    )
+    text = " ".join((out.stdout + out.stderr).split())
+    assert out.returncode == 0, text
+    assert "FORCED by r9700_allow_unsupported: ROCm 6.3.2 does not support gfx1201" in text
+    assert snapshot(lab, node) == before
+
+
 def test_an_hsa_override_in_env_extra_is_refused_like_the_override_itself(lab, tmp_path):
     """Issue 9 item 3: the same check, the same message, whichever knob carries 9.4.2; nothing changes."""
     node = lab.nodes[0][0]

@@ -8,10 +8,12 @@ Runs use a real ansible-playbook against `localhost ansible_connection=local`.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -227,13 +229,6 @@ def bad_input_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
         "--limit node9 matches no host of group 'r9700_nodes' (hosts: node1, node2) "
         "(name hosts or groups of the inventory, for example --limit node1,node2)",
     )
-    p = ini(tmp, "[r9700_nodes]\nnode1 ansible_host=192.0.2.11 r9700_lab_pci_devices='[1, 2]'\n", "lab.ini")
-    case(
-        "malformed lab stand-in devices",
-        [str(p)],
-        f"{p}:2: node1: r9700_lab_pci_devices must be a JSON list of {{address, vendor, device, class}} "
-        "(it is a test aid that `r9700ctl lab` writes; remove it on real nodes)",
-    )
     case(
         "forks below one",
         [str(good), "--forks", "0"],
@@ -268,7 +263,6 @@ BAD_INPUT_IDS = [
     "a password in extra vars",
     "a variable r9700ctl sets itself",
     "limit matching no host of the group",
-    "malformed lab stand-in devices",
     "forks below one",
     "JSON report into a missing directory",
 ]
@@ -301,11 +295,6 @@ def local_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Pat
     """An inventory of this machine (local connection, no become) and the provision play without
     the provisioning roles, which must never touch the machine running the tests."""
     record = tmp_path / "etc" / "node.json"
-    devices = [
-        {"address": "0000:03:00.0", "vendor": "0x1002", "device": "0x7551", "class": "0x030000"},
-        {"address": "0000:03:00.1", "vendor": "0x1002", "device": "0xab40", "class": "0x040300"},
-        {"address": "0000:04:00.0", "vendor": "0x1002", "device": "0x7551", "class": "0x030000"},
-    ]
     connection = f"ansible_connection=local ansible_become=false ansible_python_interpreter={sys.executable}"
     inventory = write(
         tmp_path / "inventory.ini",
@@ -315,7 +304,6 @@ def local_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Pat
 
         [r9700_nodes:vars]
         r9700_expected_gpus=2
-        r9700_lab_pci_devices='{json.dumps(devices)}'
         """,
     )
     play = write(tmp_path / "playbooks" / "provision.yml", NODE_RECORD_PLAY)
@@ -342,11 +330,9 @@ def test_provision_of_a_node_records_it_and_a_second_run_changes_nothing(
 
     record = json.loads(local_node["record"].read_text())
     assert record["schema"] == "r9700ctl.node/1"
-    assert record["gpu_source"] == "stand_in"
-    assert [(g["address"], g["device"], g["vendor_name"]) for g in record["gpus"]] == [
-        ("0000:03:00.0", "0x7551", "AMD"),
-        ("0000:04:00.0", "0x7551", "AMD"),
-    ], "the HDMI audio function (class 0x0403) is not a GPU"
+    assert record["gpu_source"] == "sysfs"
+    # This machine's own display devices, as the module reads them (lab nodes: tests/lab).
+    assert record["gpus"] == pci_devices_module().read_display_devices("/sys")
     from r9700ctl import __version__
 
     assert record["toolkit_version"] == __version__
@@ -551,19 +537,24 @@ def test_the_become_password_is_asked_only_after_the_inventory_passed(
         assert not path.is_file() or b"s3cret-pw" not in path.read_bytes(), path
 
 
-def test_the_display_pci_devices_are_read_from_a_sysfs_tree(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The node record's module reads sysfs under a root it is given: a fake tree stands in here.
-    Every display-class function counts (whoever made it); audio and bridges do not."""
-    import importlib.util
-
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # no __pycache__ inside the shipped role
+def pci_devices_module() -> Any:
+    """The role's r9700_pci_devices module, loaded from the shipped role."""
     module_path = paths.content_dir("roles") / "r9700_node_record" / "library" / "r9700_pci_devices.py"
     spec = importlib.util.spec_from_file_location("r9700_pci_devices", module_path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_the_display_pci_devices_are_read_from_a_sysfs_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node record's module reads sysfs under a root it is given: a fake tree stands in here.
+    Every display-class function counts (whoever made it); audio and bridges do not."""
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # no __pycache__ inside the shipped role
+    module = pci_devices_module()
 
     devices = tmp_path / "sys" / "bus" / "pci" / "devices"
     for address, vendor, device, pci_class in [
@@ -585,7 +576,6 @@ def test_the_display_pci_devices_are_read_from_a_sysfs_tree(
     ]
     assert found[2]["vendor"] == "0x10de"
     assert module.read_display_devices(str(tmp_path / "nothing")) == []
-    assert module.stand_in_devices("[]") == []
 
 
 def test_on_a_terminal_each_host_has_one_live_line_with_its_task_and_counts() -> None:

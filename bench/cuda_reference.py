@@ -2,7 +2,7 @@
 
 What it measures, each as the median of windows of copies queued back to back on one
 non-blocking stream between two CUDA events (`cudaMemcpyAsync`, `cudaEventElapsedTime`):
-  h2d, d2h   pinned host <-> device, 256 MiB, 20 copies per window (FACTS.md: about 55 GB/s each
+  h2d, d2h   pinned host <-> device, 256 MiB, 20 copies per window (docs/benchmarks.md: about 55 GB/s each
              way on a Gen5 x16 H200 measured this way)
   d2d        device -> device on one GPU, 1 GiB, bytes read + written counted: the ceiling a
              memory-bandwidth kernel can reach

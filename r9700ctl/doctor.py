@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from r9700ctl import sshcheck
-from r9700ctl.agent.result import ERROR, PASS, SKIP, WARN, exit_code_for, worst
+from r9700ctl.agent.result import ERROR, PASS, SKIP, WARN, exit_code_for, overall
 from r9700ctl.errors import EXIT_CANNOT_RUN
 from r9700ctl.sshcheck import Check
 
@@ -50,7 +50,8 @@ class HostReport:
 
     @property
     def status(self) -> str:
-        return worst([c.status for c in self.checks])
+        """The worst check; no check judged (none, or skips only) is INCONCLUSIVE, never PASS."""
+        return overall([c.status for c in self.checks])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -60,7 +61,7 @@ class HostReport:
             "status": self.status,
             "duration_s": round(self.duration_s, 2),
             "resolved": self.resolved,
-            # subject and hint: the field names every r9700ctl check result carries (DESIGN.md)
+            # subject and hint: the field names every r9700ctl check result carries (docs/architecture.md)
             "checks": [{**c.to_dict(), "subject": self.name, "hint": c.fix} for c in self.checks],
         }
 

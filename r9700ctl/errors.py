@@ -1,7 +1,7 @@
 """The one exception family of the controller.
 
 Library code raises these; only the CLI turns them into one line and an exit code
-(DESIGN.md contracts). Each error says what is wrong, where, and how to fix it.
+(docs/architecture.md, Contracts). Each error says what is wrong, where, and how to fix it.
 """
 
 from __future__ import annotations

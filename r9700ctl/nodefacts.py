@@ -297,13 +297,15 @@ def read_secure_boot(root: str, run: Runner) -> dict[str, str]:
     return {"state": "unknown", "source": "efivars", "detail": "SecureBoot efivar too short"}
 
 
-# Where DKMS signs modules, as dkms's prepare_mok() decides (dkms-project/dkms, dkms.in):
-# mok_signing_key / mok_certificate from /etc/dkms/framework.conf and framework.conf.d/*.conf; unset
-# on Ubuntu, the MOK of Ubuntu's shim-signed (update-secureboot-policy --new-key makes it); elsewhere
-# (Debian) /var/lib/dkms/mok.key and mok.pub, which dkms creates itself when they are missing.
+# Where DKMS signs modules, as dkms's prepare_mok() decides (https://github.com/dkms-project/dkms,
+# dkms.in and README.md "Module signing"): mok_signing_key / mok_certificate from
+# /etc/dkms/framework.conf and framework.conf.d/*.conf; unset on Ubuntu, the MOK of Ubuntu's
+# shim-signed (update-secureboot-policy --new-key makes it); elsewhere (Debian,
+# https://wiki.debian.org/SecureBoot#DKMS_and_secure_boot) /var/lib/dkms/mok.key and mok.pub, which
+# dkms creates itself when they are missing.
 UBUNTU_MOK = ("/var/lib/shim-signed/mok/MOK.priv", "/var/lib/shim-signed/mok/MOK.der")
 DKMS_MOK = ("/var/lib/dkms/mok.key", "/var/lib/dkms/mok.pub")
-# mokutil --test-key's answers (lcp/mokutil, src/mokutil.c print_skip_message / test_key).
+# mokutil --test-key's answers (https://github.com/lcp/mokutil, src/mokutil.c test_key).
 MOKUTIL_STATES = (
     ("is already enrolled", "enrolled"),
     ("is already in db", "enrolled"),

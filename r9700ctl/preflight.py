@@ -583,9 +583,24 @@ def _check_known_issues(res: Resolved, found: list[Any], settings: Settings) -> 
     (pinned) release is a warning naming the release `auto` would choose; `auto` never chooses one
     while another release supports the node."""
     env = {e["name"]: e["value"] for e in res.environment}
+    knob_of = {e["name"]: e.get("source") or "r9700_env" for e in res.environment}
     checks = []
     for item in found:
         issue = item.issue
+        trigger = issue.trigger_env
+        if trigger and all(env.get(k) == v for k, v in trigger.items()):
+            # The node's own environment list re-creates the issue (a value copied from vLLM's images).
+            said = ", ".join(f"{k}={v} ({knob_of[k]})" for k, v in trigger.items())
+            checks.append(
+                Check(
+                    f"known_issue.{issue.id}",
+                    WARN,
+                    f"the environment list sets {said}, which re-creates known issue {issue.id}: "
+                    + issue.title,
+                    f"remove it from {', '.join(sorted({knob_of[k] for k in trigger}))} "
+                    f"(the default workaround is {issue.workaround_short()}); see {issue.sources[0]}",
+                )
+            )
         wanted = issue.workaround_env
         if wanted and all(env.get(k) == v for k, v in wanted.items()):
             in_force = "in force: " + ", ".join(f"{k}={v}" for k, v in wanted.items())

@@ -1,7 +1,7 @@
 """`r9700ctl provision` as a service: check the inventory, run provision.yml, judge the run.
 
 Nothing is contacted before the inventory, the options and the extra vars have passed their
-checks (BadInput, exit 64). The exit code follows the contract of DESIGN.md:
+checks (BadInput, exit 64). The exit code follows the contract of docs/architecture.md:
 
   0    every host OK or CHANGED
   1    every host OK or CHANGED, and some host needs a reboot it could not do itself

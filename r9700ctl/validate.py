@@ -18,9 +18,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from r9700ctl.agent.result import ERROR, STATUSES, CheckResult, exit_code_for, worst
+from r9700ctl import fleet as fleet_judge
+from r9700ctl.agent.result import ERROR, STATUSES, CheckResult, exit_code_for, overall, worst
 from r9700ctl.errors import EXIT_CANNOT_RUN, CannotRun
-from r9700ctl.fleet import FleetJudgement, judge_fleet
+from r9700ctl.fleet import FleetJudgement
 
 if TYPE_CHECKING:
     from r9700ctl.history.runs import HistoryPlan
@@ -90,7 +91,7 @@ class FleetReport:
     @property
     def status(self) -> str:
         node_statuses = [n.status if n.status in STATUSES else ERROR for n in self.nodes]
-        return worst(node_statuses + [r.status for r in self.fleet.results])
+        return overall(node_statuses + [r.status for r in self.fleet.results])  # no node: INCONCLUSIVE
 
     @property
     def exit_code(self) -> int:
@@ -181,7 +182,7 @@ def validate_inventory(
     report = FleetReport(
         level=level,
         nodes=nodes,
-        fleet=judge_fleet(reports),
+        fleet=fleet_judge.judge_fleet(reports, fleet_judge.limits(agentpack.data_document("thresholds"))),
         reports_dir=reports_dir,
         run_dir=result.run_dir,
         run_status=result.status,

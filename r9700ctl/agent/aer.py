@@ -191,11 +191,6 @@ def roles(root: Path, gpu: str) -> dict[str, str]:
     return {a: role(root, gpu, a) for a in gpu_path(root, gpu)}
 
 
-def since_boot(root: Path, gpu_addresses: list[str]) -> list[Increase]:
-    """Everything counted since boot, as increases from zero (a bundle has no 'before')."""
-    return increases(Snapshot(), snapshot(root, gpu_addresses))
-
-
 def describe_path(root: Path, gpu: str) -> list[dict[str, str]]:
     """The GPU's path with roles, for evidence."""
     return [{"address": a, "role": r} for a, r in roles(root, gpu).items()]

@@ -5,7 +5,7 @@ Motivation
 Floors catch gross faults; a node that lost a fifth of its all-reduce bandwidth since last
 month still clears them. `--baseline PREVIOUS.json` compares every higher-is-better figure
 with the same check id, subject and metric in an earlier report of the agent
-(validation.md R-G6 and C12). Done naively, run-to-run noise becomes a false alarm, and a
+(docs/validation.md R-G6 and C12). Done naively, run-to-run noise becomes a false alarm, and a
 comparison that compared nothing looks like a pass.
 
 Design summary (after ROCm/cvs cvs/lib/regression_lib.py)
@@ -16,7 +16,7 @@ speedup (samples: one per repeat). The windows a check timed are the samples.
 
 1. Tiered drop: the median fell by more than the tier's fraction of the baseline's median:
    busbw small (<= 1 MiB) 20%, mid (<= 64 MiB) 15%, large 7.5%; bandwidth, TFLOPS and
-   speedup 7.5% (validation.md C6, C10). When the baseline's own windows are noisier, the
+   speedup 7.5% (docs/validation.md C6, C10). When the baseline's own windows are noisier, the
    limit widens to 2 x their CV (R-G6: "max(tier_floor, 2 x p95 CV)").
 2. Separation: p75 of this run's windows below p25 of the baseline's (the distributions barely
    overlap), so one slow window cannot make a regression.

@@ -3,7 +3,7 @@
 A round runs every GPU check of the level once. Across rounds, each (check, subject) keeps its
 worst verdict (a FAIL in round 7 of 12 is a FAIL), the per-round figures go into evidence, and
 a `burnin.drift` result compares the last round with the first: a card that slows down as it
-heats up (thermal soak) shows there. validation.md C11: drift WARN > 5 %, FAIL > 10 %.
+heats up (thermal soak) shows there. docs/validation.md C11: drift WARN > 5 %, FAIL > 10 %.
 """
 
 from __future__ import annotations

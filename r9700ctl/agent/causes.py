@@ -1,4 +1,4 @@
-"""Cause hints that need more than one check: validation.md section 6.2, as pure rules.
+"""Cause hints that need more than one check, as pure rules (docs/validation.md, "Cause hints").
 
 Each rule looks at the whole result list and, where its signature matches, appends a "likely
 cause" to the hint of the result that shows the symptom (and records it in
@@ -46,10 +46,8 @@ def link_explains_low_host_bandwidth(results: list[CheckResult]) -> None:
 
 
 def _p2p_ineffective(result: CheckResult) -> bool:
-    ratio = result.evidence.get("p2p_over_bounce")
-    return result.status in BAD and (
-        (isinstance(ratio, (int, float)) and ratio <= 1.1) or "P2P_NOT_EFFECTIVE" in result.hint
-    )
+    """The p2p check's own verdict (thresholds p2p.not_effective_ratio), not a second copy of it."""
+    return result.status in BAD and "P2P_NOT_EFFECTIVE" in result.hint
 
 
 def platform_explains_ineffective_p2p(results: list[CheckResult]) -> None:

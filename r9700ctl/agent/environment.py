@@ -1,4 +1,4 @@
-"""What software and settings the figures were measured under (validation.md R-G8).
+"""What software and settings the figures were measured under (docs/validation.md R-G8).
 
 Kernel, command line, OS, BIOS, driver module versions, ROCm/HIP/CUDA/RCCL/torch versions and
 the variables that steer RCCL/NCCL and the HSA runtime. The controller groups fleet

@@ -147,7 +147,7 @@ def judge_against_peers(
     warn_frac: float,
     fail_frac: float,
     *,
-    min_peers: int = 3,
+    min_peers: int,
     higher_is_better: bool = True,
 ) -> dict[str, Verdict]:
     """Each subject against the median of all subjects: FAIL below fail_frac x median, WARN below warn_frac.
@@ -188,7 +188,7 @@ def judge_samples(
     *,
     max_fraction: float,
     max_consecutive: int,
-    min_samples: int = 5,
+    min_samples: int,
     bad_status: str = FAIL,
     isolated_status: str = WARN,
 ) -> Verdict:

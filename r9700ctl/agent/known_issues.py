@@ -238,3 +238,46 @@ def applicable(issues: Iterable[KnownIssue], node: NodeView) -> list[Match]:
 def hints_for(issues: Iterable[KnownIssue], node: NodeView, check_id: str, text: str) -> list[str]:
     """The hints of the issues that apply to the node and whose detection this result matches."""
     return [m.issue.hint() for m in applicable(issues, node) if m.issue.names_result(check_id, text)]
+
+
+# Results that are not evidence of anything: a check that passed or did not run.
+_QUIET = ("PASS", "SKIP")
+
+
+def annotate(results: Iterable[Any], issues: Iterable[KnownIssue], node: NodeView) -> None:
+    """Name, in each result that did not pass, the known issues it is evidence of.
+
+    A result is evidence of an issue that can bite on this node (Match.active: triggered, not
+    mitigated) when the issue's detection.agent lists its check id and, where the issue gives a
+    pattern, its hint or evidence shows it. The issue's hint (id, workaround, source) is appended
+    to the result's hint and its id to evidence["known_issues"]. Statuses never change here; a
+    known-false signal (the hotspot bit) is named by the check that ignores it, not here.
+    """
+    found = [m for m in applicable(issues, node) if m.active and not m.issue.false_signal]
+    if not found:
+        return
+    for result in results:
+        if result.status in _QUIET:
+            continue
+        text: str | None = None
+        for m in found:
+            issue = m.issue
+            if result.id not in issue.agent_checks:
+                continue
+            if text is None:  # built once, only for results a known issue watches
+                text = f"{result.hint}\n{_flat(result.evidence)}"
+            if f"known issue {issue.id}" in result.hint or not issue.names_result(result.id, text):
+                continue
+            result.evidence.setdefault("known_issues", []).append(issue.id)
+            result.hint = f"{result.hint}; {issue.hint()}" if result.hint else issue.hint()
+
+
+def _flat(evidence: Any) -> str:
+    """The evidence's strings (errors, log lines) as one text for detection patterns."""
+    if isinstance(evidence, str):
+        return evidence
+    if isinstance(evidence, Mapping):
+        return "\n".join(_flat(v) for v in evidence.values())
+    if isinstance(evidence, (list, tuple)):
+        return "\n".join(_flat(v) for v in evidence)
+    return ""

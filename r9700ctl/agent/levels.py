@@ -1,4 +1,4 @@
-"""Parameters per level, each with its reason (validation.md section 6.0 R-G1 and 6.3).
+"""Parameters per level, each with its reason (docs/validation.md R-G1).
 
 - config: static checks only, no GPU load, < 10 s.
 - quick: <= 90 s on 4 GPUs (< 60 s on one): one size, one repeat, short GEMM burn.
@@ -17,7 +17,7 @@ LEVEL_NAMES = ("config", "quick", "standard", "burnin")
 GPU_LEVELS = ("quick", "standard", "burnin")
 
 _COMMON: dict[str, Any] = {
-    # Watchdog: a step's timeout is max(min, factor x its expected duration) (validation.md R-G2:
+    # Watchdog: a step's timeout is max(min, factor x its expected duration) (docs/validation.md R-G2:
     # "3x the expected duration, minimum 30 s"); checks compute the expected duration themselves.
     "watchdog.timeout_factor": 3.0,
     "watchdog.min_timeout_s": 30.0,
@@ -49,7 +49,7 @@ LEVELS: dict[str, dict[str, Any]] = {
     "standard": {
         **_COMMON,
         "discovery.torch_probe": True,
-        # 3 repeats, report the median (validation.md R-G5; nvbandwidth and CVS use medians of 3+).
+        # 3 repeats, report the median (docs/validation.md R-G5; nvbandwidth and CVS use medians of 3+).
         "repeats": 3,
         # 5 s between heavy phases (R-G7 "5-10 s cooldown").
         "cooldown_s": 5.0,
@@ -59,7 +59,7 @@ LEVELS: dict[str, dict[str, Any]] = {
         "discovery.torch_probe": True,
         "repeats": 3,
         "cooldown_s": 5.0,
-        # Default soak when --duration is not given: one hour (validation.md L3 "1-12 h").
+        # Default soak when --duration is not given: one hour (docs/validation.md L3 "1-12 h").
         "burnin.duration_s": 3600.0,
     },
 }

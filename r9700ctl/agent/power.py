@@ -317,9 +317,6 @@ class Policy:
         }
         return json.dumps(body, indent=2, sort_keys=False) + "\n"
 
-    def psu_of(self, address: str) -> Psu | None:
-        return next((p for p in self.psus if address in p.gpus), None)
-
 
 def load_policy(root: str | Path = "/") -> tuple[Policy | None, str]:
     """The node's policy file: (None, "") when there is none, (None, reason) when it is unreadable."""

@@ -1,8 +1,9 @@
 """The agent's report: the JSON document `r9700ctl.validate/1` and the plain-text table.
 
-JSON fields are only ever added within a schema version (DESIGN.md). The file is written to
-`.tmp` and renamed, and a stale report is removed before a run starts, so an old PASS cannot
-outlive a run that failed to finish. The table needs no rich: plain columns, grouped by family.
+JSON fields are only ever added within a schema version (docs/architecture.md, Contracts).
+The file is written to `.tmp` and renamed, and a stale report is removed before a run starts,
+so an old PASS cannot outlive a run that failed to finish. The table needs no rich: plain
+columns, grouped by family.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The result of one check: the contract of DESIGN.md, shared by agent and controller."""
+"""The result of one check: the contract of docs/architecture.md, shared by agent and controller."""
 
 from __future__ import annotations
 
@@ -12,6 +12,11 @@ SKIP = "SKIP"
 ERROR = "ERROR"
 INCONCLUSIVE = "INCONCLUSIVE"
 STATUSES = (PASS, WARN, FAIL, SKIP, ERROR, INCONCLUSIVE)
+
+# Evidence key of a measurement whose output was wrong (a copy, GEMM, memory kernel or all-reduce
+# that did not return the expected data): a fault of the hardware or its driver, not a figure,
+# so another process on the GPU does not make it INCONCLUSIVE (agent/runner.py).
+WRONG_DATA = "wrong_data"
 
 # Worst first: the order used to pick a node's overall status.
 SEVERITY = {FAIL: 5, ERROR: 4, INCONCLUSIVE: 3, WARN: 2, SKIP: 1, PASS: 0}

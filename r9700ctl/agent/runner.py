@@ -28,6 +28,7 @@ from r9700ctl.agent import (
     report,
     watchdog,
 )
+from r9700ctl.agent.checks._measure import name_known_issues
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.datafiles import DataFileError, gpu_models, load_data
 from r9700ctl.agent.journal import (
@@ -39,7 +40,7 @@ from r9700ctl.agent.journal import (
     read_boot_id,
     usable,
 )
-from r9700ctl.agent.result import ERROR, FAIL, INCONCLUSIVE, SKIP, WARN, CheckResult
+from r9700ctl.agent.result import ERROR, FAIL, INCONCLUSIVE, SKIP, WARN, WRONG_DATA, CheckResult
 from r9700ctl.agent.thresholds import resolve
 
 EXIT_BAD_INPUT = 64
@@ -48,7 +49,7 @@ BUSY_HINT = (
     "GPU busy: {holders}: another process computes on this GPU, so its figures below are INCONCLUSIVE, "
     "not a verdict on the card; stop that process and rerun, or pass --allow-busy to judge them anyway"
 )
-SHARED_NOTE = "measured while shared with {holders} (--allow-busy)"
+SHARED_NOTE = "measured while shared with {holders}"
 
 HANG_HINT = (
     "host hang during {step}: known R9700/RCCL issue with PCIe P2P (ROCm/rocm-systems#11348); "
@@ -365,8 +366,10 @@ def judge_busy(
         if not shared:
             continue
         text = ", ".join(sorted({h.text() for h in shared}))
-        if allow_busy:
-            result.hint = "; ".join(x for x in (result.hint, SHARED_NOTE.format(holders=text)) if x)
+        if allow_busy or result.evidence.get(WRONG_DATA):
+            # Wrong data is a fault whatever shares the GPU: it keeps its FAIL, with the note.
+            note = SHARED_NOTE.format(holders=text) + (" (--allow-busy)" if allow_busy else "")
+            result.hint = "; ".join(x for x in (result.hint, note) if x)
             continue
         result.evidence["if_judged"] = {"status": result.status, "hint": result.hint}
         result.status = INCONCLUSIVE
@@ -534,6 +537,8 @@ def _run_opened(
         vbios={g.subject: g.vbios for g in selected},
         numa={g.subject: g.numa_node for g in selected},
     )
+    # The manifest's known issues name the results that are evidence of them (data/manifest.yaml).
+    name_known_issues(ctx, results)
     if unusable:
         results.append(
             CheckResult(

@@ -105,17 +105,6 @@ class Link:
     slot_max_speed_gts: float | None = None
     slot_max_width: int | None = None
 
-    @property
-    def effective_max_speed_gts(self) -> float | None:
-        """What the link can reach: the lower of the card's and the slot port's maximum."""
-        values = [v for v in (self.max_speed_gts, self.slot_max_speed_gts) if v]
-        return min(values) if values else None
-
-    @property
-    def effective_max_width(self) -> int | None:
-        values = [v for v in (self.max_width, self.slot_max_width) if v]
-        return min(values) if values else None
-
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -44,6 +44,7 @@ KEYS = (
     "fan_stall_hotspot_c",
     "fan_stall_rise_c",
     "fan_slowdown_rise_c",
+    "fan_change_fraction",
     "stale_min_samples",
     "stale_min_seconds",
     "crit_fail_margin_c",
@@ -74,24 +75,6 @@ class Series:
             for name in row.get("errors") or []:
                 errors[name] = errors.get(name, 0) + 1
         return cls([float(r.get("t", k)) for k, r in enumerate(rows)], values, errors)
-
-    @classmethod
-    def from_amdsmi(cls, outputs: Sequence[str], interval_s: float, gpu: int = 0) -> Series:
-        """From successive `amd-smi metric --json` outputs taken every `interval_s` seconds."""
-        from r9700ctl.agent.parsers import amdsmi
-
-        rows: list[dict[str, Any]] = []
-        for k, text in enumerate(outputs):
-            report = amdsmi.parse_json(text, f"amd-smi metric #{k}")
-            card = next((g for g in report.gpus if g.index == gpu), None)
-            row: dict[str, Any] = {"t": k * interval_s}
-            if card is not None:
-                row.update(
-                    temp_c=card.temperature_edge_c, hotspot_c=card.temperature_hotspot_c,
-                    mem_temp_c=card.temperature_mem_c, power_w=card.socket_power_w, fan_rpm=card.fan_rpm,
-                )  # fmt: skip
-            rows.append(row)
-        return cls.from_samples(rows, ("temp_c", "hotspot_c", "mem_temp_c", "power_w", "fan_rpm"))
 
     def readings(self, sensor: str) -> list[tuple[float, float]]:
         return [(t, v) for t, v in zip(self.t, self.values.get(sensor, []), strict=False) if v is not None]
@@ -151,7 +134,7 @@ def fan(series: Series, limits: Mapping[str, float], untrusted: Iterable[str] = 
         return Verdict(SKIP, "fan_rpm", None, "rpm", threshold, why)
     if not hot:
         start_rpm, end_rpm = _head_tail(rpm)
-        if end_rpm > start_rpm * 1.1:
+        if end_rpm > start_rpm * (1 + lim["fan_change_fraction"]):
             return Verdict(
                 PASS, "fan_rpm", round(end_rpm), "rpm", threshold,
                 f"fan sped up under load, {start_rpm:.0f} -> {end_rpm:.0f} rpm (no trusted temperature to "
@@ -184,7 +167,10 @@ def fan(series: Series, limits: Mapping[str, float], untrusted: Iterable[str] = 
             f"fan stopped (zero-rpm mode) and the hotspot stayed at {peak_c:.0f} C, rising {rise:.0f} C",
             evidence=evidence,
         )  # fmt: skip
-    if end_rpm < start_rpm * 0.9 and end_c - start_c >= lim["fan_slowdown_rise_c"]:
+    if (
+        end_rpm < start_rpm * (1 - lim["fan_change_fraction"])
+        and end_c - start_c >= lim["fan_slowdown_rise_c"]
+    ):
         return Verdict(
             WARN, "fan_rpm", round(end_rpm), "rpm", threshold,
             f"fan slowed from {start_rpm:.0f} to {end_rpm:.0f} rpm while the hotspot rose from {start_c:.0f} "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from r9700ctl.bundle.files import Diagnosis, evidence_in
+from r9700ctl.bundle.files import Diagnosis, evidence_in, read_env
 from r9700ctl.bundle.gpus import GPU_SOURCES, ROCM_SOURCES
 from r9700ctl.bundle.model import AMD, FAIL, INFO, NVIDIA, WARN, Evidence
 
@@ -54,9 +54,12 @@ def rule_integrated_gpu(d: Diagnosis) -> None:
             WARN,
             f"an integrated GPU ({igpu.name or '?'}, {igpu.gfx or igpu.pci_id or '?'} at {igpu.bdf or '?'}) "
             f"sits beside {len(d.amd_gpus)} discrete card(s): ROCm lists it as a device too",
-            fix="hide it from ROCm with ROCR_VISIBLE_DEVICES (or HIP_VISIBLE_DEVICES) set to the discrete "
-            "GPUs, or disable the iGPU in the BIOS; never set HSA_OVERRIDE_GFX_VERSION for the whole "
-            "machine (ROCm/ROCm#5696)",
+            # AMD's prerequisites: disable an IGP in the BIOS; hidden by environment variable, the
+            # runtime may still crash (preflight.IGPU_SOURCE). Hiding it is the stopgap, not the fix.
+            fix="disable the integrated GPU in the BIOS/UEFI setup (AMD: ROCm does not support integrated "
+            "graphics and may crash even when told to omit it); until then set ROCR_VISIBLE_DEVICES to "
+            "the discrete GPUs (r9700ctl provision does); never set HSA_OVERRIDE_GFX_VERSION for the "
+            "whole machine (ROCm/ROCm#5696)",
             evidence=[igpu.evidence] if igpu.evidence else [],
         )
 
@@ -110,10 +113,8 @@ def rule_pcie(d: Diagnosis) -> None:
     if not d.amd_relevant:
         return
     if not d.bundle.has("lspci.txt"):
-        if _judge_amdsmi_links(d):
-            d.cannot_judge("ACS and BAR sizes", "lspci.txt")
-        else:
-            d.cannot_judge("ACS, BAR sizes and PCIe link training", "lspci.txt")
+        d.cannot_judge("ACS, BAR sizes and PCIe link training", "lspci.txt")
+        _note_amdsmi_links(d)
         return
     from r9700ctl.agent.parsers import lspci
 
@@ -128,7 +129,7 @@ def rule_pcie(d: Diagnosis) -> None:
             "lspci.txt",
             because="lspci ran without root ('Capabilities: <access denied>'); record `sudo lspci -vvv -nn`",
         )
-        _judge_amdsmi_links(d)
+        _note_amdsmi_links(d)
         return
     _judge_links(d, report, gpus)
     _judge_acs(d, report, gpus)
@@ -233,36 +234,36 @@ def _card_link(report: Any, gpu: Any) -> tuple[Any, Any]:
     )
 
 
-def _judge_amdsmi_links(d: Diagnosis) -> bool:
-    """Without lspci's link registers: amd-smi metric's trained link against static's maximum.
-
-    Returns whether amd-smi had link figures to compare.
+def _note_amdsmi_links(d: Diagnosis) -> None:
+    """Without lspci's link registers, amd-smi's trained link beside the maximum it lists: a note,
+    never a verdict. The link a card is judged against is what both ends support, and amd-smi
+    shows neither the slot's capability nor the card's own: its maximum is the GPU function's,
+    behind the card's switch (a recorded RX 6600 lists x16; Navi 23 "physically only features a
+    PCI-Express 4.0 x8 bus interface", techpowerup.com/review/amd-radeon-rx-6600-xt-pci-express-scaling),
+    and a bundle is recorded at idle, where links downtrain. A WARN here cried wolf on healthy cards.
     """
     from r9700ctl.agent.parsers import amdsmi
 
     names = [n for n in ("amd-smi-static.json", "amd-smi-metric.json") if d.bundle.has(n)]
     reports = [r for r in (d.bundle.parsed(n, amdsmi.parse) for n in names) if r is not None]
-    judged = False
     for gpu in amdsmi.merge(*reports) if reports else []:
         speed, width = gpu.pcie_speed_gts, gpu.pcie_width
         max_speed, max_width = gpu.pcie_max_speed_gts, gpu.pcie_max_width
         if speed is None or width is None or max_speed is None or max_width is None:
             continue
-        judged = True
         if speed >= max_speed and width >= max_width:
             continue
         d.add(
             "pcie.link_below_max",
-            WARN,
-            f"PCIe link of GPU {gpu.bdf or gpu.index} trained at {speed:g} GT/s x{width}, below its maximum "
-            f"{max_speed:g} GT/s x{max_width} (amd-smi)",
-            fix="a narrower link means seating, riser or bifurcation: reseat the card, check the slot's lanes"
-            if width < max_width
-            else "check the BIOS link speed setting and risers; an idle GPU may lower its link speed to save "
-            "power, so compare under load",
+            INFO,
+            f"PCIe link of GPU {gpu.bdf or gpu.index} at {speed:g} GT/s x{width}, below the "
+            f"{max_speed:g} GT/s x{max_width} amd-smi lists as its maximum: not judged, since amd-smi shows "
+            "neither the slot's capability nor the card's own link (the maximum it lists is the GPU "
+            "function's, behind the card's switch) and idle links downtrain",
+            fix="record `sudo lspci -vvv -nn` for the card's link and its slot's, or compare under load "
+            "(r9700ctl validate reads the link during a copy)",
             evidence=[evidence_in(d.bundle, "amd-smi-metric.json", r'"width"')],
         )
-    return judged
 
 
 def _link(state: Any) -> str:
@@ -290,17 +291,34 @@ def _judge_acs(d: Diagnosis, report: Any, gpus: list[Any]) -> None:
                 bridge = report.by_bdf(port)
                 if bridge is not None and bridge.acs_redirects:
                     flagged.setdefault(port, []).append(f"{first.bdf} <-> {second.bdf}")
+    p2p_off = _p2p_switched_off(d)
     for port, pairs in flagged.items():
         bridge = report.by_bdf(port)
-        d.add(
-            "pcie.acs_redirect",
-            WARN,
+        evidence = [evidence_in(d.bundle, "lspci.txt", r"ACSCtl:", bridge.first_line, bridge.last_line)]
+        detail = (
             f"ACS on switch port {port} redirects peer requests ({', '.join(bridge.acs_redirects)}) between "
-            f"GPUs {', '.join(pairs)}: their peer-to-peer traffic goes up through the root complex",
-            fix=f"disable ACS in the BIOS, or at each boot: setpci -s {port} ECAP_ACS+6.w=0000 "
-            "(or the kernel parameter pci=noacs where the kernel has it)",
-            evidence=[evidence_in(d.bundle, "lspci.txt", r"ACSCtl:", bridge.first_line, bridge.last_line)],
+            f"GPUs {', '.join(pairs)}: their peer-to-peer traffic goes up through the root complex"
         )
+        fix = (
+            f"disable ACS in the BIOS, or at each boot: setpci -s {port} ECAP_ACS+6.w=0000 "
+            "(or the kernel parameter pci=noacs where the kernel has it)"
+        )
+        if p2p_off is not None:
+            # These GPUs are not expected to talk P2P (r9700_p2p decided off, or the user did): a note.
+            detail += f"; P2P is off on this node ({p2p_off[0]}=1 in env.txt), so only if it is turned on"
+            d.add("pcie.acs_redirect", INFO, detail, fix=fix, evidence=[*evidence, p2p_off[1]])
+            continue
+        d.add("pcie.acs_redirect", WARN, detail, fix=fix, evidence=evidence)
+
+
+def _p2p_switched_off(d: Diagnosis) -> tuple[str, Evidence] | None:
+    """NCCL_P2P_DISABLE=1 without HSA_FORCE_FINE_GRAIN_PCIE=1 in env.txt: the node's GPUs do not
+    talk peer to peer (r9700_p2p's "off" as r9700ctl writes it). None when P2P may be on."""
+    env = read_env(d.bundle)
+    disable = env.get("NCCL_P2P_DISABLE")
+    if disable is None or disable[0] != "1" or env.get("HSA_FORCE_FINE_GRAIN_PCIE", ("", 0))[0] == "1":
+        return None
+    return "NCCL_P2P_DISABLE", Evidence("env.txt", disable[1], "NCCL_P2P_DISABLE=1")
 
 
 def rule_aer(d: Diagnosis) -> None:

@@ -121,7 +121,10 @@ def _os_release(d: Diagnosis) -> Any:
 
 def _judge_os_support(d: Diagnosis, version: str, os_info: Any) -> None:
     release = _release_for(d, version)
-    if release is None or os_info.key in release.os:
+    if release is None:
+        return
+    if os_info.key in release.os:
+        _judge_os_listed(d, release, os_info)
         return
     d.add(
         "os.unsupported",
@@ -129,6 +132,26 @@ def _judge_os_support(d: Diagnosis, version: str, os_info: Any) -> None:
         f"{os_info.pretty_name or os_info.key} is not among the systems ROCm {release.version} supports "
         f"({', '.join(release.os) or 'none listed'})",
         fix="use a supported OS release, or expect no help from AMD support",
+        evidence=[evidence_in(d.bundle, "os-release", r"^VERSION_ID=")],
+    )
+
+
+def _judge_os_listed(d: Diagnosis, release: Any, os_info: Any) -> None:
+    """An OS the release installs on but AMD does not list for these GPUs (Debian 12 with an R9700:
+    Instinct only in every matrix) is best effort, as preflight says before a provision."""
+    unlisted = sorted(
+        t for t in d.gfx_targets if release.supports_gfx(t) and not release.lists_target_on(t, os_info.key)
+    )
+    if not unlisted:
+        return
+    systems = sorted({s for t in unlisted for s in (release.listed_systems(t) or [])})
+    note = str((d.manifest.os_release(os_info.key) or {}).get("radeon_note") or "").strip()
+    d.add(
+        "rocm.os_listed",
+        WARN,
+        f"AMD lists {', '.join(unlisted)} for ROCm {release.version} only on {', '.join(systems)}; "
+        f"{os_info.pretty_name or os_info.key} is best effort" + (f". {note}" if note else ""),
+        fix=f"for vendor support use {' or '.join(systems)}",
         evidence=[evidence_in(d.bundle, "os-release", r"^VERSION_ID=")],
     )
 

@@ -175,8 +175,16 @@ def _render_hosts(app: Application, report: DoctorReport, verbose: bool) -> None
     table.add_column("fix", overflow="fold", ratio=2)
     for host in report.hosts:
         shown = [c for c in host.checks if verbose or c.status not in ("PASS", "SKIP")]
-        if not shown:
-            table.add_row(host.name, "all", "PASS", f"{len(host.checks)} checks passed", "")
+        if not shown:  # the summary row says what ran: skips alone pass nothing
+            passed = sum(1 for c in host.checks if c.status == "PASS")
+            skipped = len(host.checks) - passed
+            table.add_row(
+                host.name,
+                "all",
+                host.status,
+                f"{passed} checks passed" + (f", {skipped} skipped" if skipped else ""),
+                "",
+            )
         for check in shown:
             # Text(): details quote tool output, whose "[...]" must not be read as markup
             table.add_row(host.name, check.id, check.status, Text(check.detail), Text(check.fix))

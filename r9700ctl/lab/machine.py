@@ -19,7 +19,7 @@ and `tool_outputs` render it. Facts and their sources:
   (clbr/radeontop#184, r9700ctl/data/recorded/r9700-1x-gigabyte/lspci.txt).
 - On-card switch 1002:1478 upstream / 1002:1479 downstream ("Navi 10 XL Upstream/Downstream Port
   of PCI Express Switch", which Navi 4x cards carry too: RX 9070 XT in
-  geerlingguy/raspberry-pi-pcie-devices#766); audio function 1002:ab40 (FACTS.md).
+  geerlingguy/raspberry-pi-pcie-devices#766); audio function 1002:ab40 (docs/hardware.md).
 - Root ports 1022:14db "Raphael/Granite Ridge GPP Bridge" (`lspci -nn` of an X870E board,
   jetm/mediatek-mt7927-dkms#63); LnkCap Gen5 x16 at both ends of the card's link (an RX 9070 XT
   upstream port: "LnkCap: Port #0, Speed 32GT/s, Width x16", LACT#593).

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from r9700ctl.paths import data_file
 
-# tool -> {arguments (any order) -> recorded file}; DESIGN.md "Support bundle" names the files.
+# tool -> {arguments (any order) -> recorded file}; docs/architecture.md "Support bundle" names the files.
 TOOL_OUTPUTS: dict[str, dict[tuple[str, ...], str]] = {
     "rocminfo": {(): "rocminfo.txt", ("--support",): "rocminfo.txt"},
     "amd-smi": {

@@ -18,7 +18,8 @@ from r9700ctl.manifest import RocmRelease
 
 LAB_SUITES = ("noble", "jammy", "bookworm")
 # Ubuntu build flavour per suite: AMD ships ~24.04 and ~22.04 builds; its 7.x install docs put
-# the jammy packages on Debian 12 (FACTS.md), so the lab's bookworm suite serves those.
+# the jammy packages on Debian 12 (manifest rocm_releases.*.os, docs/hardware.md), so the lab's
+# bookworm suite serves those.
 SUITE_FLAVOUR = {"noble": "24.04", "jammy": "22.04", "bookworm": "22.04"}
 STANDIN = "lab stand-in (r9700ctl test lab; contains no AMD software)"
 

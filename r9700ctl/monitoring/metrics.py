@@ -94,6 +94,18 @@ METRICS: tuple[Metric, ...] = (
         ("node", "psu", "figure"),
     ),
     Metric("r9700_psu_rating_watts", "A PSU's rating (r9700_psus).", ("node", "psu")),
+    # The temperature and fan timelines of the phase as the figures a dashboard can plot over
+    # runs (the timelines themselves are in the JSON and the HTML report).
+    Metric(
+        "r9700_gpu_load_temperature_max_celsius",
+        "Highest temperature per sensor (edge, junction, mem) during the staged power phase's load.",
+        ("node", "gpu", "sensor"),
+    ),
+    Metric(
+        "r9700_gpu_load_fan_rpm",
+        "Fan speed in the staged power phase (figure: start, end, max of the GPU's own load step).",
+        ("node", "gpu", "figure"),
+    ),
     Metric(
         "r9700_gpu_pcie_aer_new_errors",
         "PCIe AER errors counted on the GPU's path to its root port during the run's load steps.",
@@ -101,6 +113,8 @@ METRICS: tuple[Metric, ...] = (
     ),
 )
 NAMES = frozenset(m.name for m in METRICS)
+# The power phase's temperature checks and the sensor label r9700_gpu_temperature_celsius uses.
+LOAD_SENSORS = {"power.temp_edge": "edge", "power.temp_hotspot": "junction", "power.temp_memory": "mem"}
 
 
 @dataclass
@@ -236,6 +250,13 @@ class Registry:
             for figure in ("peak", "sustained"):
                 self.set("r9700_psu_draw_watts", _number(draw.get(f"{figure}_w")), node=node, psu=subject,
                          figure=figure)  # fmt: skip
+        elif check in LOAD_SENSORS:
+            self.set("r9700_gpu_load_temperature_max_celsius", _number(evidence.get("max_c")), node=node,
+                     gpu=subject, sensor=LOAD_SENSORS[check])  # fmt: skip
+        elif check == "power.fan":
+            for figure in ("start", "end", "max"):
+                rpm = _number(evidence.get(f"rpm_{figure}"))
+                self.set("r9700_gpu_load_fan_rpm", rpm, node=node, gpu=subject, figure=figure)
         elif check == "aer" and result.get("status") != SKIP:
             totals = {"correctable": 0, "nonfatal": 0, "fatal": 0}
             for step in evidence.get("with_errors") or []:

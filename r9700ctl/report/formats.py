@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -104,16 +103,6 @@ def _value_text(result: dict[str, Any]) -> str:
     number = _number(value)
     text = f"{number:.4g}" if number is not None and isinstance(value, float) else str(value)
     return f"{text} {result.get('unit') or ''}".strip()
-
-
-def _epoch(started: str) -> float | None:
-    try:
-        moment = datetime.fromisoformat(started.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.timestamp()
 
 
 # --- HTML ----------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import pytest
 from agent_fake_node import FakeNode, r9700_node
 
 from r9700ctl.agent import busy, gpus, report
-from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, WARN, CheckResult
+from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, WARN, WRONG_DATA, CheckResult
 from r9700ctl.agent.runner import judge_busy
 
 OWN = 999_000  # the agent's pid in the fake tree
@@ -141,6 +141,25 @@ def test_figures_of_a_busy_gpu_are_inconclusive_and_the_run_says_so_on_top(tmp_p
     assert doc["exit_code"] == 4
     table = report.render_table(doc).splitlines()
     assert table[1].startswith("!! GPU busy: gpu1 is used by pid 4242")
+
+
+def test_wrong_data_on_a_busy_gpu_still_fails(tmp_path, two_r9700):
+    """Another process slows a GPU down; it does not make its copies deliver wrong bytes: a failed
+    verification keeps its FAIL (with the note), while the slow figure beside it is INCONCLUSIVE."""
+    node, found = two_r9700
+    node.add_process(4242, ["python3", "train.py"])
+    node.add_kfd_process(4242, [40129])
+    corrupt = CheckResult(
+        "hostbw.h2d", "gpu1", FAIL, "h2d", 55.0, "GB/s", hint="HOSTBW_CORRUPTION", evidence={WRONG_DATA: True}
+    )
+    figures = [*_figures(), corrupt]
+    judge_busy(found, _scan(tmp_path, found), busy.Scan(), figures, allow_busy=False)
+    assert corrupt.status == FAIL
+    assert corrupt.hint == "HOSTBW_CORRUPTION; measured while shared with pid 4242 (python3 train.py)"
+    assert (
+        next(r for r in figures if r.id == "compute.tflops_bf16" and r.subject == "gpu1").status
+        == INCONCLUSIVE
+    )
 
 
 def test_allow_busy_judges_the_figures_and_notes_the_sharing(tmp_path, two_r9700):

@@ -1,4 +1,4 @@
-"""Cause hints across checks (validation.md 6.2): pure rules over result lists.
+"""Cause hints across checks (docs/validation.md, "Cause hints"): pure rules over result lists.
 
 The bug class: a FAIL that names the symptom ("H2D 24 GB/s") but not the cause the same run
 already found elsewhere ("link at Gen4 x16"). Rules add the cause; they never change a status.

@@ -238,7 +238,7 @@ def test_an_unreadable_kernel_log_is_a_skip_with_the_reason(tmp_path, tools):
 
 
 def test_a_cross_family_hsa_override_on_an_r9700_fails(tmp_path, tools):
-    """FACTS.md: 9.4.2 is gfx942 (MI300); on gfx1201 it has crashed the driver (rocm-systems#3531)."""
+    """9.4.2 is gfx942 (MI300, docs/hardware.md); on gfx1201 it has crashed the driver (rocm-systems#3531)."""
     r9700_node(tmp_path, 1)
     tools("dmesg", "exit 0\n")
     results = driver.run(make_ctx(tmp_path, variables={"HSA_OVERRIDE_GFX_VERSION": "9.4.2"}))
@@ -269,7 +269,7 @@ def test_a_torch_build_without_gfx1201_kernels_fails(tmp_path, tools):
 
 
 def test_rocm_6_3_cannot_drive_an_r9700(tmp_path, tools):
-    """FACTS.md: gfx1201 is supported from ROCm 6.4.1; the article's 6.3.2 cannot drive an R9700."""
+    """gfx1201 is supported from ROCm 6.4.1 (docs/hardware.md); the article's 6.3.2 cannot drive an R9700."""
     r9700_node(tmp_path, 1)
     tools("dmesg", "exit 0\n")
     rocm = by_id(driver.run(make_ctx(tmp_path, probe={"rocm": "6.3.2-66"})), "driver.rocm")
@@ -316,7 +316,7 @@ def _two_cards_behind_a_switch(tmp_path: Path, control: int | None, readable: bo
 
 
 def test_acs_redirect_on_a_shared_switch_warns_naming_the_bridges(tmp_path):
-    """ACS ReqRedir/CmpltRedir send peer traffic up through the root complex (FACTS.md)."""
+    """ACS ReqRedir/CmpltRedir send peer traffic up through the root complex (docs/hardware.md)."""
     _two_cards_behind_a_switch(tmp_path, control=0x001D)
     acs = by_id(platform.run(make_ctx(tmp_path)), "platform.acs")
     assert acs.status == WARN

@@ -124,7 +124,7 @@ def test_a_figure_without_any_threshold_is_never_a_pass():
     """Bug pinned: 2 GB/s host->device on an unknown link PASSed (no floor, one GPU, no peers)."""
     floor = judge_floor(2.0, None, None, unit="GB/s")
     assert floor.status == INCONCLUSIVE and not floor.applied
-    peers = judge_against_peers({"gpu0": 2.0}, 0.9, 0.8)
+    peers = judge_against_peers({"gpu0": 2.0}, 0.9, 0.8, min_peers=3)
     verdict = worse_of(floor, peers["gpu0"])
     assert verdict.status == INCONCLUSIVE
     assert "reported only" in verdict.reason and "peer comparison needs >= 3" in verdict.reason
@@ -132,7 +132,7 @@ def test_a_figure_without_any_threshold_is_never_a_pass():
 
 def test_peers_flag_the_one_slow_gpu_against_the_node_median():
     values = {"gpu0": 52.0, "gpu1": 53.0, "gpu2": 44.0, "gpu3": 35.0, "gpu4": 52.0, "gpu5": 54.0}
-    verdicts = judge_against_peers(values, 0.9, 0.8)  # median 52
+    verdicts = judge_against_peers(values, 0.9, 0.8, min_peers=3)  # median 52
     assert verdicts["gpu0"].status == PASS
     assert verdicts["gpu2"].status == WARN
     assert verdicts["gpu3"].status == FAIL
@@ -141,14 +141,14 @@ def test_peers_flag_the_one_slow_gpu_against_the_node_median():
 
 def test_with_too_few_peers_the_floor_decides():
     """A one- or two-GPU node is judged by its floors; the missing peers neither pass nor fail it."""
-    verdicts = judge_against_peers({"gpu0": 52.0, "gpu1": 20.0}, 0.9, 0.8)
+    verdicts = judge_against_peers({"gpu0": 52.0, "gpu1": 20.0}, 0.9, 0.8, min_peers=3)
     assert not any(v.applied for v in verdicts.values())
     assert worse_of(judge_floor(20.0, 45.0, 40.0), verdicts["gpu1"]).status == FAIL
     assert worse_of(judge_floor(52.0, 45.0, 40.0), verdicts["gpu0"]).status == PASS
 
 
 def test_a_missing_peer_value_is_inconclusive_for_that_subject_only():
-    verdicts = judge_against_peers({"a": 10.0, "b": 10.0, "c": 10.0, "d": math.nan}, 0.9, 0.8)
+    verdicts = judge_against_peers({"a": 10.0, "b": 10.0, "c": 10.0, "d": math.nan}, 0.9, 0.8, min_peers=3)
     assert verdicts["d"].status == INCONCLUSIVE
     assert verdicts["a"].status == PASS
 
@@ -173,21 +173,24 @@ def test_one_isolated_throttle_sample_never_fails():
     """DCGM#242: runs failed on '0.0 seconds' of thermal violation."""
     flags = [False] * 40
     flags[17] = True
-    assert judge_samples(flags, max_fraction=0.05, max_consecutive=3).status == WARN
-    assert judge_samples(flags, max_fraction=0.05, max_consecutive=3, isolated_status=PASS).status == PASS
+    assert judge_samples(flags, max_fraction=0.05, max_consecutive=3, min_samples=5).status == WARN
+    assert (
+        judge_samples(flags, max_fraction=0.05, max_consecutive=3, min_samples=5, isolated_status=PASS).status
+        == PASS
+    )
 
 
 def test_three_consecutive_or_too_many_samples_fail():
     consecutive = [False] * 100
     consecutive[10:13] = [True, True, True]
-    assert judge_samples(consecutive, max_fraction=0.05, max_consecutive=3).status == FAIL
+    assert judge_samples(consecutive, max_fraction=0.05, max_consecutive=3, min_samples=5).status == FAIL
     scattered = [i % 10 == 0 for i in range(100)]  # 10% of samples, never two in a row
-    assert judge_samples(scattered, max_fraction=0.05, max_consecutive=3).status == FAIL
-    assert judge_samples([False] * 20, max_fraction=0.05, max_consecutive=3).status == PASS
+    assert judge_samples(scattered, max_fraction=0.05, max_consecutive=3, min_samples=5).status == FAIL
+    assert judge_samples([False] * 20, max_fraction=0.05, max_consecutive=3, min_samples=5).status == PASS
 
 
 def test_too_few_samples_or_repeats_are_inconclusive_with_the_numbers():
-    verdict = judge_samples([True, True], max_fraction=0.05, max_consecutive=3)
+    verdict = judge_samples([True, True], max_fraction=0.05, max_consecutive=3, min_samples=5)
     assert verdict.status == INCONCLUSIVE
     assert "2 sample(s), need >= 5" in verdict.reason
     repeats = judge_repeats([51.0, math.nan, math.nan], 2)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from r9700ctl.agent import thermal, thresholds
+from r9700ctl.agent.parsers import amdsmi
 from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WARN
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "thermal"
@@ -36,9 +37,21 @@ LIMITS = _Limits()
 
 
 def series(name: str) -> thermal.Series:
+    """A fixture's `amd-smi metric --json` snapshots as the sample rows the agent's sampler hands
+    the judge (kernels/sampler.py: t, temp_c, hotspot_c, mem_temp_c, power_w, fan_rpm)."""
     document = json.loads((FIXTURES / f"metric-series-{name}.json").read_text().split("\n", 1)[1])
-    outputs = [json.dumps(snapshot) for snapshot in document["snapshots"]]
-    return thermal.Series.from_amdsmi(outputs, document["interval_s"])
+    rows = []
+    for k, snapshot in enumerate(document["snapshots"]):
+        report = amdsmi.parse_json(json.dumps(snapshot), f"amd-smi metric #{k}")
+        card = next((g for g in report.gpus if g.index == 0), None)
+        row = {"t": k * document["interval_s"]}
+        if card is not None:
+            row.update(
+                temp_c=card.temperature_edge_c, hotspot_c=card.temperature_hotspot_c,
+                mem_temp_c=card.temperature_mem_c, power_w=card.socket_power_w, fan_rpm=card.fan_rpm,
+            )  # fmt: skip
+        rows.append(row)
+    return thermal.Series.from_samples(rows, ("temp_c", "hotspot_c", "mem_temp_c", "power_w", "fan_rpm"))
 
 
 def verdicts(s: thermal.Series) -> dict[str, str]:

@@ -197,6 +197,25 @@ def test_acs_redirect_on_the_bridges_above_two_gpus_warns_per_bridge(tmp_path):
     assert "setpci -s 0000:02:00.0 ECAP_ACS+6.w=0000" in acs[0].fix
 
 
+def test_acs_between_gpus_that_do_not_talk_p2p_is_a_note(tmp_path):
+    """Issue 9 item 6: ACS matters only between GPUs expected to talk P2P; with r9700_p2p's "off"
+    (NCCL_P2P_DISABLE=1 in the login environment, no HSA_FORCE_FINE_GRAIN_PCIE=1) it is a note."""
+    bundle = _two_gpus_behind_acs_bridges(tmp_path)
+    (bundle / "env.txt").write_text("PATH=/usr/bin\nNCCL_P2P_DISABLE=1\n")
+
+    acs = [f for f in diagnose_bundle(bundle).findings if f.id == "pcie.acs_redirect"]
+
+    assert [f.severity for f in acs] == ["INFO", "INFO"]
+    assert acs[0].detail.endswith(
+        "P2P is off on this node (NCCL_P2P_DISABLE=1 in env.txt), so only if it is turned on"
+    )
+    assert (acs[0].evidence[-1].file, acs[0].evidence[-1].line) == ("env.txt", 2)
+    (bundle / "env.txt").write_text(
+        "NCCL_P2P_DISABLE=1\nHSA_FORCE_FINE_GRAIN_PCIE=1\n"
+    )  # contradictory: P2P asked
+    assert {f.severity for f in diagnose_bundle(bundle).findings if f.id == "pcie.acs_redirect"} == {"WARN"}
+
+
 def test_pci_noacs_on_the_command_line_silences_the_acs_warning(tmp_path):
     bundle = _two_gpus_behind_acs_bridges(tmp_path)
     (bundle / "cmdline.txt").write_text("BOOT_IMAGE=/vmlinuz ro iommu=pt pci=noacs\n")
@@ -357,7 +376,10 @@ def test_drm_error_lines_of_other_drivers_are_not_amdgpu_errors(tmp_path):
 
     text = (FIXTURES / "dmesg" / "ast-bmc-drm-errors.txt").read_text()
     report = dmesg.parse(text)
-    assert (report.findings, report.amdgpu_lines) == ([], 1)  # only the prefix-less "[drm] Initialized ast"
+    # none of the lines is amdgpu's: not even DRM core's "[drm] Initialized ast 0.1.0 for 0000:0a:00.0"
+    assert (report.findings, report.amdgpu_lines) == ([], 0)
+    amdgpu = "[    5.1] [drm] Initialized amdgpu 3.57.0 for 0000:03:00.0 on minor 1\n"
+    assert dmesg.parse(amdgpu).amdgpu_lines == 1
     bundle = bundle_from(tmp_path, "r9700-2x", {"dmesg.txt": text})
     assert not [f for f in diagnose_bundle(bundle).findings if f.id.startswith("dmesg.")]
 
@@ -503,3 +525,29 @@ def test_a_bundle_without_aer_txt_says_the_pcie_errors_were_not_judged(tmp_path)
     report = diagnose_bundle(bundle_from(tmp_path, "r9700-2x"))
 
     assert any(n.topic == "PCIe errors (AER counters)" for n in report.not_judged)
+
+
+# ---- Debian 12 (issue 9 item 9)
+
+
+def test_an_r9700_on_debian_12_is_best_effort_and_on_ubuntu_24_04_says_nothing(tmp_path):
+    """AMD lists Debian 12 for Instinct GPUs only (every matrix, manifest gfx_os): a Radeon node on it
+    is best effort, said as preflight says it; Ubuntu 24.04 is listed and gets no finding."""
+    debian = (FIXTURES / "osrelease" / "debian-12.txt").read_text()
+    packages = "rocm-core\t7.1.1.70101-38~24.04\tii \n"
+    bundle = bundle_from(tmp_path, "r9700-3x", {"os-release": debian, "packages.txt": packages})
+
+    finding = only(diagnose_bundle(bundle), "rocm.os_listed")
+
+    assert finding.severity == "WARN"
+    assert finding.detail.startswith(
+        "AMD lists gfx1201 for ROCm 7.1.1 only on ubuntu-22.04, ubuntu-24.04; Debian GNU/Linux 12 (bookworm) "
+        "is best effort. AMD lists Debian 12 for Instinct GPUs only, never for a Radeon"
+    )
+    assert (finding.evidence[0].file, finding.evidence[0].line) == (
+        "os-release",
+        line_of(bundle / "os-release", "VERSION_ID"),
+    )
+    ubuntu = debian.replace('VERSION_ID="12"', 'VERSION_ID="24.04"').replace("ID=debian", "ID=ubuntu")
+    (bundle / "os-release").write_text(ubuntu)
+    assert "rocm.os_listed" not in {f.id for f in diagnose_bundle(bundle).findings}

@@ -75,6 +75,7 @@ def test_an_r9700_beside_the_ryzen_igpu_gets_the_integrated_gpu_warning_with_its
     assert igpu.severity == "WARN"
     assert [(e.file, e.line) for e in igpu.evidence] == [("amd-smi.txt", 13)]
     assert "ROCR_VISIBLE_DEVICES" in igpu.fix
+    assert igpu.fix.startswith("disable the integrated GPU in the BIOS")  # AMD's advice first
     assert report.exit_code == 1
 
 
@@ -141,8 +142,41 @@ def test_rocm_smi_amd_smi_static_and_metric_describe_one_gpu_not_three():
     found = findings_of(report)
     assert found["gpu.unknown_model"].severity == "INFO"
     link = found["pcie.link_below_max"]
-    assert "16 GT/s x8, below its maximum 16 GT/s x16" in link.detail
     assert link.evidence[0].file == "amd-smi-metric.json"
+
+
+def test_amd_smis_link_below_the_maximum_it_lists_is_a_note_not_a_warning():
+    """Bug pinned (issue 10, both-ends rule): amd-smi's maximum is the GPU function's, not the card's
+    or the slot's; this healthy RX 6600 is an x8 card that amd-smi lists as x16, and it got a WARN."""
+    report = diagnose_bundle(RECORDED / "rx6600-1x")
+
+    link = findings_of(report)["pcie.link_below_max"]
+    assert link.severity == "INFO"
+    assert "16 GT/s x8, below the 16 GT/s x16 amd-smi lists as its maximum: not judged" in link.detail
+    assert any("PCIe link training" in str(n) for n in report.not_judged)
+
+
+# Recordings of nodes with nothing wrong in what was published: each WARN or FAIL on them would be
+# a false alarm (issue 9 item 6). The others carry a real problem (an iGPU beside the card, page
+# faults, a failed init, ROCm 7.2.0's RCCL deadlock on 2 gfx1201), tested above.
+HEALTHY = [
+    "amd-4x-pcie",
+    "mi300x-vf-1x",
+    "nvidia-a100-1x",
+    "r9700-1x",
+    "r9700-1x-gigabyte",
+    "r9700-3x",
+    "rx5500-switch-acs",
+    "rx6600-1x",
+]
+
+
+@pytest.mark.parametrize("name", HEALTHY)
+def test_a_healthy_recorded_node_gets_no_warning_and_no_failure(name):
+    report = diagnose_bundle(RECORDED / name)
+
+    assert [(f.id, f.severity) for f in report.findings if f.severity in ("WARN", "FAIL")] == []
+    assert report.status in ("PASS", "INCONCLUSIVE")  # INCONCLUSIVE: no file of it lists the GPUs
 
 
 def test_lspci_run_without_root_says_link_and_acs_could_not_be_judged():

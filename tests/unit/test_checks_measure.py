@@ -8,7 +8,9 @@ tested on the CPU in test_kernels_*.py and on a GPU in tests/gpu).
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +21,16 @@ from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.gpus import GpuInfo
 from r9700ctl.agent.watchdog import OK, TIMEOUT, StepOutcome
 
-GEN5 = sysfs.Link(32.0, 16, 32.0, 16, at="0000:01:00.0")
+GEN5 = sysfs.Link(
+    32.0,
+    16,
+    32.0,
+    16,
+    at="0000:01:00.0",
+    slot_port="0000:00:01.1",
+    slot_max_speed_gts=32.0,
+    slot_max_width=16,
+)
 
 
 def _gpu(index: int, vendor: str = "1002") -> GpuInfo:
@@ -109,12 +120,52 @@ def test_an_r9700_in_a_gen4_server_is_judged_against_gen4_with_the_platform_note
     assert slow["hostbw.h2d"].status == "FAIL"
 
 
+@pytest.mark.parametrize(
+    ("h2d", "status"),
+    [
+        pytest.param(26.0, "INCONCLUSIVE", id="fits-a-gen4-slot"),
+        pytest.param(12.5, "INCONCLUSIVE", id="fits-a-gen3-slot"),
+        pytest.param(35.0, "FAIL", id="above-gen4-below-the-gen5-floor"),
+        pytest.param(4.0, "FAIL", id="below-any-slot"),
+        pytest.param(55.0, "PASS", id="gen5"),
+    ],
+)
+def test_without_the_slots_capability_a_figure_a_slower_slot_explains_is_not_failed(h2d, status):
+    """As in a VM (the lent H200 shows no port above the GPU): the card's maximum is only an upper
+    bound of what both ends support, so 26 GB/s on a Gen5 card may be a healthy Gen4 server."""
+    vm = dataclasses.replace(GEN5, slot_port="", slot_max_speed_gts=None, slot_max_width=None)
+    gpu = GpuInfo(index=0, pci_address="0000:03:00.0", vendor="1002", link=vm, numa_node=0)
+    result = next(
+        r for r in hostbw.run(_ctx([gpu], {"hostbw.gpu0": _hostbw(0, h2d, 55.0)})) if r.id == "hostbw.h2d"
+    )
+    assert result.status == status
+    if status == "INCONCLUSIVE":
+        assert "slot's capability is not readable" in result.hint
+
+
 def test_host_to_device_on_a_link_nobody_could_read_is_never_a_pass():
     """Bug pinned: 2 GB/s host->device on an unknown link PASSed (no floor, no peers)."""
     unknown = GpuInfo(index=0, pci_address="0000:03:00.0", vendor="1002", link=sysfs.Link(), numa_node=0)
     results = {r.id: r for r in hostbw.run(_ctx([unknown], {"hostbw.gpu0": _hostbw(0, 2.0, 2.0)}))}
     assert results["hostbw.h2d"].status == "INCONCLUSIVE"
     assert "not readable" in results["hostbw.h2d"].hint
+
+
+def test_siblings_alike_on_unreadable_links_are_not_a_pass_but_the_odd_one_out_still_fails():
+    """Bug pinned: with three GPUs on unreadable links, the peer rule alone PASSed 2 GB/s on every
+    GPU (alike is not healthy); a GPU far below its siblings is still caught by it."""
+    gpus = [
+        GpuInfo(index=i, pci_address=f"0000:0{i + 3}:00.0", vendor="1002", link=sysfs.Link(), numa_node=0)
+        for i in range(3)
+    ]
+    alike = {f"hostbw.gpu{i}": _hostbw(i, 2.0, 2.0) for i in range(3)}
+    alike["hostbw.all"] = {"gpus": {str(i): _hostbw(i, 2.0, 2.0)["gpus"][str(i)] for i in range(3)}}
+    results = [r for r in hostbw.run(_ctx(gpus, alike)) if r.id == "hostbw.h2d"]
+    assert [r.status for r in results] == ["INCONCLUSIVE"] * 3
+    assert "not readable" in results[0].hint and "node median" in results[0].hint
+    odd = dict(alike, **{"hostbw.gpu2": _hostbw(2, 0.5, 2.0)})
+    statuses = {r.subject: r.status for r in hostbw.run(_ctx(gpus, odd)) if r.id == "hostbw.h2d"}
+    assert statuses == {"gpu0": "INCONCLUSIVE", "gpu1": "INCONCLUSIVE", "gpu2": "FAIL"}
 
 
 def test_too_few_windows_or_noise_across_the_limit_is_inconclusive():
@@ -136,6 +187,7 @@ def test_hostbw_wrong_data_fails_even_at_full_speed():
     results = {r.id: r for r in hostbw.run(ctx)}
     assert results["hostbw.h2d"].status == "FAIL"
     assert "HOSTBW_CORRUPTION" in results["hostbw.h2d"].hint
+    assert results["hostbw.h2d"].evidence["wrong_data"] is True  # kept FAIL on a busy GPU (runner)
 
 
 def _pair(uni_ab: float, uni_ba: float, bounce: float, verified_ba: bool = True, can: bool = True) -> dict:
@@ -180,7 +232,25 @@ def test_p2p_asymmetry_and_corruption_are_judged_per_direction():
     assert results["gpu0->gpu1"].status == "PASS"
     assert results["gpu1->gpu0"].status == "FAIL"
     assert results["gpu1->gpu0"].hint.startswith("P2P_CORRUPTION")
+    assert (
+        results["gpu1->gpu0"].evidence["wrong_data"] is True
+        and results["gpu0->gpu1"].evidence["wrong_data"] is False
+    )
     assert "50%" in results["gpu1->gpu0"].hint
+
+
+def test_p2p_below_the_floor_a_half_rate_slot_explains_is_not_warned_without_the_slot():
+    """15 GB/s between two Gen5 cards warns (floor 20 GB/s = 0.32 x 63); in a VM, where no port
+    above the cards shows the slots, a Gen4 slot (floor 10) explains it: INCONCLUSIVE, with why."""
+    known = _ctx([_gpu(0), _gpu(1)], {"p2p.pair0-1": _pair(15.0, 15.0, 5.0)})
+    assert {r.status for r in p2p.run(known)} == {"WARN"}
+    vm = dataclasses.replace(GEN5, slot_port="", slot_max_speed_gts=None, slot_max_width=None)
+    gpus = [dataclasses.replace(_gpu(i), link=vm) for i in (0, 1)]
+    results = p2p.run(_ctx(gpus, {"p2p.pair0-1": _pair(15.0, 15.0, 5.0)}))
+    assert {r.status for r in results} == {"INCONCLUSIVE"}
+    assert "slot's capability is not readable" in results[0].hint
+    far_below = p2p.run(_ctx(gpus, {"p2p.pair0-1": _pair(8.0, 8.0, 2.0)}))
+    assert {r.status for r in far_below} == {"WARN"}
 
 
 def test_a_hung_p2p_pair_becomes_an_error_naming_the_pair():
@@ -405,3 +475,79 @@ def test_the_clock_under_load_against_the_boost_clock(masks, sclk, status, words
     assert clock.status == status
     assert words in clock.hint
     assert clock.value == round(sclk)
+
+
+# ---------------------------------------------------------------- the R9700's TEMP_HOTSPOT bit
+
+RECORDED_THROTTLE = Path(__file__).resolve().parents[1] / "fixtures/throttle/r9700-throttle-status-11781.md"
+
+
+def _recorded_r9700_rows() -> list[tuple[int, list[str], float, float]]:
+    """(samples, bit names, power W, hotspot C) of each row of the recorded amd-smi table; a range
+    such as 133-225 W or 63-75 C is taken at its top (the hottest the card was)."""
+    rows = []
+    for line in RECORDED_THROTTLE.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 6 or not cells[1].isdigit():
+            continue
+        top = [float(re.findall(r"[\d.]+", c)[-1]) for c in (cells[4], cells[5])]
+        rows.append((int(cells[1]), [b.strip() for b in cells[3].split(",")], top[0], top[1]))
+    return rows
+
+
+def _r9700_gemm(rows: list[tuple[int, list[str], float, float]]) -> dict:
+    """The recorded rows as the sampler reads them: amd-smi names the bits, gpu_metrics'
+    indep_throttle_status carries them at their own positions (sampler.AMD_THROTTLERS)."""
+    from r9700ctl.agent.kernels import sampler
+
+    bit_of = {name: bit for bit, name in sampler.AMD_THROTTLERS.items()}
+    credible = float(thresholds.resolve(["AMD Radeon AI PRO R9700"], ["1002"]).get("compute.hotspot_warn_c"))
+    samples = []
+    for count, names, watts, hotspot in rows:
+        mask = sum(1 << bit_of[name] for name in names)
+        reasons, groups = sampler.decode_amd(mask, hotspot, credible)
+        for _ in range(count):
+            bits = {"throttle_raw": mask, "reasons": reasons, "groups": groups}
+            samples.append(
+                {"t": len(samples) * 0.5, "gpu": 0, **bits, "power_w": watts, "hotspot_c": hotspot,
+                 "power_cap_w": 225.0, "power_cap_default_w": 300.0}
+            )  # fmt: skip
+    telemetry = sampler.summarize([sampler.Sample(**s) for s in samples], 0)
+    fig = {"tflops": 90.0, "windows_tflops": [90.0] * 5, "verify": {"ok": True}, "verified": True}
+    return {
+        "gpus": {"0": {"bf16": fig, "telemetry": telemetry}},
+        "samples": samples,
+        "n": 8192,
+        "seconds_per_dtype": 10,
+        "method": "m",
+        "versions": {},
+        "devices": {"0": {}},
+        "sampler": {"source": "sysfs gpu_metrics", "interval_s": 0.5, "errors": []},
+    }
+
+
+def test_the_recorded_r9700_hotspot_bit_is_not_a_warning_and_names_the_known_issue():
+    """ROCm/rocm-systems#11781 as recorded: TEMP_HOTSPOT in all 50 samples, idle at 37 C and under
+    a 225 W cap at up to 75 C, PPT0 while capped. The judgement: PASS, the bit ignored with the
+    known issue named, the cap's limiting noted; never WARN or FAIL on a bit the firmware always sets."""
+    rows = _recorded_r9700_rows()
+    assert [(n, names) for n, names, _, _ in rows] == [(11, ["TEMP_HOTSPOT"]), (39, ["TEMP_HOTSPOT", "PPT0"])]
+    r9700 = dataclasses.replace(_gpu(0), device_id="7551", gfx_target="gfx1201")
+    ctx = _ctx([r9700], {"compute.gemm": _r9700_gemm(rows)})
+    throttle = {r.id: r for r in compute.run(ctx)}["compute.throttle"]
+
+    assert (throttle.status, throttle.value) == ("PASS", 0)
+    assert "TEMP_HOTSPOT bit set without a hot reading: ignored (known issue r9700-hotspot-throttle-bit" in (
+        throttle.hint
+    )
+    assert "https://github.com/ROCm/rocm-systems/issues/11781" in throttle.hint
+    assert "power cap limited clocks in 78% of samples" in throttle.hint  # 39 of 50 had PPT0
+
+
+def test_the_same_bit_with_a_hot_reading_is_thermal_throttling():
+    """The bit is ignored only while the hotspot is cool: the same word at 100 C counts."""
+    rows = [(5, ["TEMP_HOTSPOT"], 300.0, 100.0)]
+    r9700 = dataclasses.replace(_gpu(0), device_id="7551", gfx_target="gfx1201")
+    ctx = _ctx([r9700], {"compute.gemm": _r9700_gemm(rows)})
+    throttle = {r.id: r for r in compute.run(ctx)}["compute.throttle"]
+    assert throttle.status == "FAIL" and throttle.hint.startswith("THERMAL_THROTTLE")

@@ -6,9 +6,9 @@ it (in process, or as a real child process where time and imports are what is me
 
 from __future__ import annotations
 
+import resource
 import subprocess
 import sys
-import time
 import types
 
 import click
@@ -32,15 +32,20 @@ def run_main(
     return int(exited.value.code or 0), out.out, out.err
 
 
-def test_root_help_returns_in_under_half_a_second() -> None:
-    """--help must not pay for Ansible's import (about a second): best of three, in a real child."""
+def test_root_help_costs_under_half_a_second_of_cpu() -> None:
+    """--help must not pay for Ansible's import (about a second of CPU): best of three, in a real child.
+
+    CPU time of the child, not wall time: on a loaded CI machine the wall clock measures the
+    neighbours, while the CPU the child burns still tells a heavy import from a light one.
+    """
     timings = []
     for _ in range(3):
-        started = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         done = subprocess.run(
             [sys.executable, "-m", "r9700ctl", "--help"], capture_output=True, text=True, timeout=30
         )
-        timings.append(time.perf_counter() - started)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        timings.append((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
         assert done.returncode == 0, done.stderr
     assert min(timings) < 0.5, timings
 

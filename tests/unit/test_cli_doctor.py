@@ -196,7 +196,7 @@ def test_notes_are_hidden_unless_verbose():
     quiet = invoke("--bundle", str(RECORDED / "rx6600-1x"))
     verbose = invoke("--bundle", str(RECORDED / "rx6600-1x"), "--verbose")
 
-    assert "1 note(s) not shown (--verbose shows them)" in quiet.output
+    assert "2 note(s) not shown (--verbose shows them)" in quiet.output
     assert "  INFO  1002:73ff (Navi 23 [Radeon RX 6600/6600 XT) at 0000:0b:00.0 is not in" in verbose.output
 
 
@@ -327,3 +327,14 @@ def test_ctrl_c_ends_a_run_at_once_with_exit_130(tmp_path):
     assert time.monotonic() - started < 10
     assert err.strip().splitlines() == ["interrupted"]
     assert out == ""
+
+
+def test_a_host_whose_checks_all_skipped_is_not_called_passed():
+    """Nothing that was not checked prints PASS (issue 9 item 7): skips alone judge nothing."""
+    from r9700ctl.agent.result import SKIP
+    from r9700ctl.doctor import HostReport
+    from r9700ctl.preflight import Check
+
+    host = HostReport("node1", "10.0.0.1", checks=[Check("gpu.count", SKIP, "r9700_expected_gpus not set")])
+    assert host.status == "INCONCLUSIVE"
+    assert HostReport("node2", "10.0.0.2").status == "INCONCLUSIVE"

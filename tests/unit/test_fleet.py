@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from r9700ctl import agentpack
 from r9700ctl.agent.stats import MAD_TO_SIGMA
-from r9700ctl.fleet import judge_fleet, node_figures, subject_kind
+from r9700ctl.fleet import judge_fleet as judge_with
+from r9700ctl.fleet import limits, node_figures, subject_kind
+
+RULE = limits(agentpack.data_document("thresholds"))  # the shipped thresholds.yaml
+
+
+def judge_fleet(reports: dict[str, dict]):
+    return judge_with(reports, RULE)
 
 
 def result(check: str, subject: str, value: float, unit: str, metric: str = "bandwidth") -> dict:
@@ -115,3 +125,14 @@ def test_a_metric_on_only_some_nodes_is_compared_where_three_have_it():
 
     assert judgement.compared == 1
     assert {r.id for r in judgement.results} == {"fleet.hostbw.h2d"}
+
+
+def test_the_fleet_rule_comes_from_thresholds_yaml_and_a_missing_key_is_an_error():
+    """Bug class pinned: WARN_Z, FAIL_Z and MIN_NODES lived in fleet.py beside thresholds.yaml."""
+    assert (RULE.warn_z, RULE.fail_z, RULE.min_nodes) == (3.0, 5.0, 3)
+    stricter = judge_with(planted(50.0 - 2.5 * MAD_TO_SIGMA), dataclasses.replace(RULE, warn_z=2.0))
+    assert verdicts(stricter)["node5"] == "WARN" and "WARN > 2" in stricter.results[0].threshold
+    document = agentpack.data_document("thresholds")
+    del document["models"]["default"]["fleet"]["fail_z"]
+    with pytest.raises(ValueError, match=r"models\.default\.fleet lacks fail_z"):
+        limits(document)

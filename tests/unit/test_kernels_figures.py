@@ -70,7 +70,7 @@ def test_latency_stats_refuse_too_few_iterations():
 
 
 def test_median_of_repeats_takes_each_statistic_apart():
-    """Reported figures are medians over repeats, statistic by statistic (validation.md C11)."""
+    """Reported figures are medians over repeats, statistic by statistic (docs/validation.md C11)."""
     runs = [figures.latency_stats([s] * 20) for s in (0.001, 0.003, 0.002)]
     assert figures.median_of_repeats(runs)["p50_ms"] == pytest.approx(2.0)
 

@@ -54,7 +54,8 @@ def test_not_available_cells_become_none_not_zero():
     ids=["sw-power-cap", "sw-thermal", "hw-thermal", "hw-slowdown+power", "power-brake", "unknown-bit"],
 )
 def test_nvidia_clock_event_reasons_fall_into_groups(mask, groups):
-    """0x4 (SW power cap) is the expected state of an H200 under GEMM (FACTS.md); 0x20/0x40 are not."""
+    """0x4 (SW power cap) is the expected state of an H200 under GEMM (docs/benchmarks.md); 0x20/0x40
+    are not."""
     assert sampler.decode_nvidia(mask)[1] == groups
 
 
@@ -197,3 +198,17 @@ def test_the_sampler_keeps_its_rate_when_a_read_takes_part_of_the_interval():
     samples = probe.stop()
 
     assert sampler.sample_rate_hz(samples, 0) >= 9.5
+
+
+def test_the_sampler_and_the_parsers_name_every_throttle_bit_alike():
+    """Bug class pinned: the sampler kept its own copies of the NVML and amdgpu bit tables, and named
+    0x2 and 0x100 differently from nvidia-smi's XML (which the bundle doctor parses)."""
+    from r9700ctl.agent.parsers import nvidia_smi, throttle
+
+    for name, bit in nvidia_smi.EVENT_REASON_BITS.items():
+        assert sampler.decode_nvidia(bit)[0] == [name]
+    for bit in range(64):
+        decoded = throttle.decode_indep_throttle(1 << bit)
+        named = [n for group in throttle.GROUPS for n in getattr(decoded, group)]
+        if named:
+            assert sampler.decode_amd(1 << bit, 101.0, 95.0)[0] == named

@@ -17,8 +17,9 @@ from click.testing import CliRunner
 
 from r9700ctl import known_issues as ki
 from r9700ctl import manifest as manifest_module
-from r9700ctl.agent.known_issues import NodeView, match
+from r9700ctl.agent.known_issues import NodeView, annotate, match
 from r9700ctl.agent.parsers import dmesg
+from r9700ctl.agent.result import ERROR, CheckResult
 from r9700ctl.cli import cli
 from r9700ctl.paths import data_file
 
@@ -283,9 +284,126 @@ def test_agent_check_ids_named_by_issues_are_results_the_agent_gives(manifest):
     from r9700ctl.agent import checks
 
     assert checks.load_all() == {}
-    families = checks.known_names()
-    source = "".join(p.read_text(encoding="utf-8") for p in (ROOT / "r9700ctl/agent/checks").glob("*.py"))
+    families = {*checks.known_names(), "node"}  # node.*: the runner's own results
+    files = [*(ROOT / "r9700ctl/agent/checks").glob("*.py"), ROOT / "r9700ctl/agent/runner.py"]
+    source = "".join(p.read_text(encoding="utf-8") for p in files)
     for issue in ki.issues(manifest):
         for check_id in issue.agent_checks:
             assert check_id.split(".")[0] in families, (issue.id, check_id)
             assert f'"{check_id}"' in source, (issue.id, check_id)
+
+
+# ---------------------------------------------------------------- results that name a known issue
+
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def recorded_log(name: str) -> str:
+    lines = (FIXTURES / "rccl" / name).read_text(encoding="utf-8").splitlines()
+    return "\n".join(line for line in lines[1:] if line.strip())  # the first line names the source
+
+
+def timed_out_allreduce() -> CheckResult:
+    """collective.allreduce as the agent reports a step its watchdog killed."""
+    from r9700ctl.agent.context import AgentContext
+    from r9700ctl.agent.thresholds import resolve
+    from r9700ctl.agent.watchdog import TIMEOUT, StepOutcome
+
+    ctx = AgentContext(level="quick", gpus=[], thresholds=resolve([], []), params={})
+    outcome = StepOutcome("collective.allreduce.ring", TIMEOUT, error="killed after 600 s", duration_s=600.0)
+    return ctx.outcome_result("collective.allreduce", "ring", outcome)
+
+
+def crashed_p2p(log: str) -> CheckResult:
+    return CheckResult(
+        "p2p.bandwidth", "gpu0->gpu1", ERROR, "error", None, "", "step must return a result",
+        "the p2p step failed", {"step": "p2p.bandwidth", "error": log},
+    )  # fmt: skip
+
+
+def test_a_timed_out_allreduce_on_two_gfx1201_with_rocm_7_2_names_the_rccl_hang(manifest):
+    result = timed_out_allreduce()
+    annotate([result], ki.issues(manifest), NodeView(gpus=(R9700, R9700), rocm="7.2.1", env={}))
+    assert result.status == ERROR  # named, never re-judged
+    assert result.evidence["known_issues"] == ["r9700-rccl-72-hang"]
+    assert result.hint.startswith("a GPU step hung and was killed; ")
+    assert "; known issue r9700-rccl-72-hang: RCCL collectives deadlock" in result.hint
+    assert "workaround NCCL_PROTO=Simple or ROCm 7.1.1" in result.hint
+
+
+@pytest.mark.parametrize(
+    ("rocm", "env", "why"),
+    [
+        ("7.1.1", {}, "a release without the issue"),
+        ("7.2.1", {"NCCL_PROTO": "Simple"}, "the workaround in force"),
+    ],
+)
+def test_the_rccl_hang_is_not_named_where_it_cannot_bite(manifest, rocm, env, why):
+    result = timed_out_allreduce()
+    annotate([result], ki.issues(manifest), NodeView(gpus=(R9700, R9700), rocm=rocm, env=env))
+    assert "known issue" not in result.hint and "known_issues" not in result.evidence, why
+
+
+def test_a_slow_but_finished_allreduce_is_not_the_hang(manifest):
+    """The hang is a step that never finishes: a low figure names no deadlock."""
+    hint = "bus bandwidth 3.1 GB/s below the 5 GB/s floor"
+    result = CheckResult("collective.allreduce", "ring", "WARN", "busbw", 3.1, "GB/s", ">= 5", hint, {})
+    annotate([result], ki.issues(manifest), NodeView(gpus=(R9700, R9700), rocm="7.2.1", env={}))
+    assert result.hint == hint and "known_issues" not in result.evidence
+
+
+def test_a_host_reset_during_a_p2p_step_on_four_r9700s_names_the_host_hang(manifest):
+    """The agent's journal shows the previous run died with the host in a P2P step (rocm-systems#11348)."""
+    from r9700ctl.agent.journal import Interrupted
+    from r9700ctl.agent.runner import previous_run_results
+
+    previous = Interrupted(
+        run_id="r1", level="standard", started="2026-12-02T10:00:00+0000", boot_id="b0", rebooted=True,
+        open_steps=[{"step": "p2p.bandwidth.0-1", "gpus": [0, 1]}],
+    )  # fmt: skip
+    (result,) = previous_run_results(previous)
+    annotate([result], ki.issues(manifest), NodeView(gpus=(R9700,) * 4, rocm="7.2.1", env={}))
+    assert result.status == "FAIL" and result.evidence["known_issues"] == ["r9700-p2p-host-hang"]
+    (two,) = previous_run_results(previous)
+    annotate([two], ki.issues(manifest), NodeView(gpus=(R9700,) * 2, rocm="7.2.1", env={}))
+    assert "known_issues" not in two.evidence  # seen on four cards only
+
+
+def test_a_passing_result_names_nothing(manifest):
+    result = CheckResult("collective.allreduce", "ring", "PASS", "busbw", 20.0, "GB/s", ">= 5", "", {})
+    annotate([result], ki.issues(manifest), NodeView(gpus=(R9700, R9700), rocm="7.2.1", env={}))
+    assert (result.hint, result.evidence) == ("", {})
+
+
+def test_the_recorded_ipc_errors_name_the_ipc_issues_their_environment_allows(manifest):
+    """rccl-tests#162's RCCL warning on 4x R9700 names the 4-card P2P failure; the runtime's error of
+    rocm-systems#2209 names the legacy IPC mode only when the environment has it set."""
+    four = (R9700,) * 4
+    rccl = crashed_p2p(recorded_log("r9700-4x-ipc-invalid.log"))
+    annotate([rccl], ki.issues(manifest), NodeView(gpus=four, rocm="7.1.1", env={}))
+    assert rccl.evidence["known_issues"] == ["r9700-4x-p2p-ipc-invalid"]
+
+    legacy = crashed_p2p(recorded_log("r9700-ipc-legacy-mode.log"))
+    annotate(
+        [legacy],
+        ki.issues(manifest),
+        NodeView(gpus=four, rocm="7.2.1", env={"HSA_ENABLE_IPC_MODE_LEGACY": "1"}),
+    )
+    assert "hsa-ipc-mode-legacy" in legacy.evidence["known_issues"]
+    assert "known issue hsa-ipc-mode-legacy: " in legacy.hint
+
+    unset = crashed_p2p(recorded_log("r9700-ipc-legacy-mode.log"))
+    annotate(
+        [unset],
+        ki.issues(manifest),
+        NodeView(gpus=four, rocm="7.2.1", env={"HSA_ENABLE_IPC_MODE_LEGACY": "0"}),
+    )
+    assert "hsa-ipc-mode-legacy" not in unset.evidence.get("known_issues", [])
+
+
+def test_a_result_already_naming_its_issue_is_not_named_twice(manifest):
+    """power.fan names the stopped-fan issue itself; the runner's pass adds nothing."""
+    hint = "FAN_STALLED: fan at 0 rpm; known issue r9700-fan-stopped: R9700 fans ...; see https://x"
+    result = CheckResult("power.fan", "gpu0", "FAIL", "fan_rpm", 0.0, "rpm", "", hint, {})
+    annotate([result], ki.issues(manifest), NodeView(gpus=(R9700,), rocm="7.2.1", env={}))
+    assert result.hint == hint and result.hint.count("known issue") == 1

@@ -21,7 +21,7 @@ def manifest() -> Manifest:
 
 
 def test_rocm_632_has_no_gfx1201_and_641_is_the_first_that_does(manifest):
-    """FACTS.md: gfx1201 support starts at ROCm 6.4.1; the article's 6.3.2 cannot drive an R9700."""
+    """gfx1201 support starts at ROCm 6.4.1 (release notes); the article's 6.3.2 cannot drive an R9700."""
     assert not manifest.release("6.3.2").supports_gfx("gfx1201")
     supporting = manifest.releases_supporting({"gfx1201"})
     assert supporting[0] == "6.4.1"
@@ -103,7 +103,7 @@ def test_every_release_carries_the_keys_the_roles_and_the_lab_read(manifest, ver
 
 
 def test_every_gpu_os_and_package_entry_names_its_source(manifest):
-    """DESIGN.md: every manifest entry names its source."""
+    """Every manifest entry names its source (the manifest's header)."""
     for pci, gpu in manifest.gpus.items():
         assert re.fullmatch(r"1002:[0-9a-f]{4}", pci)
         assert gpu.raw.get("source"), pci
@@ -162,5 +162,6 @@ def test_products_sharing_a_device_id_are_told_apart_by_revision_else_their_figu
 
 def test_no_manifest_source_cites_a_document_outside_this_repository_or_a_third_party_mirror():
     text = (Path(__file__).resolve().parents[2] / "r9700ctl" / "data" / "manifest.yaml").read_text()
-    for banned in ("FACTS.md", "DESIGN.md", "alanina/", "roboalchemist/"):
+    # (notes outside the repository: tests/unit/test_citations.py, for every file)
+    for banned in ("alanina/", "roboalchemist/"):
         assert banned not in text, banned

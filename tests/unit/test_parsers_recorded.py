@@ -13,7 +13,7 @@ from r9700ctl.agent.parsers import BUNDLE_FILES
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = ROOT / "r9700ctl" / "data" / "recorded"
 FIXTURES = ROOT / "tests" / "fixtures"
-# DESIGN.md "Support bundle": every name a bundle may hold.
+# docs/architecture.md "Support bundle": every name a bundle may hold.
 BUNDLE_NAMES = set(BUNDLE_FILES) | {"uname.txt", "lsmod.txt", "env.txt", "id.txt"}
 
 RECORDINGS = sorted(p for p in RECORDED.glob("*/*") if p.is_file())

@@ -279,7 +279,7 @@ def test_an_os_no_release_supports_is_refused():
     ],
 )
 def test_hsa_override_is_checked_against_the_detected_targets(value, status, accepted):
-    """FACTS.md: a cross-family override (9.4.2 on gfx1201) crashes the driver; it must be refused."""
+    """docs/hardware.md: a cross-family override (9.4.2 on gfx1201) crashes the driver; it must be refused."""
     v = judge(facts(), hsa_override_gfx_version=value)
     c = check(v, "hsa.override")
     assert c.status == status, c.one_line()
@@ -590,7 +590,7 @@ def test_runtime_steps_follow_the_init_system_unless_told(manager, setting, runt
 
 
 def test_a_failed_check_becomes_a_check_result_of_the_shared_contract():
-    """The doctor reports preflight checks with the DESIGN.md fields (id, subject, status, hint)."""
+    """The doctor reports preflight checks with the fields of every result (id, subject, status, hint)."""
     c = check(judge(facts(), rocm_version="6.3.2"), "rocm.version")
     result = c.to_result("node1")
     assert result.id == "preflight.rocm.version" and result.subject == "node1" and result.status == FAIL
@@ -928,3 +928,23 @@ def test_a_malformed_power_setting_is_a_settings_failure():
     details = [c.detail for c in verdict.failures]
     assert any("r9700_power_cap_w must be whole watts" in d for d in details)
     assert any("r9700_psu_margin must be a fraction" in d for d in details)
+
+
+def test_an_environment_list_that_re_creates_a_known_issue_is_a_warning_naming_the_knob():
+    """HSA_ENABLE_IPC_MODE_LEGACY=1 (baked into vLLM's ROCm images) copied into r9700_env_extra
+    breaks hipIpcGetMemHandle on R9700 (ROCm/rocm-systems#2209): doctor and provision say so, not PASS."""
+    v = judge(facts("ubuntu-24.04"), env_extra={"HSA_ENABLE_IPC_MODE_LEGACY": "1"})
+    c = check(v, "known_issue.hsa-ipc-mode-legacy")
+    assert c.status == WARN
+    assert c.detail == (
+        "the environment list sets HSA_ENABLE_IPC_MODE_LEGACY=1 (r9700_env_extra), which re-creates known "
+        "issue hsa-ipc-mode-legacy: HSA_ENABLE_IPC_MODE_LEGACY=1 makes hipIpcGetMemHandle fail on R9700, "
+        "breaking RCCL's P2P path"
+    )
+    assert c.fix == (
+        "remove it from r9700_env_extra (the default workaround is HSA_ENABLE_IPC_MODE_LEGACY=0); "
+        "see https://github.com/ROCm/rocm-systems/issues/2209"
+    )
+    assert v.ok  # a warning: provision goes on, the summary carries it
+    default = judge(facts("ubuntu-24.04"))
+    assert not any(c.id == "known_issue.hsa-ipc-mode-legacy" for c in default.checks)

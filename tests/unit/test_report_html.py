@@ -155,3 +155,11 @@ def test_a_node_without_a_report_is_shown_with_its_reason(tmp_path):
     text = render_html(copy.deepcopy(document))
     assert text.index('id="node-ghost"') < text.index('id="node-node1"')  # ERROR sorts before PASS
     assert "UNREACHABLE: timed out" in text
+
+
+def test_a_document_that_judged_nothing_is_not_shown_as_passed():
+    """No status and no node: nothing was judged, so the page never says PASS (issue 9 item 7)."""
+    from r9700ctl.report.html import render
+
+    page = render({"schema": "r9700ctl.validate-fleet/1", "nodes": []})
+    assert "<title>r9700ctl validate: INCONCLUSIVE</title>" in page

@@ -65,3 +65,22 @@ def test_the_metrics_carry_the_psu_draw_the_measured_power_and_the_aer_counts(tm
     assert 'r9700_psu_rating_watts{node="node1",psu="psu1"} 1200.0' in text
     assert 'r9700_gpu_power_measured_watts{figure="peak",gpu="gpu0",node="node1"} 320.0' in text
     assert 'r9700_gpu_pcie_aer_new_errors{gpu="gpu1",kind="correctable",node="node1"} 5.0' in text
+
+
+def test_the_metrics_carry_the_load_temperatures_and_fan_speeds(tmp_path):
+    """The thermal timelines reach Prometheus as the figures a dashboard plots across runs: the
+    hottest reading per sensor under load (same sensor names as r9700_gpu_temperature_celsius)
+    and the fan at the start, end and top of the GPU's own load step."""
+    report = node_report(tmp_path)
+    by_id = {(r["id"], r["subject"]): r["evidence"] for r in report["results"]}
+    text = metrics.render(report, now=0)
+
+    hotspot = by_id[("power.temp_hotspot", "gpu0")]["max_c"]
+    assert (
+        f'r9700_gpu_load_temperature_max_celsius{{gpu="gpu0",node="node1",sensor="junction"}} {hotspot:.1f}'
+        in text
+    )
+    fan = by_id[("power.fan", "gpu1")]
+    for figure in ("start", "end", "max"):
+        value = float(fan[f"rpm_{figure}"])
+        assert f'r9700_gpu_load_fan_rpm{{figure="{figure}",gpu="gpu1",node="node1"}} {value}' in text

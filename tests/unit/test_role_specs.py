@@ -130,7 +130,7 @@ def test_the_defaults_pass_ansibles_own_argument_spec_validation(role):
 
 @pytest.mark.parametrize("role", PROVISIONING)
 def test_provisioning_roles_have_the_full_layout(role):
-    """STYLE.md for r9700ctl: README, meta, per-OS vars, handlers, tasks for every role."""
+    """The shape of every role: README, meta, per-OS vars, handlers, tasks for every role."""
     base = ROLES_DIR / role
     for part in (
         "README.md",
@@ -171,7 +171,7 @@ def test_tasks_follow_the_house_rules(role):
 
 @pytest.mark.parametrize("role", PROVISIONING)
 def test_every_task_carries_a_phase_tag_of_its_role(role):
-    """Phases are tagged <role>_<phase> so one phase can be rerun (STYLE.md 2)."""
+    """Phases are tagged <role>_<phase> so one phase can be rerun (roles/*/README.md)."""
     for task in tasks_in(ROLES_DIR / role / "tasks" / "main.yml"):
         tags = task.get("tags") or []
         assert any(t.startswith(f"{role}_") or t == role for t in tags), (

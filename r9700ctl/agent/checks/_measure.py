@@ -12,7 +12,7 @@ from typing import Any
 
 from r9700ctl.agent import levels
 from r9700ctl.agent.context import AgentContext
-from r9700ctl.agent.judge import Verdict, judge_measured, worse_of
+from r9700ctl.agent.judge import Verdict, judge_measured, not_applied, worse_of
 from r9700ctl.agent.result import PASS, SKIP, CheckResult
 
 MULTI_GPU_SKIP = "needs >= 2 GPUs"
@@ -49,7 +49,18 @@ def timeout(ctx: AgentContext, expected_s: float) -> float:
     return levels.step_timeout(ctx.params, expected_s) if ctx.params else max(30.0, 3 * expected_s)
 
 
-JUDGING = ("judging.min_windows", "judging.min_repeats", "judging.max_window_cv")
+JUDGING = (
+    "judging.min_windows",
+    "judging.min_repeats",
+    "judging.max_window_cv",
+    "judging.min_peers",
+    "judging.min_samples",
+)
+
+
+def min_peers(ctx: AgentContext) -> int:
+    """How many subjects a node-median comparison needs (thresholds judging.min_peers)."""
+    return int(ctx.threshold("judging.min_peers"))
 
 
 def measured(
@@ -80,10 +91,23 @@ def skip_single_gpu(ctx: AgentContext, check_id: str) -> list[CheckResult] | Non
     return [CheckResult(check_id, "node", SKIP, hint=MULTI_GPU_SKIP, evidence={"gpus": len(ctx.gpus)})]
 
 
-def combine(*verdicts: Verdict) -> tuple[str, str, str]:
-    """Status, threshold text and hint of the worst applied verdict among several rules; none
-    applied: INCONCLUSIVE (or SKIP when all are reported only) with every rule's reason."""
+def combine(own: Verdict, *others: Verdict) -> tuple[str, str, str]:
+    """Status, threshold text and hint of one figure judged by several rules.
+
+    `own` is the figure's own, absolute rule (a floor from the link, the datasheet, the spec);
+    `others` compare it with something relative (its siblings, a host bounce, the reverse
+    direction). The worst applied verdict wins, except that the relative rules cannot make a
+    figure PASS on their own: when `own` could not apply (unknown link, model without a limit),
+    four GPUs equally at 2 GB/s are alike, not healthy, so the result keeps own's INCONCLUSIVE
+    (or SKIP for a figure reported only) and only a WARN or FAIL of the others counts. No rule
+    applied: INCONCLUSIVE (or SKIP) with every rule's reason.
+    """
+    verdicts = (own, *others)
     worst = worse_of(*verdicts)
+    if not own.applied and worst.applied and worst.status == PASS:
+        alike = "; ".join(v.reason for v in others if v.applied and v.reason)
+        reason = own.reason + (f" (relative rules pass: {alike})" if alike else "")
+        worst = not_applied(own.threshold, reason, own.status)
     threshold = "; ".join(v.threshold for v in verdicts if v.applied) or worst.threshold
     hints = [v.reason for v in verdicts if v.status != PASS and v.reason and v.applied]
     if not worst.applied:
@@ -95,18 +119,35 @@ def rounded(value: float | None, digits: int = 2) -> float | None:
     return None if value is None else round(float(value), digits)
 
 
-def known_issue_hints(ctx: AgentContext, check_id: str, text: str) -> list[str]:
-    """The hints of the manifest's known issues that apply to this node and name this result
-    (detection.agent: the check id, and a pattern its text must show), r9700ctl/agent/known_issues.py."""
+def _known_issues(ctx: AgentContext) -> tuple[list[Any], Any]:
+    """The manifest's known issues ([] when the packed manifest is missing) and the node as they see it."""
     from r9700ctl.agent import datafiles, known_issues
 
     try:
         issues = known_issues.load(datafiles.load_data("manifest"))
     except datafiles.DataFileError:
-        return []
+        issues = []
     node = known_issues.NodeView(
         gpus=tuple((g.pci_id, g.gfx_target) for g in ctx.gpus),
         rocm=ctx.environment.get("rocm") if isinstance(ctx.environment, dict) else None,
         env=(ctx.environment.get("variables") if isinstance(ctx.environment, dict) else None),
     )
+    return issues, node
+
+
+def known_issue_hints(ctx: AgentContext, check_id: str, text: str) -> list[str]:
+    """The hints of the manifest's known issues that apply to this node and name this result
+    (detection.agent: the check id, and a pattern its text must show), r9700ctl/agent/known_issues.py."""
+    from r9700ctl.agent import known_issues
+
+    issues, node = _known_issues(ctx)
     return known_issues.hints_for(issues, node, check_id, text)
+
+
+def name_known_issues(ctx: AgentContext, results: list[CheckResult]) -> None:
+    """Every result that did not pass names the known issues of this node it is evidence of
+    (a collective that timed out on two gfx1201 GPUs with ROCm 7.2.x: r9700-rccl-72-hang)."""
+    from r9700ctl.agent import known_issues
+
+    issues, node = _known_issues(ctx)
+    known_issues.annotate(results, issues, node)

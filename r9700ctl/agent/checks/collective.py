@@ -2,8 +2,9 @@
 
 busbw = algbw x 2(n-1)/n (nccl-tests doc/PERFORMANCE.md). quick: 256 MiB with P2P on;
 standard: a sweep 1 MiB..1 GiB, with P2P on and again with NCCL_P2P_DISABLE=1 (RCCL reads
-NCCL_* too; FACTS.md). On AMD the P2P-on run sets HSA_FORCE_FINE_GRAIN_PCIE=1, AMD's switch for
-PCIe peer-to-peer (rccl#92, #362).
+NCCL_* too: https://rocm.docs.amd.com/projects/rccl/en/latest/api-reference/env-variables.html).
+On AMD the P2P-on run sets HSA_FORCE_FINE_GRAIN_PCIE=1, AMD's switch for PCIe peer-to-peer
+(rccl#92, #362).
 - any wrong element (checked against the analytic sum): FAIL;
 - busbw at the largest size against the floor for n GPUs (thresholds collective.busbw_warn_gbs_n*:
   4 GPUs 20, 8 GPUs 15 GB/s, from 8x RTX 5090 Gen5 at 28/35, NVIDIA/nccl#1639); below
@@ -20,7 +21,7 @@ from typing import Any
 from r9700ctl.agent.checks import _measure, register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.kernels.specs import AllReduceSpec
-from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, CheckResult
+from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WRONG_DATA, CheckResult
 
 THRESHOLDS = (
     "collective.busbw_warn_gbs_n2",
@@ -146,6 +147,7 @@ def _mode_result(ctx: AgentContext, n: int, mode: str, env: dict, value: dict) -
                 for row in value["sizes"]
             ],
             "wrong_total": value["wrong_total"],
+            WRONG_DATA: bool(value["wrong_total"]),
             "dtype": value["dtype"],
             "bus_factor": value["bus_factor"],
             "formula": value["formula"],

@@ -13,7 +13,7 @@ from them:
   with no reason at all it WARNs (CLOCKS_LOW: power delivery, a clock lock, a stuck DPM state).
 - compute.throttle: thermal / hardware-slowdown / PROCHOT bits in > 5% of samples or in 3
   consecutive ones FAIL (THERMAL_THROTTLE); one isolated sample never does. Power-cap bits alone
-  PASS with a note: a healthy card under GEMM sits at its power cap (FACTS.md: an H200 at
+  PASS with a note: a healthy card under GEMM sits at its power cap (docs/benchmarks.md: an H200 at
   700 W, 1455-1500 MHz, reason 0x4). Radeon TEMP_HOTSPOT without a hot reading is ignored
   (always set on RDNA3/RDNA4 firmware, ROCm/rocm-systems#11781).
 - compute.power_cap: a cap below the board default WARNs (POWER_CAP_LOWERED), unless it is the cap
@@ -35,7 +35,7 @@ from r9700ctl.agent.checks.pcie import link_result
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.judge import Verdict, judge_against_peers, judge_floor, judge_samples
 from r9700ctl.agent.kernels.specs import GemmSpec
-from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult
+from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, WRONG_DATA, CheckResult
 
 THRESHOLDS = (
     "compute.peer_warn_fraction",
@@ -58,7 +58,7 @@ THRESHOLDS = (
 )
 
 DEFAULTS: dict[str, dict[str, Any]] = {
-    # quick: bf16 only, 10 s (validation.md L1 "short"); standard: the three dtypes, 20 s each.
+    # quick: bf16 only, 10 s (docs/validation.md L1 "short"); standard: the three dtypes, 20 s each.
     "quick": {"compute.dtypes": "bf16", "compute.seconds": 10.0, "compute.n": 8192},
     "standard": {"compute.dtypes": "bf16,fp16,fp32", "compute.seconds": 20.0, "compute.n": 8192},
     "burnin": {"compute.dtypes": "bf16,fp16,fp32", "compute.seconds": 120.0, "compute.n": 8192},
@@ -170,6 +170,7 @@ def _tflops(ctx: AgentContext, value: dict, dtypes: list[str]) -> list[CheckResu
             figures,
             float(ctx.threshold("compute.peer_warn_fraction")),
             float(ctx.threshold("compute.peer_fail_fraction")),
+            min_peers=_measure.min_peers(ctx),
         )
         for i, entry in value["gpus"].items():
             fig = entry[dtype]
@@ -209,6 +210,7 @@ def _tflops(ctx: AgentContext, value: dict, dtypes: list[str]) -> list[CheckResu
                     evidence={
                         "windows_tflops": fig["windows_tflops"],
                         "verify": fig["verify"],
+                        WRONG_DATA: not fig["verified"],
                         "peak_tflops": peak,
                         "fraction_of_peak": round(fig["tflops"] / peak, 3) if peak else None,
                         "n": value["n"],
@@ -309,6 +311,7 @@ def _throttle(ctx: AgentContext, index: int, samples: list[dict], telemetry: dic
         flags,
         max_fraction=float(ctx.threshold("compute.throttle_max_fraction")),
         max_consecutive=int(ctx.threshold("compute.throttle_max_consecutive")),
+        min_samples=int(ctx.threshold("judging.min_samples")),
     )
     groups = telemetry.get("throttle_groups", {})
     hint = ""

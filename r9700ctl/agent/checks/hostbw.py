@@ -2,11 +2,14 @@
 
 Floors derive from link theory: thresholds.yaml hostbw.*_fraction_of_link x the raw rate of the
 link both ends of the card support (pcie.expected_link: the lower of the card's and the slot's
-maximum; Gen5 x16 = 63.0 GB/s -> FAIL < 40, WARN < 45 as in validation.md C4; an R9700 in a
+maximum; Gen5 x16 = 63.0 GB/s -> FAIL < 40, WARN < 45 as in docs/validation.md C4; an R9700 in a
 Gen4 slot is judged against Gen4 x16's 31.5), judged on the median of the timed windows
 (judge_measured: too few or too noisy windows are INCONCLUSIVE); then each GPU against the node
 median; then the all-at-once figure against the GPU alone. A link that cannot be read gives no
-floor: INCONCLUSIVE unless three or more GPUs allow the peer rule. A destination whose checksum
+floor: INCONCLUSIVE, even when three or more GPUs are alike (alike is not healthy); the peer rule
+still WARNs or FAILs the one far below its siblings (_measure.combine). Without the slot's
+capability (a VM) the card's maximum is only an upper bound: a figure below the floors that a
+healthy slot of half or a quarter the rate explains is INCONCLUSIVE. A destination whose checksum
 differs from its source FAILs whatever the speed (the verified copy is an extra untimed one:
 kernels/hostbw.py says which).
 """
@@ -19,7 +22,7 @@ from r9700ctl.agent.checks import _measure, pcie, register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.judge import judge_against_peers, not_applied
 from r9700ctl.agent.kernels.specs import CopySpec
-from r9700ctl.agent.result import FAIL, PASS, WARN, CheckResult
+from r9700ctl.agent.result import FAIL, PASS, WARN, WRONG_DATA, CheckResult
 
 THRESHOLDS = (
     "hostbw.warn_fraction_of_link",
@@ -40,6 +43,11 @@ SLOW_LINK_HINT = (
     "{value:.1f} GB/s is what a link of 1/{part} the rate of {link} delivers (one generation lower per "
     "halving, or half the lanes): check `pcie.link` under load, the slot, riser and BIOS PCIe speed"
 )
+UNKNOWN_SLOT_HINT = (
+    "{value:.1f} GB/s is what a link of 1/{part} the rate of {link} delivers, and the slot's capability "
+    "is not readable (no port above the card in sysfs, as in a VM): a slower slot (a Gen4 or Gen3 "
+    "server) cannot be told from a downtrained link; the host's `lspci -vv` LnkCap of the slot says which"
+)
 CORRUPTION_HINT = (
     "a copy delivered wrong data (HOSTBW_CORRUPTION): isolate the GPU, check dmesg for PCIe AER errors "
     "and reseat the card"
@@ -58,10 +66,18 @@ def _slow_hint(ctx: AgentContext, value: float, link: pcie.ExpectedLink) -> str:
     """Name the slower link a figure fits: usable share of half (or a quarter of) the expected rate."""
     usable = float(ctx.threshold("hostbw.usable_fraction_of_link"))
     rate = link.rate_gbs or 0.0
-    for part in (4, 2):
-        if value <= usable * rate / part:
-            return SLOW_LINK_HINT.format(value=value, part=part, link=link.text())
-    return ""
+    part = next((part for part in (4, 2) if value <= usable * rate / part), None)
+    return SLOW_LINK_HINT.format(value=value, part=part, link=link.text()) if part else ""
+
+
+def _healthy_on_a_slower_slot(ctx: AgentContext, value: float, link: pcie.ExpectedLink) -> int | None:
+    """2 or 4 when the figure is what a healthy link of half (a quarter of) the rate gives: at or
+    above that link's FAIL floor and within its usable share (a Gen5 x16 card: 20-28 GB/s fits a
+    Gen4 x16 slot, 10-14 a Gen3 x16 one); else None."""
+    usable = float(ctx.threshold("hostbw.usable_fraction_of_link"))
+    fail = float(ctx.threshold("hostbw.fail_fraction_of_link"))
+    rate = link.rate_gbs or 0.0
+    return next((part for part in (2, 4) if fail * rate / part <= value <= usable * rate / part), None)
 
 
 def _direction_result(
@@ -79,6 +95,12 @@ def _direction_result(
         warn = float(ctx.threshold("hostbw.warn_fraction_of_link")) * rate
         fail = float(ctx.threshold("hostbw.fail_fraction_of_link")) * rate
         floor = _measure.measured(ctx, windows, warn, fail, unit="GB/s")
+        part = _healthy_on_a_slower_slot(ctx, value, link)
+        if floor.status in (WARN, FAIL) and not link.slot_known and part:
+            # Without the slot's LnkCap the card's maximum is only an upper bound of what both
+            # ends support: a figure a slower slot explains is not judged (pcie.link says the same).
+            why_not = UNKNOWN_SLOT_HINT.format(value=value, part=part, link=link.text())
+            floor = not_applied(floor.threshold, why_not)
     else:
         floor = not_applied(
             "no link-derived floor", "the card's link speed and width are not readable in sysfs"
@@ -117,6 +139,7 @@ def _direction_result(
             else "the card's maximum (slot capability unreadable)",
             "pageable_gbs": _measure.rounded(figure.get(f"pageable_{direction}_gbs")),
             "verify": figure["verify"][direction],
+            WRONG_DATA: not figure["verified"],
             "host_memory": figure["host_memory"],
         },
     )
@@ -171,6 +194,7 @@ def run(ctx: AgentContext) -> list[CheckResult]:
             {f"gpu{i}": fig[f"{direction}_gbs"] for i, fig in alone.items()},
             float(ctx.threshold("hostbw.peer_warn_fraction")),
             float(ctx.threshold("hostbw.peer_fail_fraction")),
+            min_peers=_measure.min_peers(ctx),
         )
         for i, fig in alone.items():
             result = _direction_result(ctx, i, direction, fig, peers, pcie.expected_for(ctx, ctx.gpu(i)))
@@ -235,6 +259,7 @@ def _concurrent(
                     "node_h2d_gbs": round(sum(g["h2d_gbs"] for g in outcome.value["gpus"].values()), 2),
                     "node_d2h_gbs": round(sum(g["d2h_gbs"] for g in outcome.value["gpus"].values()), 2),
                     "verify": fig["verify"],
+                    WRONG_DATA: not fig["verified"],
                 },
             )
         )

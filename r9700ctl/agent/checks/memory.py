@@ -2,7 +2,7 @@
 
 Judged against the model's memory bandwidth (the manifest's memory_bandwidth_gbs, or
 thresholds memory.spec_gbs for a card the manifest does not list): WARN below 0.75 x spec,
-FAIL below 0.65 x spec (validation.md C8), on the median of the timed windows (too few or too
+FAIL below 0.65 x spec (docs/validation.md C8), on the median of the timed windows (too few or too
 noisy windows: INCONCLUSIVE); and each GPU against the node median. No spec and fewer than three
 GPUs: INCONCLUSIVE, never PASS. The verified run is an extra untimed one (kernels/memory.py).
 """
@@ -15,7 +15,7 @@ from r9700ctl.agent.checks import _measure, register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.judge import judge_against_peers
 from r9700ctl.agent.kernels.specs import MemorySpec
-from r9700ctl.agent.result import FAIL, PASS, WARN, CheckResult
+from r9700ctl.agent.result import FAIL, PASS, WARN, WRONG_DATA, CheckResult
 
 THRESHOLDS = (
     "memory.spec_gbs",
@@ -79,6 +79,7 @@ def run(ctx: AgentContext) -> list[CheckResult]:
             {f"gpu{i}": f[f"{kernel}_gbs"] for i, f in figures.items()},
             float(ctx.threshold("memory.peer_warn_fraction")),
             float(ctx.threshold("memory.peer_fail_fraction")),
+            min_peers=_measure.min_peers(ctx),
         )
         for i, fig in figures.items():
             value = fig[f"{kernel}_gbs"]
@@ -116,6 +117,7 @@ def run(ctx: AgentContext) -> list[CheckResult]:
                         "spec_source": spec_source if spec else None,
                         "fraction_of_spec": round(value / spec, 3) if spec else None,
                         "verify": fig["verify"][kernel],
+                        WRONG_DATA: not fig["verify"][kernel]["ok"],
                         "array_bytes": fig["array_bytes"],
                         "bytes_counted": fig["bytes_counted"],
                         "windows": fig["windows"],

@@ -9,7 +9,7 @@ Per ordered pair (the worst rule decides):
 - data verified on every path (FAIL P2P_CORRUPTION otherwise);
 - unidirectional GB/s against the link floor (p2p.warn_fraction_of_link x the raw rate of the
   slower of the two cards' links, each what both its ends support: 20 GB/s on Gen5 x16,
-  validation.md C5), on the median of the timed windows, and against the median of all pairs
+  docs/validation.md C5), on the median of the timed windows, and against the median of all pairs
   (WARN < 0.85, FAIL < 0.7);
 - P2P_NOT_EFFECTIVE (WARN) when P2P <= 1.1 x the host-bounce copy of the same size;
 - asymmetry i->j / j->i < 0.8 (WARN);
@@ -25,7 +25,7 @@ from r9700ctl.agent.checks import _measure, pcie, register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.judge import Verdict, judge_against_peers, not_applied
 from r9700ctl.agent.kernels.specs import PairSpec
-from r9700ctl.agent.result import FAIL, PASS, WARN, CheckResult
+from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, WRONG_DATA, CheckResult
 
 THRESHOLDS = (
     "p2p.warn_fraction_of_link",
@@ -47,6 +47,11 @@ NOT_EFFECTIVE_HINT = (
     "setpci), "
     "the IOMMU is in translated mode (add iommu=pt), the BAR is small (enable Resizable BAR), or on ROCm "
     "HSA_FORCE_FINE_GRAIN_PCIE=1 is missing"
+)
+UNKNOWN_SLOT_HINT = (
+    "{value:.1f} GB/s is below the floor for {link} but above it for a link of half that rate, and the "
+    "slot's capability is not readable (no port above the card in sysfs, as in a VM): a slower slot "
+    "cannot be told from a downtrained link"
 )
 NO_PEER_HINT = (
     "the runtime reports no peer access {pair}: copies are staged through host memory; check large BAR "
@@ -107,6 +112,7 @@ def run(ctx: AgentContext) -> list[CheckResult]:
         {f"gpu{s}->gpu{d}": fig["unidirectional_gbs"] for (s, d), fig in pairs.items()},
         float(ctx.threshold("p2p.peer_warn_fraction")),
         float(ctx.threshold("p2p.peer_fail_fraction")),
+        min_peers=_measure.min_peers(ctx),
     )
     for (src, dst), fig in sorted(pairs.items()):
         results.append(_pair_result(ctx, src, dst, fig, pairs.get((dst, src)), peers[f"gpu{src}->gpu{dst}"]))
@@ -123,8 +129,14 @@ def _pair_result(
     slower = min(known, key=lambda link: link.rate_gbs or 0.0) if known else None
     rate = slower.rate_gbs if slower else None
     if rate:
-        warn = float(ctx.threshold("p2p.warn_fraction_of_link")) * rate
-        floor = _measure.measured(ctx, fig["unidirectional_windows_gbs"], warn, None, unit="GB/s")
+        fraction = float(ctx.threshold("p2p.warn_fraction_of_link"))
+        floor = _measure.measured(ctx, fig["unidirectional_windows_gbs"], fraction * rate, None, unit="GB/s")
+        slot_unknown = any(not link.slot_known for link in known)
+        if floor.status == WARN and slot_unknown and value >= fraction * rate / 2:
+            # As for host<->device: without the slot's capability (a VM) a slot of half the rate
+            # would explain the figure, so it is not judged against the card's own maximum.
+            why_not = UNKNOWN_SLOT_HINT.format(value=value, link=slower.text())
+            floor = not_applied(floor.threshold, why_not)
     else:
         floor = not_applied("no link-derived floor", "the cards' link speed and width are not readable")
     verdicts = [floor, peer]
@@ -152,7 +164,7 @@ def _pair_result(
         verdicts.append(Verdict(WARN, "can_access_peer"))
         hints.append(NO_PEER_HINT.format(pair=subject))
     status, threshold, why = _measure.combine(*verdicts)
-    if not floor.applied and not peer.applied and why:
+    if not floor.applied and status in (INCONCLUSIVE, SKIP) and why:
         hints.append(why)
     if not fig["verified"]:
         status = FAIL
@@ -177,6 +189,7 @@ def _pair_result(
             "can_access_peer": fig["can_access_peer"],
             "raw_link_gbs": _measure.rounded(rate),
             "verify": {k: v for k, v in fig.items() if k.startswith("verify_")},
+            WRONG_DATA: not fig["verified"],
             "size_bytes": common["size_bytes"],
             "windows": common["windows"],
             "copies_per_window": common["copies_per_window"],

@@ -2,7 +2,7 @@
 
 Strong scaling of a fixed step (tokens per step: scaling.tokens), with P2P on and, in standard,
 with NCCL_P2P_DISABLE=1: speedup T(1)/T(n), efficiency speedup/n, and the share of the step
-spent in the all-reduces. Reported only (SKIP, never an unjudged PASS) by default (validation.md
+spent in the all-reduces. Reported only (SKIP, never an unjudged PASS) by default (docs/validation.md
 C10b), except:
 - `--expect-scaling 4:3.4,8:6.1`: FAIL when the measured speedup < 0.9 x the expected one
   (scaling.expectation_margin), judged on the median of the repeats (too few: INCONCLUSIVE);

@@ -1,6 +1,6 @@
 """C11 latency stability: p50/p95/p99 of the tensor-parallel step on all GPUs, 1000 x 3.
 
-The medians of three repeats of 1000 iterations are judged (the magazine's and validation.md's
+The medians of three repeats of 1000 iterations are judged (docs/validation.md C11's
 protocol): tail ratio p99/p50 WARN > 1.5, FAIL > 3; drift (median of the last 10% over the first
 10%) WARN > 1.05, FAIL > 1.10 (a thermal soak). Runs on one GPU too (world size 1).
 """

@@ -1,16 +1,16 @@
-"""Host <-> device copy bandwidth through the copy engines (validation.md C4).
+"""Host <-> device copy bandwidth through the copy engines (docs/validation.md C4).
 
 What is measured: `non_blocking` copies between pinned host memory and device memory, H2D and
 D2H, 20 copies of 256 MiB queued back to back in each timed window, median of the windows.
 Queued copies are what a health check should read: timing each copy alone adds the launch and
-completion gaps and reads 47-53 GB/s on a Gen5 x16 link where queued copies give 55 (FACTS.md).
+completion gaps and reads 47-53 GB/s on a Gen5 x16 link where queued copies give 55 (docs/benchmarks.md).
 
 Pinned host memory is allocated while this process runs on the CPUs of the GPU's NUMA node,
 so first touch puts the pages there (TransferBench picks the closest NUMA node the same way).
 With several GPUs the copies of all of them run at once (one stream per GPU): that shows a
 shared root port or a host memory bottleneck that one-at-a-time figures hide.
 
-Pageable host memory is measured too, as evidence only (5-6 GB/s is normal, FACTS.md).
+Pageable host memory is measured too, as evidence only (a few GB/s is normal, docs/benchmarks.md).
 
 What is verified: NOT the timed copies. After each direction's timed windows, one more copy of
 the same size runs on the same lane stream, untimed: its source is freshly randomised, its

@@ -1,4 +1,4 @@
-"""Device memory bandwidth: BabelStream's copy and triad (validation.md C8).
+"""Device memory bandwidth: BabelStream's copy and triad (docs/validation.md C8).
 
 copy:  b = a            bytes = 2 x array (one read, one write)
 triad: a = b + s * c    bytes = 3 x array (two reads, one write)

@@ -1,14 +1,14 @@
 """Clocks, temperatures, power, throttle reasons and PCIe link, sampled while a load runs.
 
 Throttle state is instantaneous, so it must be sampled during the load, every 0.5-1 s
-(validation.md C7). Sources, best first:
+(docs/validation.md C7). Sources, best first:
 - AMD: sysfs of the GPU's PCI function: `gpu_metrics` (binary; format 1, content >= 3 carries
   `indep_throttle_status`, the ASIC-independent throttle bits), hwmon (temperatures, power,
   power cap and its default, clocks) and `current_link_speed/width`;
 - NVIDIA: NVML through pynvml (nvidia-ml-py) when importable, else `nvidia-smi --query-gpu`.
 
 Throttle bits are decoded into groups, which is what the verdict uses:
-  power      expected under load (a healthy H200 sits at its power cap, FACTS.md)
+  power      expected under load (a healthy H200 sits at its power cap, docs/benchmarks.md)
   current    TDC/EDC current limits (informational)
   thermal    temperature limits: FAIL when persistent
   hw_slowdown  NVIDIA hardware slowdown / power brake: FAIL when persistent
@@ -32,39 +32,25 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from r9700ctl.agent import stats
+from r9700ctl.agent.parsers import nvidia_smi, throttle
 
 GEN_TO_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
 
-# NVML clocks event reasons (nvmlClocksEventReasons; FACTS.md).
-NVIDIA_REASONS = {
-    0x1: ("gpu_idle", "idle"),
-    0x2: ("applications_clocks", "other"),
-    0x4: ("sw_power_cap", "power"),
-    0x8: ("hw_slowdown", "hw_slowdown"),
-    0x10: ("sync_boost", "other"),
-    0x20: ("sw_thermal_slowdown", "thermal"),
-    0x40: ("hw_thermal_slowdown", "thermal"),
-    0x80: ("hw_power_brake_slowdown", "hw_slowdown"),
-    0x100: ("display_clock_setting", "other"),
-}
-
-# amdgpu SMU_THROTTLER_* bits of indep_throttle_status (drivers/gpu/drm/amd/pm/swsmu/inc/amdgpu_smu.h).
-AMD_THROTTLERS = {
-    0: "PPT0", 1: "PPT1", 2: "PPT2", 3: "PPT3", 4: "SPL", 5: "FPPT", 6: "SPPT", 7: "SPPT_APU",
-    16: "TDC_GFX", 17: "TDC_SOC", 18: "TDC_MEM", 19: "TDC_VDD", 20: "TDC_CVIP", 21: "EDC_CPU",
-    22: "EDC_GFX", 23: "APCC",
-    32: "TEMP_GPU", 33: "TEMP_CORE", 34: "TEMP_MEM", 35: "TEMP_EDGE", 36: "TEMP_HOTSPOT",
-    37: "TEMP_SOC", 38: "TEMP_VR_GFX", 39: "TEMP_VR_SOC", 40: "TEMP_VR_MEM0", 41: "TEMP_VR_MEM1",
-    42: "TEMP_LIQUID0", 43: "TEMP_LIQUID1", 44: "VRHOT0", 45: "VRHOT1",
-    46: "PROCHOT_CPU", 47: "PROCHOT_GFX",
-    56: "PPM", 57: "FIT",
-}  # fmt: skip
-AMD_TEMP_HOTSPOT_BIT = 36
+# The bit tables live with the parsers of the same values (one source each): NVML's clocks event
+# reasons in parsers/nvidia_smi.py, amdgpu's SMU_THROTTLER_* bits in parsers/throttle.py.
+NVIDIA_REASONS = nvidia_smi.EVENT_REASONS
+AMD_THROTTLERS = {bit: name for names in throttle.GROUPS.values() for bit, name in names.items()}
+AMD_GROUP_OF = {bit: group for group, names in throttle.GROUPS.items() for bit in names}
+AMD_TEMP_HOTSPOT_BIT = next(bit for bit, name in AMD_THROTTLERS.items() if name == "TEMP_HOTSPOT")
 
 FAILING_GROUPS = ("thermal", "hw_slowdown", "prochot")
 
 
 def amd_group(bit: int) -> str:
+    """The group of a named bit; an unnamed one by the kernel's ranges, where 48-55 (no throttler
+    defined there) count as "other": an unknown bit never fails a card as thermal."""
+    if bit in AMD_GROUP_OF:
+        return AMD_GROUP_OF[bit]
     if bit < 16:
         return "power"
     if bit < 32:

@@ -1,4 +1,4 @@
-"""Scaling 1 -> 2 -> 4 -> ... -> N GPUs of the tensor-parallel layer step (validation.md C10b).
+"""Scaling 1 -> 2 -> 4 -> ... -> N GPUs of the tensor-parallel layer step (docs/validation.md C10b).
 
 Strong scaling of a fixed problem (the same tokens per step on every n):
     speedup(n)    = T(1) / T(n)          T = median step time

@@ -27,7 +27,7 @@ class CopySpec:
     gpus: tuple[int, ...]
     size_bytes: int = 256 * MiB  # TransferBench healthcheck's size
     windows: int = 5
-    copies_per_window: int = 20  # back to back, as the 55 GB/s figure in FACTS.md was measured
+    copies_per_window: int = 20  # back to back, as the 55 GB/s figure in docs/benchmarks.md was measured
     warmup: int = 3
     numa_nodes: dict[int, int | None] = field(default_factory=dict)
     pageable: bool = True

@@ -1,12 +1,12 @@
 """Latency stability: p50/p95/p99 of a fixed step over many iterations, repeated (C11).
 
-Protocol (the magazine's and validation.md's): 1000 iterations x 3 repeats, medians of the
+Protocol (docs/validation.md C11): 1000 iterations x 3 repeats, medians of the
 repeats reported. Each iteration is timed with its own pair of events, without host
 synchronisation inside the loop, so the figures are device-side step latencies. The workload
 is the tensor-parallel layer step over all ranks (`workload="tp"`), or one all-reduce of a
 fixed size (`workload="allreduce"`, stas00's --profile_stability).
 
-tail ratio  p99 / p50                         WARN > 1.5, FAIL > 3 (validation.md C11)
+tail ratio  p99 / p50                         WARN > 1.5, FAIL > 3 (docs/validation.md C11)
 CV          stdev / mean
 drift       median(last 10%) / median(first 10%)  a thermal soak shows as drift > 1
 """

@@ -1,6 +1,6 @@
 """Timing discipline shared by every measurement kernel.
 
-The rules (STYLE.md 10, after stas00's all_reduce_bench.py):
+The rules (after stas00's all_reduce_bench.py, docs/validation.md R-G5):
 - warm-up calls run apart and are never timed;
 - anything that restores the inputs (refill) runs outside the timed region;
 - the device is held busy by a short gate kernel while the timed calls are queued, so the

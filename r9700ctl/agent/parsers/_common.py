@@ -233,16 +233,6 @@ def to_mib(num: float | int | None, unit: str) -> float | None:
     return None if factor is None else float(num) * factor
 
 
-def pcie_gen_for_speed(gts: float | None) -> int | None:
-    """PCIe generation for a per-lane rate in GT/s (2.5 -> 1 ... 32 -> 5, 64 -> 6)."""
-    if gts is None:
-        return None
-    for gen, rate in ((1, 2.5), (2, 5.0), (3, 8.0), (4, 16.0), (5, 32.0), (6, 64.0)):
-        if abs(gts - rate) < 0.01:
-            return gen
-    return None
-
-
 def normalise_bdf(text: str | None) -> str | None:
     """ "0000:03:00.0" from "03:00.0", "0000:F3:00.0" or "00000000:4F:00.0" (nvidia-smi)."""
     if not text:

@@ -79,6 +79,9 @@ _DEVICE_PREFIX = re.compile(
     r"(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]): "
 )
 _MODULE_TAG = re.compile(r"\[drm:\S+ \[(?P<module>\w+)\]\]")
+# DRM core's own line when a driver registers names that driver ("[drm] Initialized ast 0.1.0 for
+# 0000:0a:00.0 on minor 0"; drm_dev_register in drivers/gpu/drm/drm_drv.c).
+_DRM_INITIALIZED = re.compile(r"\[drm\] Initialized (?P<driver>\w+) ")
 OURS = frozenset({"amdgpu", "amdkfd", "kfd"})
 _TIMESTAMP = re.compile(r"^\s*\[[^\]]{1,40}\]|^\w{3}\s+\d+\s+[\d:]+\s+\S+\s+kernel:|^\d{4}-\d\d-\d\dT")
 # `dmesg -t` and `journalctl -o cat` drop the time: a driver's own prefix "amdgpu 0000:03:00.0: ..."
@@ -180,7 +183,10 @@ def is_amd_gpu_line(line: str) -> bool:
     if prefix and prefix.group("driver").lower() not in OURS:
         return False
     tag = _MODULE_TAG.search(line)
-    return not (tag and tag.group("module").lower() not in OURS)
+    if tag and tag.group("module").lower() not in OURS:
+        return False
+    initialized = _DRM_INITIALIZED.search(line)
+    return not (initialized and initialized.group("driver").lower() not in OURS)
 
 
 def parse_file(path: str | Path) -> DmesgReport:

@@ -94,20 +94,6 @@ class PciFunction:
         """ACS controls that send peer-to-peer requests or completions to the root complex."""
         return [flag for flag in ("ReqRedir", "CmpltRedir") if self.acs_ctl.get(flag)]
 
-    @property
-    def link_downgraded(self) -> bool:
-        """The link trained below what both ends can do, as lspci itself flags or by numbers."""
-        if self.link_status is None:
-            return False
-        if self.link_status.speed_downgraded or self.link_status.width_downgraded:
-            return True
-        cap, sta = self.link_cap, self.link_status
-        if cap is None:
-            return False
-        slower = cap.speed_gts is not None and sta.speed_gts is not None and sta.speed_gts < cap.speed_gts
-        narrower = cap.width is not None and sta.width is not None and sta.width < cap.width
-        return slower or narrower
-
 
 @dataclass
 class LspciReport:

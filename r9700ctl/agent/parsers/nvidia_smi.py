@@ -2,9 +2,9 @@
 
 Per GPU: product name, bus id, UUID, VBIOS, PCIe generation and width (current and max),
 clocks (current and max), power draw and limits, temperatures, framebuffer size and the
-clock event reasons ("clocks_throttle_reasons" before driver 535) as names and as the
-NVML bitmask (0x4 SW power cap is expected under load; 0x8/0x40/0x80 HW slowdown,
-HW thermal, power brake are not).
+clock event reasons ("clocks_throttle_reasons" before driver 535) by name, the names of
+EVENT_REASONS, NVML's bit table, which the agent's sampler decodes live masks with (0x4 SW power
+cap is expected under load; 0x8/0x40/0x80 HW slowdown, HW thermal, power brake are not).
 
 The XML is parsed with xml.etree (defusedxml is not available on nodes). Real reports
 start with `<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_vNN.dtd">`, which is dropped
@@ -21,20 +21,23 @@ from pathlib import Path
 
 from r9700ctl.agent.parsers._common import cannot_read, from_file, never_raises, normalise_bdf, number
 
-# NVML clocks event reason bits (nvmlClocksEventReasons).
-EVENT_REASON_BITS = {
-    "gpu_idle": 0x1,
-    "applications_clocks_setting": 0x2,
-    "sw_power_cap": 0x4,
-    "hw_slowdown": 0x8,
-    "sync_boost": 0x10,
-    "sw_thermal_slowdown": 0x20,
-    "hw_thermal_slowdown": 0x40,
-    "hw_power_brake_slowdown": 0x80,
-    "display_clocks_setting": 0x100,
+# NVML clocks event reasons (https://docs.nvidia.com/deploy/nvml-api/group__nvmlClocksEventReasons.html):
+# the one table of r9700ctl, also the sampler's (kernels/sampler.py). Names as nvidia-smi -q -x
+# writes its tags (clocks_event_reason_<name>, data/recorded/nvidia-a100-1x/nvidia-smi.xml); the
+# group says what a set bit means: power (the cap, expected under load), thermal and hw_slowdown
+# (heat or the board holding the GPU back), idle, other.
+EVENT_REASONS = {
+    0x1: ("gpu_idle", "idle"),
+    0x2: ("applications_clocks_setting", "other"),
+    0x4: ("sw_power_cap", "power"),
+    0x8: ("hw_slowdown", "hw_slowdown"),
+    0x10: ("sync_boost", "other"),
+    0x20: ("sw_thermal_slowdown", "thermal"),
+    0x40: ("hw_thermal_slowdown", "thermal"),
+    0x80: ("hw_power_brake_slowdown", "hw_slowdown"),
+    0x100: ("display_clocks_setting", "other"),
 }
-# Reasons that mean the GPU is held back by heat or the board, not by policy.
-HARDWARE_REASONS = ("hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+EVENT_REASON_BITS = {name: bit for bit, (name, _) in EVENT_REASONS.items()}
 
 
 @dataclass
@@ -62,16 +65,6 @@ class NvidiaGpu:
     performance_state: str | None = None
     mig_mode: str | None = None
     clocks_event_reasons: dict[str, bool] = field(default_factory=dict)
-
-    @property
-    def clocks_event_mask(self) -> int:
-        return sum(
-            EVENT_REASON_BITS.get(name, 0) for name, active in self.clocks_event_reasons.items() if active
-        )
-
-    @property
-    def hardware_slowdown(self) -> list[str]:
-        return [r for r in HARDWARE_REASONS if self.clocks_event_reasons.get(r)]
 
 
 @dataclass

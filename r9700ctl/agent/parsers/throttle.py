@@ -6,7 +6,7 @@ independent", Graham Sider, 2021). They come in groups: power (0-15), current (1
 temperature (32-55, of which VRHOT and PROCHOT are 44-47) and other (56-63).
 
 Power limiting at the board's cap is expected under load; thermal or PROCHOT bits are
-not (research/validation.md, C7). The value is instantaneous: sample it during load.
+not (docs/validation.md, C7). The value is instantaneous: sample it during load.
 """
 
 from __future__ import annotations
@@ -63,14 +63,6 @@ class ThrottleDecode:
     prochot: list[str] = field(default_factory=list)
     other: list[str] = field(default_factory=list)
     unknown_bits: list[int] = field(default_factory=list)
-
-    @property
-    def active_groups(self) -> list[str]:
-        return [name for name in GROUPS if getattr(self, name)]
-
-    @property
-    def throttled(self) -> bool:
-        return self.raw != 0
 
 
 def decode_indep_throttle(value: int) -> ThrottleDecode:

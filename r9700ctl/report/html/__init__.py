@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from r9700ctl.agent.result import ERROR, SEVERITY, STATUSES, worst
+from r9700ctl.agent.result import ERROR, SEVERITY, STATUSES, overall
 from r9700ctl.report.html import charts, tables
 from r9700ctl.report.html import power_charts as power_charts  # registers its charts
 
@@ -122,7 +122,8 @@ def render(document: Mapping[str, Any], trends: Mapping[TrendKey, list[float]] |
         _add_details(view, trends or {})
     fleet = document.get("fleet") if isinstance(document.get("fleet"), Mapping) else {}
     fleet_results = _worst_first([r for r in fleet.get("results") or [] if isinstance(r, dict)])
-    status = _known(document.get("status")) if document.get("status") else worst([v.status for v in views])
+    # A document that states no status and lists no node judged nothing: INCONCLUSIVE, never PASS.
+    status = _known(document.get("status")) if document.get("status") else overall([v.status for v in views])
     env = Environment(
         loader=FileSystemLoader(str(paths.content_dir("templates"))),
         autoescape=True,

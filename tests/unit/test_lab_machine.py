@@ -37,11 +37,11 @@ def node_root(tmp_path: Path, presented: machine.Machine) -> Path:
 def validate(tmp_path: Path, presented: machine.Machine) -> dict:
     """`python -m r9700ctl.agent --level config` on the machine, as `r9700ctl validate` runs it."""
     env = agent_environment(tmp_path)
-    for line in presented.environment:  # /etc/environment reaches the agent through PAM on a node
-        name, _, value = line.partition("=")
-        env[name] = value
     report = tmp_path / "report.json"
     root = node_root(tmp_path, presented)
+    if presented.environment:  # what the node writes into its /etc/environment
+        (root / "etc").mkdir()
+        (root / "etc/environment").write_text("".join(f"{line}\n" for line in presented.environment))
     run_agent(env, "--level", "config", "--root", str(root), "--journal-dir", str(tmp_path / "journal"),
               "--expected-gpus", str(presented.gpus_expected), "--json", str(report))  # fmt: skip
     return json.loads(report.read_text())

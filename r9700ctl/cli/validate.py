@@ -398,13 +398,12 @@ def _validate_fleet(
     plan.check()
     json_path = options.get("json_path")
     from r9700ctl.report import print_plain, write_json
-    from r9700ctl.report.progress import LiveProgress, PlainProgress
+    from r9700ctl.report.progress import renderer as progress_renderer
     from r9700ctl.validate import validate_inventory
 
     console = app.console()
     verbosity = int(options.get("verbose") or 0)
-    renderer: LiveProgress | PlainProgress
-    renderer = PlainProgress(console, verbosity) if app.plain else LiveProgress(console, verbosity)
+    renderer = progress_renderer(console, plain=app.plain, verbosity=verbosity)
     expected = options.get("expected_gpus")
     with renderer:
         report = validate_inventory(

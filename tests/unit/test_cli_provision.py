@@ -321,8 +321,10 @@ def test_provision_of_a_node_records_it_and_a_second_run_changes_nothing(
         cli, ["provision", str(local_node["inventory"]), "--json", str(report)], catch_exceptions=False
     )
     assert first.exit_code == 0, first.output
-    assert "localnode: TASK Gathering Facts (ok=0 changed=0)\n" in first.output
-    assert "localnode: TASK Ensure the node record describes this node (ok=" in first.output
+    # A pipe gets a log: one line per task that changed, no running totals, no Ansible-internal names.
+    assert "localnode: changed Ensure the node record describes this node\n" in first.output
+    assert "Gathering Facts" not in first.output and "arg spec" not in first.output
+    assert "ok=" not in first.output
     assert "1 host(s) in " in first.output and ": 0 ok, 1 changed, 0 failed, 0 unreachable\n" in first.output
     assert "run artifacts:" not in first.output
     row = next(line for line in first.output.splitlines() if line.startswith("localnode ")).split()
@@ -419,7 +421,7 @@ def test_json_to_stdout_is_the_document_alone(local_node: dict[str, Path]) -> No
     result = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["schema"] == "r9700ctl.provision/1"
-    assert "localnode: TASK Gathering Facts" in result.stderr
+    assert "localnode: changed Ensure the node record describes this node\n" in result.stderr
 
 
 def test_the_installed_provision_playbook_passes_ansible_syntax_check(tmp_path: Path) -> None:
@@ -605,3 +607,47 @@ def test_on_a_terminal_each_host_has_one_live_line_with_its_task_and_counts() ->
         ["node1", "Install", "ROCm", "ok=3", "changed=1"],
         ["node2", "Add", "the", "ROCm", "repository", "[failed]", "ok=2", "changed=0", "failed=1"],
     ]
+
+
+def test_the_plain_log_shows_changes_and_failures_with_their_own_counts_and_a_heartbeat() -> None:
+    """Piped output: per host a line per task that changed or failed, item counts of that task,
+    a "still at" line while a task runs long, no Ansible-internal task names."""
+    import io
+
+    from rich.console import Console
+
+    from r9700ctl.report.progress import PlainProgress
+    from r9700ctl.runner import HostResult, Progress
+
+    out = io.StringIO()
+    now = [0.0]
+    plain = PlainProgress(Console(file=out, width=60), heartbeat_s=30, clock=lambda: now[0])
+    host = HostResult(host="node1")
+
+    def event(task: str, kind: str, **extra: Any) -> None:
+        plain(Progress("node1", task, kind, host, **extra))
+
+    event("Validating arguments against arg spec 'main' - Install ROCm", "start", role="r9700_rocm")
+    event("Validating arguments against arg spec 'main' - Install ROCm", "ok", role="r9700_rocm")
+    event("Ensure the ROCm packages are installed", "start")
+    now[0] = 31.0
+    plain.heartbeat()
+    plain.heartbeat()  # said once per heartbeat period
+    event("Ensure the ROCm packages are installed", "changed", items=(2, 3))
+    event("Ensure nothing else changed", "ok")
+    event("Validating arguments against arg spec 'main' - Set up access", "failed", role="r9700_access",
+          message="r9700_render_group must be a string")  # fmt: skip
+    assert out.getvalue().splitlines() == [
+        "node1: still at Ensure the ROCm packages are installed (31s)",
+        "node1: changed Ensure the ROCm packages are installed (2 of 3 items changed)",
+        "node1: FAILED checking the role's variables (r9700_access): r9700_render_group must be a string",
+    ]
+
+
+def test_the_summary_names_the_rocm_release_each_host_has() -> None:
+    from r9700ctl.report.provision import rocm_release
+    from r9700ctl.runner import HostResult
+
+    installed = HostResult("node1", versions={"before": {}, "after": {"rocm-core": "7.1.1.70101-38~24.04"}})
+    assert rocm_release(installed) == "7.1.1"
+    assert rocm_release(HostResult("node2")) == "-"  # failed before ROCm, or nothing recorded

@@ -82,3 +82,25 @@ def test_the_cli_table_names_each_faulty_nodes_worst_finding_and_exits_with_the_
         if fault.status != "noted":
             assert fault.check in rows[f"node{position}"], done.stdout
     assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_the_p2p_decision_reads_each_nodes_machine(fleet, tmp_path):
+    """r9700_p2p auto as preflight decides it (through doctor: nothing changes on the nodes): on
+    for the healthy node, off naming the BAR on the small-BAR node, the IOMMU and the ACS ones."""
+    lab, _document, _done = fleet
+    out = tmp_path / "doctor.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "r9700ctl", "doctor", str(lab.inventory), "--json", str(out)],
+        capture_output=True, text=True, timeout=400, check=False,
+        env=dict(os.environ, NO_COLOR="1", COLUMNS="200"),
+    )  # fmt: skip
+    assert out.is_file(), done.stdout + done.stderr
+    decisions = {
+        host["host"]: next(c["detail"] for c in host["checks"] if c["id"] == "p2p.policy")
+        for host in json.loads(out.read_text())["hosts"]
+    }
+    node_of = {name: f"node{i}" for i, name in enumerate(FAULTS, start=2)}
+    assert decisions["node1"].startswith("PCIe peer-to-peer on: every GPU's BAR covers its VRAM"), decisions
+    assert "BAR 256 MiB < VRAM 32 GiB" in decisions[node_of["small-bar"]], decisions
+    assert "the IOMMU translates its DMA" in decisions[node_of["iommu-translated"]], decisions
+    assert "redirects peer traffic" in decisions[node_of["acs-redirect"]], decisions

@@ -15,9 +15,12 @@ import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from r9700ctl import agentpack
+
+if TYPE_CHECKING:
+    from r9700ctl.runtime import Runtime
 
 
 def agent_command(args: Sequence[str], python: str | None = None) -> list[str]:
@@ -34,16 +37,25 @@ def run_agent(
     on_stdout: Callable[[str], None],
     on_stderr: Callable[[str], None],
     python: str | None = None,
+    runtime: Runtime | None = None,
+    mounts: Sequence[Path] = (),
 ) -> int:
     """Stage the agent, run it with `args`, each output line to its callback; return its exit code.
 
     It runs in the staged directory (so `python -m` finds the staged package first, not an
-    r9700ctl checkout in the caller's directory): paths in `args` must be absolute.
+    r9700ctl checkout in the caller's directory): paths in `args` must be absolute. With a
+    container runtime it runs in the node's image through r9700-run, the staged directory and
+    `mounts` (the directories of the paths in `args`) mounted at the same paths.
     """
     with tempfile.TemporaryDirectory(prefix="r9700ctl-agent-") as scratch:
         staged = agentpack.stage(Path(scratch))
         env = {**os.environ, "PYTHONPATH": str(staged), "PYTHONDONTWRITEBYTECODE": "1"}
-        return _run(agent_command(args, python), env, staged, on_stdout, on_stderr)
+        command = agent_command(args, python)
+        if runtime is not None and runtime.name == "container":
+            from r9700ctl.runtime import container_command
+
+            command = container_command(runtime, staged, mounts, args)
+        return _run(command, env, staged, on_stdout, on_stderr)
 
 
 def _run(

@@ -58,7 +58,13 @@ class RocmRelease:
 
     @property
     def pytorch_image(self) -> str:
+        """The rocm/pytorch tag AMD pairs with this release (r9700_containers pins it)."""
         return str(self.raw.get("pytorch_image", ""))
+
+    @property
+    def pytorch_image_digest(self) -> str:
+        """sha256:... of that tag where the manifest pins one ("" = by tag)."""
+        return str(self.raw.get("pytorch_image_digest", ""))
 
     def listed_systems(self, target: str) -> list[str] | None:
         """The systems AMD lists `target` for in this release, or None when every `os` entry is."""

@@ -205,6 +205,7 @@ class Resolved:
     package_core: str = "rocm-core"
     package_driver: str = "amdgpu-dkms"
     pytorch_image: str = ""
+    pytorch_image_digest: str = ""
     installed_before: dict[str, str | None] = field(default_factory=dict)
     # How the release was chosen ("auto -> 7.1.1; skipped 7.2.3: known issue ..."), and the known
     # issues that apply with it, each with the workaround in force in `environment`
@@ -525,6 +526,7 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
     res.graphics_repo_path = repo.graphics_path(release)
     res.amdgpu_version = release.amdgpu
     res.pytorch_image = release.pytorch_image
+    res.pytorch_image_digest = release.pytorch_image_digest
     unlisted = sorted(
         t for t in targets if release.supports_gfx(t) and not release.lists_target_on(t, res.os_key)
     )

@@ -50,6 +50,8 @@ REBOOT_REASONS_FACT = "r9700_reboot_reasons"  # optional: why, as a list of shor
 VERSIONS_FACT = "r9700_versions"  # r9700_rocm: {"before": {...}, "after": {...}} package versions
 # r9700_preflight: its "p2p" (the node's PCIe P2P decision), "rocm_choice" and "known_issues"
 RESOLVED_FACT = "r9700_resolved"
+# r9700_containers: {"engine", "image", "smoke"}: what runs the engine, the image, the smoke check.
+CONTAINERS_FACT = "r9700_containers_status"
 STOP_GRACE_S = 15.0
 # ansible-runner polls the cancel callback once per pexpect timeout: keep Ctrl-C responsive.
 PEXPECT_TIMEOUT_S = 1
@@ -112,6 +114,7 @@ class HostResult:
     rocm_choice: str = ""
     known_issues: list[dict[str, Any]] = field(default_factory=list)
     p2p: dict[str, Any] = field(default_factory=dict)  # state and reason (r9700ctl/p2p.py)
+    containers: dict[str, Any] = field(default_factory=dict)  # r9700_containers' status fact
     current_task: str | None = None  # started and not finished yet
     started: bool = False
     interrupted: bool = False
@@ -320,6 +323,8 @@ class _EventTracker:
                 result.reboot_reasons = [str(reason) for reason in facts[REBOOT_REASONS_FACT]]
             if isinstance(facts, dict) and isinstance(facts.get(VERSIONS_FACT), dict):
                 result.versions = facts[VERSIONS_FACT]
+            if isinstance(facts, dict) and isinstance(facts.get(CONTAINERS_FACT), dict):
+                result.containers = facts[CONTAINERS_FACT]
             resolved = facts.get(RESOLVED_FACT) if isinstance(facts, dict) else None
             if isinstance(resolved, dict) and isinstance(resolved.get("p2p"), dict):
                 result.p2p = resolved["p2p"]

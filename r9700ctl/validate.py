@@ -44,6 +44,14 @@ class NodeOutcome:
     report: dict[str, Any] | None = None
     agent_rc: int | None = None
     error: str = ""
+    runtime: str = ""  # where the agent ran: container, host, or none (it could not run)
+    image: str = ""  # the container image, when it ran in one
+
+    @property
+    def runtime_text(self) -> str:
+        if self.runtime == "container":
+            return f"container {self.image}"
+        return self.runtime or "-"
 
     @property
     def counts(self) -> dict[str, int]:
@@ -71,6 +79,8 @@ class NodeOutcome:
             "status": self.status,
             "agent_rc": self.agent_rc,
             "error": self.error,
+            "runtime": self.runtime,
+            "image": self.image,
             "counts": self.counts,
             "report": self.report,
         }
@@ -138,6 +148,7 @@ def validate_inventory(
     limit: str | None = None,
     expected_gpus: int | None = None,
     allow_busy: bool = False,
+    runtime: str = "auto",
     progress: Callable[[Any], None] | None = None,
     reports_root: Path | None = None,
     history: HistoryPlan | None = None,
@@ -159,6 +170,7 @@ def validate_inventory(
         "r9700_validate_level": level,
         "r9700_validate_timeout": LEVEL_TIMEOUT_S[level],
         "r9700_validate_allow_busy": allow_busy,
+        "r9700_validate_runtime": runtime,
     }
     if expected_gpus is not None:
         extra_vars["r9700_expected_gpus"] = expected_gpus
@@ -209,11 +221,12 @@ def read_node(host: str, reports_dir: Path, outcome: Any) -> NodeOutcome:
     agent_rc = int(rc) if isinstance(rc, (int, str)) and str(rc).lstrip("-").isdigit() else None
     if getattr(outcome, "status", None) == UNREACHABLE:
         return NodeOutcome(host, UNREACHABLE, error=outcome.first_error or "host unreachable")
+    where = {"runtime": str(agent.get("runtime") or ""), "image": str(agent.get("image") or "")}
     report = _read_json(reports_dir / f"{host}.json")
     if report is None or report.get("schema") != AGENT_SCHEMA:
-        return NodeOutcome(host, NO_REPORT, agent_rc=agent_rc, error=_why_no_report(agent, outcome))
+        return NodeOutcome(host, NO_REPORT, agent_rc=agent_rc, error=_why_no_report(agent, outcome), **where)
     status = report.get("status") if report.get("status") in STATUSES else ERROR
-    return NodeOutcome(host, str(status), report=report, agent_rc=agent_rc)
+    return NodeOutcome(host, str(status), report=report, agent_rc=agent_rc, **where)
 
 
 def _why_no_report(agent: dict[str, Any], outcome: Any) -> str:
@@ -221,6 +234,8 @@ def _why_no_report(agent: dict[str, Any], outcome: Any) -> str:
         return "not in the play's results"
     if getattr(outcome, "first_error", ""):
         return str(outcome.first_error)
+    if agent.get("runtime") == "none":  # the role found no torch and no provisioned image
+        return str(agent.get("msg") or "could not run")
     if agent.get("timed_out"):
         return "the agent ran past its timeout and was stopped"
     lines = [str(line) for line in agent.get("stderr_tail") or [] if str(line).strip()]

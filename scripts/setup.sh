@@ -10,8 +10,8 @@ want_test=0
 [ "${1:-}" = "--test" ] && want_test=1
 
 # Debian packages: Python venv support, and what the lab uses (debootstrap, namespaces,
-# sshd client, package mirror tools, the caching proxy). Only missing ones are installed.
-packages=(python3 python3-venv python3-pip debootstrap apt-cacher-ng zstd openssh-client iproute2
+# sshd client, package mirror tools, the caching proxy, the container registry). Only missing ones are installed.
+packages=(python3 python3-venv python3-pip debootstrap apt-cacher-ng docker-registry zstd openssh-client iproute2
           dpkg-dev apt-utils gnupg util-linux procps psmisc ca-certificates git)
 missing=()
 for p in "${packages[@]}"; do

@@ -1,4 +1,4 @@
-"""`r9700ctl lab up|status|down`: throwaway test nodes on this machine."""
+"""`r9700ctl lab up|status|dockerd|down`: throwaway test nodes on this machine."""
 
 from __future__ import annotations
 
@@ -174,6 +174,34 @@ def status(app: Application, *, directory: Path, as_json: bool) -> None:
             click.echo(f"  {component.name:<8} {component.state:<5} {component.detail}")
     code = EXIT_OK if result.healthy else (EXIT_FAIL if result.exists else EXIT_CANNOT_RUN)
     raise click.exceptions.Exit(code)
+
+
+@lab.command()
+@click.argument("nodes", nargs=-1)
+@dir_option
+@click.pass_obj
+def dockerd(app: Application, *, nodes: tuple[str, ...], directory: Path) -> None:
+    """Start dockerd on provisioned lab nodes (all of them unless NODES are named).
+
+    A lab node has no init system, so `r9700ctl provision` installs and configures Docker but
+    starts nothing ("docker installed, service not started: no init system"). This does what an
+    operator of such a host does by hand (`dockerd &`) and waits until `docker info` answers; a
+    second provision then pulls the pinned image through the lab's registry.
+
+    \b
+    Example:
+      r9700ctl provision lab/inventory.ini
+      sudo r9700ctl lab dockerd
+      r9700ctl provision lab/inventory.ini         # pulls the pinned image now
+      r9700ctl validate lab/inventory.ini --level config --runtime container
+    """
+    from r9700ctl.lab import LabInfo
+
+    info = LabInfo.load(directory)
+    for name in nodes or tuple(n for n, _ in info.nodes):
+        info.address(name)  # an unknown node name is one line with the known ones
+        info.start_dockerd(name)
+        click.echo(f"{name}: dockerd answers")
 
 
 @lab.command()

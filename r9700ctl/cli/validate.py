@@ -63,6 +63,7 @@ Examples:
   r9700ctl validate inventory.ini --level quick --expected-gpus 4 --json fleet.json
   r9700ctl validate inventory.ini --limit node03 --level standard -v
   r9700ctl validate --local --level config
+  r9700ctl validate inventory.ini --level quick --runtime container   # in the provisioned image
   r9700ctl validate --local --level quick --expected-gpus 4 --json quick.json
   r9700ctl validate --local --level standard --expect-scaling 4:3.4,8:6.1
   r9700ctl validate --local --level standard --json now.json --baseline before.json
@@ -183,6 +184,15 @@ inventory (then no host was contacted)."""
     "env var R9700CTL_HISTORY names another file).",
 )
 @click.option(
+    "--runtime",
+    type=click.Choice(("auto", "container", "host")),
+    default="auto",
+    show_default=True,
+    help="Where the agent runs: container = the ROCm image provisioned on the node (r9700-run); "
+    "host = the node's python3; auto = the image when it is on the node, else the host's python3 "
+    "when it imports torch (or at --level config), else exit 3 'no torch on the node'.",
+)
+@click.option(
     "--verbose",
     "-v",
     count=True,
@@ -235,6 +245,9 @@ def validate(
     plan.check()
 
     from r9700ctl.launch import run_agent
+    from r9700ctl.runtime import choose
+
+    runtime = choose(str(options["runtime"]), str(options["level"]))
 
     with tempfile.TemporaryDirectory(prefix="r9700ctl-validate-") as scratch:
         given_json = options.get("json_path")
@@ -247,20 +260,43 @@ def validate(
             converted = convert_thresholds(options["thresholds"], Path(scratch) / "thresholds.json")
             options = {**options, "thresholds": converted}
         args = _agent_args(options, verbose=not app.plain and sys.stderr.isatty())
+        if runtime.name == "container":
+            click.echo(f"r9700ctl: the agent runs in {runtime.image} (r9700-run)", err=True)
         to_stdout = bool(options.get("json_stdout"))
         code = run_agent(
             args,
             on_stdout=lambda line: click.echo(line, err=to_stdout),
             on_stderr=lambda line: click.echo(line, err=True),
+            runtime=runtime,
+            mounts=_path_dirs(options),
         )
         report = _read_agent_report(options)
         if report is not None:
+            report.update(runtime.to_dict())
+            from r9700ctl.agent.report import write_json
+
+            json_path = options["json_path"]
+            assert isinstance(json_path, Path)
+            write_json(json_path.expanduser(), report)  # which runtime and image judged this node
             code = _local_history(report, plan, options, code, source=str(given_json or ""))
         _write_formats_from_report(report, options, plan)
         if to_stdout and report is not None:
             click.echo(json.dumps(report, indent=2))
     _say_history(plan)
     click.get_current_context().exit(code)
+
+
+def _path_dirs(options: dict[str, object]) -> list[Path]:
+    """The directories of every path the agent reads or writes (mounted when it runs in the image)."""
+    dirs = []
+    for key in ("json_path", "thresholds", "baseline"):
+        value = options.get(key)
+        if isinstance(value, Path):
+            dirs.append(value.expanduser().resolve().parent)
+    journal = options.get("journal_dir")
+    if isinstance(journal, Path):
+        dirs.append(journal.expanduser().resolve())
+    return dirs
 
 
 def _history_plan(options: dict[str, object]) -> HistoryPlan:
@@ -428,6 +464,7 @@ def _validate_fleet(
             limit=limit,
             expected_gpus=int(expected) if isinstance(expected, int) else None,
             allow_busy=bool(options.get("allow_busy")),
+            runtime=str(options.get("runtime") or "auto"),
             progress=renderer,
             history=plan,
         )
@@ -458,6 +495,7 @@ def _nodes_table(report: FleetReport) -> Table:
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("node", no_wrap=True)
     table.add_column("status", no_wrap=True)
+    table.add_column("runtime", no_wrap=True)  # the image in full: which one judged the node
     table.add_column("pass/warn/fail/inconclusive", justify="right", no_wrap=True)
     table.add_column("worst finding", overflow="fold", ratio=1)
     for node in report.nodes:
@@ -467,7 +505,7 @@ def _nodes_table(report: FleetReport) -> Table:
             if node.report
             else "-"
         )
-        table.add_row(node.host, node.status, numbers, Text(_worst_text(node)))
+        table.add_row(node.host, node.status, Text(node.runtime_text), numbers, Text(_worst_text(node)))
     return table
 
 

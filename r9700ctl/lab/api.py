@@ -53,6 +53,7 @@ class LabInfo:
     recordings: str | None  # the recorded scenario the stand-in tools replay
     lab_id: int
     timings: dict[str, float] = field(default_factory=dict)
+    registry_url: str = ""  # the stand-in Docker Hub (r9700ctl/lab/registry.py)
 
     @classmethod
     def from_state(cls, lab: state.LabState) -> LabInfo:
@@ -76,6 +77,7 @@ class LabInfo:
             recordings=lab.recordings,
             lab_id=lab.lab_id,
             timings=dict(lab.timings),
+            registry_url=f"http://{names.host_address}:{lab.registry_port}" if lab.registry_pid else "",
         )
 
     @classmethod
@@ -89,6 +91,14 @@ class LabInfo:
         raise BadInput(
             what=f"no lab node '{node_name}'", hint=f"nodes: {', '.join(n for n, _ in self.nodes)}"
         )
+
+    def start_dockerd(self, node_name: str) -> None:
+        """Start dockerd on a node as an operator of an init-less host would (`dockerd &`), and wait
+        until it answers; the node must be provisioned (docker.io installed). r9700ctl/lab/dockerd.py."""
+        from r9700ctl.lab import dockerd
+
+        done = self.ssh(node_name, dockerd.start_command(), user="root", timeout=120)
+        dockerd.require_started(node_name, done.returncode, done.stderr)
 
     def ssh(
         self,

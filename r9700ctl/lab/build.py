@@ -11,6 +11,7 @@ from r9700ctl import manifest as manifest_module
 from r9700ctl.errors import BadInput, CannotRun
 from r9700ctl.lab import (
     aptrepo,
+    dockerd,
     files,
     keys,
     locks,
@@ -21,6 +22,7 @@ from r9700ctl.lab import (
     processes,
     proxy,
     recordings,
+    registry,
     rootfs,
     state,
 )
@@ -30,6 +32,7 @@ from r9700ctl.lab.node import NodeOptions
 Progress = Callable[[str], None]
 MIRROR_PORT = 8080
 PROXY_PORT = 3142
+REGISTRY_PORT = registry.PORT
 
 
 def refuse_foreign_files(directory: Path) -> None:
@@ -80,6 +83,8 @@ def build(
     Path(lab.control_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
     _build_mirror(lab, names, recorded, report)
     clock.done("mirror")
+    _build_registry(lab, report)
+    clock.done("registry")
 
     _start_services(lab, names)
     configs = [
@@ -138,6 +143,16 @@ def _build_mirror(lab: state.LabState, names: LabNames, recorded: str | None, re
     )
 
 
+def _build_registry(lab: state.LabState, report: Progress) -> None:
+    """The stand-in rocm/pytorch image (built once per host), for the registry to serve."""
+    refs = registry.pinned_images(manifest_module.load())
+    storage = registry.ensure_storage(rootfs.cache_dir(), Path(lab.base), refs, _log(lab, "registry-build"))
+    lab.registry_storage = str(storage)
+    state.save(lab)
+    tags = ", ".join(sorted({r.tag.split("_")[0] for r in refs}))
+    report(f"registry: a stand-in image (Debian + python3, no torch) as rocm/pytorch for {tags}")
+
+
 def _start_services(lab: state.LabState, names: LabNames) -> None:
     directory = Path(lab.directory)
     lab.mirror_port = processes.free_port(names.host_address, MIRROR_PORT)
@@ -147,6 +162,11 @@ def _start_services(lab: state.LabState, names: LabNames) -> None:
     )
     state.save(lab)
     lab.proxy_pid = proxy.start(directory, names.host_address, lab.proxy_port, _log(lab, "apt-cacher-ng"))
+    state.save(lab)
+    lab.registry_port = processes.free_port(names.host_address, REGISTRY_PORT)
+    lab.registry_pid = registry.serve(
+        Path(lab.registry_storage), directory, names.host_address, lab.registry_port, _log(lab, "registry")
+    )
     state.save(lab)
 
 
@@ -159,10 +179,14 @@ def _wait_services(lab: state.LabState, names: LabNames, report: Progress) -> No
     for label, port, pid, log in (
         ("mirror", lab.mirror_port, lab.mirror_pid, _log(lab, "mirror")),
         ("apt proxy", lab.proxy_port, lab.proxy_pid, _log(lab, "apt-cacher-ng")),
+        ("container registry", lab.registry_port, lab.registry_pid, _log(lab, "registry")),
     ):
         if not processes.wait_for_port(host, port, timeout=15, pid=pid):
             raise CannotRun(what=f"the lab's {label} did not start on {host}:{port}: {processes.tail(log)}")
-    report(f"mirror at http://{host}:{lab.mirror_port}, apt proxy at http://{host}:{lab.proxy_port}")
+    report(
+        f"mirror at http://{host}:{lab.mirror_port}, apt proxy at http://{host}:{lab.proxy_port}, "
+        f"container registry at http://{host}:{lab.registry_port}"
+    )
 
 
 def node_paths(lab: state.LabState, name: str) -> node.NodePaths:
@@ -181,6 +205,7 @@ def create_node(lab: state.LabState, index: int, options: NodeOptions, report: P
         netns=names.netns(index),
         veth=names.veth(index),
         options=options.to_json(),
+        cgroups=dockerd.node_cgroups(names.netns(index)),
     )
     lab.nodes.append(entry)
     state.save(lab)
@@ -253,6 +278,7 @@ def write_client_files(lab: state.LabState) -> None:
             key_url=f"{mirror_url}/{mirror.KEY_PATH}",
             key_fingerprint=lab.key_fingerprint,
             gpus=lab.gpus,
+            registry_url=f"http://{names.host_address}:{lab.registry_port}",
         ),
     )
 

@@ -22,6 +22,7 @@ def render_inventory(
     key_url: str,
     key_fingerprint: str,
     gpus: int,
+    registry_url: str = "",
 ) -> str:
     lines = [
         "# Written by `r9700ctl lab up`: nodes of a throwaway TEST lab (not for production).",
@@ -41,6 +42,14 @@ def render_inventory(
         f"r9700_repo_key_fingerprint={key_fingerprint}",
         "# Each node presents an R9700 machine with this many cards in its /sys (r9700ctl/lab/machine.py).",
         f"r9700_expected_gpus={gpus}",
+        *(
+            [
+                "# The lab's registry stands in for Docker Hub (a stand-in rocm/pytorch image, no torch).",
+                f"r9700_container_registry_mirror={registry_url}",
+            ]
+            if registry_url
+            else []
+        ),
     ]
     return "\n".join(lines) + "\n"
 

@@ -61,6 +61,7 @@ def probe(directory: Path) -> LabStatus:
     for label, pid, port in (
         ("mirror", lab.mirror_pid, lab.mirror_port),
         ("proxy", lab.proxy_pid, lab.proxy_port),
+        ("registry", lab.registry_pid, lab.registry_port),
     ):
         url = f"http://{names.host_address}:{port}"
         if not processes.verified(pid, marker):

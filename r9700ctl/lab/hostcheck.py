@@ -24,6 +24,7 @@ HOST_TOOLS = {
     "chroot": "coreutils",
     "gpg": "gnupg",
     "gpgconf": "gnupg",
+    "docker-registry": "docker-registry",
 }
 # apt-cacher-ng and chroot live in sbin, which a sudo-less PATH may lack.
 EXTRA_PATH = "/usr/local/sbin:/usr/sbin:/sbin"

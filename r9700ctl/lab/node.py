@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from r9700ctl.errors import CannotRun
-from r9700ctl.lab import keys, machine, processes
+from r9700ctl.lab import dockerd, keys, machine, processes
 from r9700ctl.lab.hostcheck import tool
 from r9700ctl.lab.rootfs import LAB_USER, SUITE
 
@@ -329,7 +329,8 @@ ln -s /proc/self/fd/2 "$R/dev/stderr"
 mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$R/dev/shm"
 mount -t tmpfs -o mode=755,nosuid,nodev tmpfs "$R/run"
 mkdir -p "$R/run/sshd" "$R/run/lock"
-{grafted}exec chroot "$R" {final}
+{grafted}{dockerd.init_lines(paths.directory)}
+exec chroot "$R" {final}
 """
 
 
@@ -340,11 +341,12 @@ def start(
     paths.init.write_text(init_script(name, base, paths, sshd, presented))
     argv = [
         tool("ip"), "netns", "exec", netns,
-        tool("unshare"), "--mount", "--uts", "--ipc", "--pid", "--fork", "--kill-child",
+        tool("unshare"), "--mount", "--uts", "--ipc", "--pid", "--cgroup", "--fork", "--kill-child",
         "--propagation", "private",
         "/bin/sh", str(paths.init),
     ]  # fmt: skip
-    return processes.spawn(argv, paths.console)
+    # Its own cgroups first, so the cgroup namespace (and what dockerd creates) is rooted there.
+    return processes.spawn(dockerd.enter_node_cgroups(netns, argv), paths.console)
 
 
 def pid1(unshare_pid: int | None, timeout: float = 0.0) -> int | None:

@@ -32,6 +32,7 @@ LAB_ENTRIES = (
     "gnupg",
     "acng",
     "logs",
+    "registry",
 )
 
 
@@ -44,6 +45,7 @@ class NodeState:
     veth: str
     options: dict[str, bool | str | None]
     pid: int | None = None  # the `ip netns exec ... unshare` process; its child is the node's PID 1
+    cgroups: list[str] = field(default_factory=list)  # the node's own cgroups (r9700ctl/lab/dockerd.py)
 
 
 @dataclass
@@ -65,6 +67,9 @@ class LabState:
     proxy_port: int = 3142
     mirror_pid: int | None = None
     proxy_pid: int | None = None
+    registry_port: int = 5000
+    registry_pid: int | None = None
+    registry_storage: str = ""  # the cached storage of the stand-in image (r9700ctl/lab/registry.py)
     key_fingerprint: str = ""
     nodes: list[NodeState] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from r9700ctl.errors import R9700Error
-from r9700ctl.lab import aptrepo, locks, network, node, processes, rootfs, state
+from r9700ctl.lab import aptrepo, dockerd, locks, network, node, processes, rootfs, state
 from r9700ctl.lab.hostcheck import tool
 from r9700ctl.lab.naming import LabNames
 
@@ -52,7 +52,11 @@ def down(directory: Path, progress: Callable[[str], None] | None = None) -> Down
     names = LabNames(lab.lab_id)
     _close_ssh_masters(directory, lab, result)
     _stop_nodes(directory, lab, result)
-    for label, pid in (("mirror HTTP server", lab.mirror_pid), ("apt-cacher-ng", lab.proxy_pid)):
+    for label, pid in (
+        ("mirror HTTP server", lab.mirror_pid),
+        ("apt-cacher-ng", lab.proxy_pid),
+        ("docker-registry", lab.registry_pid),
+    ):
         if processes.stop(processes.verified(pid, f"{directory}/")):
             result.removed.append(f"process {pid} ({label})")
     aptrepo.stop_agent(directory / "gnupg")
@@ -112,6 +116,8 @@ def _stop_nodes(directory: Path, lab: state.LabState, result: DownReport) -> Non
         if not processes.wait_gone(unshare, 5.0):
             processes.stop(unshare, grace=5.0, sig=signal.SIGKILL)
         result.removed.append(f"process {unshare} ({entry.name}, with everything in its PID namespace)")
+    for entry in lab.nodes:  # the node's cgroups and dockerd's below them (r9700ctl/lab/dockerd.py)
+        dockerd.remove_cgroups(entry.cgroups)
 
 
 def _stop_namespace_processes(names: LabNames, result: DownReport) -> None:
@@ -178,7 +184,7 @@ def _remove_files(directory: Path, lab: state.LabState, result: DownReport) -> N
         result.removed.append(f"{'directory' if name in _DIRS else 'file'} {path}")
 
 
-_DIRS = {"cm", "nodes", "mirror", "gnupg", "acng", "logs"}
+_DIRS = {"cm", "nodes", "mirror", "gnupg", "acng", "logs", "registry"}
 
 
 def _inside(path: Path, directory: Path) -> bool:
@@ -219,9 +225,14 @@ def _network_leftovers(names: LabNames) -> list[str]:
 def leftovers(directory: Path, lab: state.LabState) -> list[str]:
     """Mounts, processes and files of this lab that still exist (network: _network_leftovers)."""
     left = [f"mount {point}" for point in mounts_under(directory)]
-    pids = [(n.name, n.pid) for n in lab.nodes] + [("mirror", lab.mirror_pid), ("proxy", lab.proxy_pid)]
+    pids = [(n.name, n.pid) for n in lab.nodes] + [
+        ("mirror", lab.mirror_pid),
+        ("proxy", lab.proxy_pid),
+        ("registry", lab.registry_pid),
+    ]
     left += [f"process {pid} ({label})" for label, pid in pids if processes.verified(pid, f"{directory}/")]
     left += [f"process {pid} (ssh to the lab)" for pid in _lab_ssh_clients(directory, lab)]
+    left += [f"cgroup {c}" for entry in lab.nodes for c in entry.cgroups if Path(c).exists()]
     left += [f"{'directory' if n in _DIRS else 'file'} {directory / n}" for n in _lab_files(directory)]
     if lab.control_dir and Path(lab.control_dir).exists():
         left.append(f"directory {lab.control_dir}")

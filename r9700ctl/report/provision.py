@@ -138,6 +138,11 @@ def closing_lines(outcome: ProvisionOutcome) -> list[str]:
         if host.p2p.get("reason") and not host.errors:
             lines.append(f"{host.host}: PCIe P2P {host.p2p['reason']}")
     for host in outcome.hosts:
+        if host.containers and not host.errors:
+            engine, image = host.containers.get("engine"), host.containers.get("image")
+            lines.append(f"{host.host}: {engine}; image {image}")
+            lines.append(f"{host.host}: container smoke check: {host.containers.get('smoke')}")
+    for host in outcome.hosts:
         if host.reboot_pending:
             why = f" ({'; '.join(host.reboot_reasons)})" if host.reboot_reasons else ""
             lines.append(f"{host.host}: reboot pending{why}")
@@ -197,5 +202,6 @@ def _host_entry(host: HostResult, address: str | None) -> dict[str, Any]:
         "rocm_choice": host.rocm_choice,
         "known_issues": host.known_issues,
         "p2p": host.p2p or None,
+        "containers": host.containers or None,
         "interrupted_in": host.current_task if host.interrupted else None,
     }

@@ -157,6 +157,16 @@ def host_context(
     return context
 
 
+def _trusted(value: Any) -> Any:
+    if isinstance(value, str):
+        return trust_as_template(value)
+    if isinstance(value, list):
+        return [_trusted(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _trusted(v) for k, v in value.items()}
+    return value
+
+
 class RoleRender:
     """Walk one role's task file with Ansible's templating; record rendered module arguments."""
 
@@ -165,6 +175,11 @@ class RoleRender:
         self.base = ROLES_DIR / role
         self.vars: dict[str, Any] = dict(context)
         self.vars["role_path"] = str(self.base)
+        # A role outside PROVISIONING brings its own defaults; vars/main.yml is loaded by Ansible itself.
+        # Their strings are templates, as Ansible reads role files (trusted, templated on use).
+        for key, value in (load_yaml(self.base / "defaults" / "main.yml") or {}).items():
+            self.vars.setdefault(key, _trusted(value))
+        self.vars.update(_trusted(load_yaml(self.base / "vars" / "main.yml") or {}))
         self.registered = dict(registered or {})
         self.tasks: list[RenderedTask] = []
         self.notified: list[str] = []
@@ -206,8 +221,23 @@ class RoleRender:
                 return t
         raise KeyError(f"{self.role}: no task starting {name_start!r}: {[t.name for t in self.tasks]}")
 
-    def _run_task(self, task: dict[str, Any]) -> None:
+    def _run_task(self, task: dict[str, Any], inherited: dict[str, Any] | None = None) -> None:
         name = task.get("name", "")
+        if "block" in task:  # a block's when and vars apply to each of its tasks
+            block_vars = {**(inherited or {}), **(task.get("vars") or {})}
+            extra = {k: self.template(v) for k, v in block_vars.items()}
+            when = task.get("when")
+            whens = when if isinstance(when, list) else ([when] if when is not None else [])
+            if all(self.condition(w, extra) for w in whens):
+                for inner in task["block"]:
+                    self._run_task(inner, block_vars)
+            return
+        if "ansible.builtin.import_tasks" in task:
+            for inner in load_yaml(self.base / "tasks" / task["ansible.builtin.import_tasks"]) or []:
+                self._run_task(inner, inherited)
+            return
+        if inherited:
+            task = {**task, "vars": {**inherited, **(task.get("vars") or {})}}
         module = next(k for k in task if k.startswith("ansible.builtin.") or k == "r9700_preflight")
         args = task[module]
         task_vars = task.get("vars") or {}

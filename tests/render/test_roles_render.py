@@ -607,6 +607,24 @@ def test_a_known_issues_workaround_reaches_all_three_files_only_where_the_issue_
     assert listed["NCCL_PROTO"]["source"] == "https://github.com/vllm-project/vllm/issues/40980"
 
 
+def test_the_known_issues_workarounds_reach_the_containers_dockerfile_from_the_same_list(tmp_path):
+    """Issue 14 item 3, the fourth place: the Dockerfile r9700_containers renders takes its ENV from
+    the list r9700_env publishes, so a pinned 7.2.3 on four R9700s builds images with NCCL_PROTO=Simple
+    and HSA_ENABLE_IPC_MODE_LEGACY=0, the same values as the three host files."""
+    import test_containers_render as containers
+
+    ctx = containers.context(r9700_rocm_version="7.2.3")
+    ctx["r9700_environment"] = RoleRender("r9700_env", ctx).run().vars["r9700_environment"]
+    role = containers.run(ctx, containers.registered())
+    dockerfile = role.task("Configure | Write the container environment file and the Dockerfile").files[
+        "/etc/r9700ctl/Dockerfile"
+    ]
+    env_block = dockerfile[dockerfile.index("\nENV ") + 5 :].split("\n\n")[0].replace("\\\n", " ").split()
+    in_image = dict(item.split("=", 1) for item in env_block)
+    assert in_image["NCCL_PROTO"] == "Simple" and in_image["HSA_ENABLE_IPC_MODE_LEGACY"] == "0"
+    assert in_image == all_three(tmp_path, r9700_rocm_version="7.2.3")
+
+
 @pytest.mark.parametrize("value", ["INIT,ENV $HOME", "a b", "50%", 'say "hi"', "x'y", "${PATH}"], ids=str)
 def test_a_value_the_three_files_would_read_differently_is_refused_before_any_change(value):
     with pytest.raises(AssertionError, match=r"profile\.d, environment\.d and systemd would read"):

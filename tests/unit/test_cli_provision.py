@@ -362,6 +362,7 @@ def test_provision_of_a_node_records_it_and_a_second_run_changes_nothing(
         "rocm_choice": "",  # this play has no r9700_preflight
         "known_issues": [],
         "p2p": None,
+        "containers": None,
         "interrupted_in": None,
     }
     run_dir = Path(document["artifact_dir"])

@@ -1,0 +1,78 @@
+"""Filter r9700_docker_daemon_json: /etc/docker/daemon.json merged with the role's options.
+
+The classic mistake (nvidia-docker's installer, many roles) is to write daemon.json whole and
+lose what the operator put there (data-root, log-opts, a mirror). Here every key already in
+the file stays; the role's options are merged in (nested objects key by key, the registry lists
+as a union), and a key whose value the options change is named, so the play can say so.
+Runs on the controller; the role writes the result with a backup of the old file.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ansible.errors import AnsibleFilterError
+
+# Lists where every entry counts: the operator's entries are kept and ours appended.
+UNION_KEYS = ("registry-mirrors", "insecure-registries")
+
+
+def merge_daemon_options(
+    existing: dict[str, Any], options: dict[str, Any], path: str = ""
+) -> tuple[dict[str, Any], list[str]]:
+    """existing with options merged in; returns (merged, changed keys as 'key: old -> new')."""
+    merged = dict(existing)
+    changed: list[str] = []
+    for key, value in options.items():
+        where = f"{path}{key}"
+        if key not in merged:
+            merged[key] = value
+        elif isinstance(merged[key], dict) and isinstance(value, dict):
+            merged[key], inner = merge_daemon_options(merged[key], value, f"{where}.")
+            changed += inner
+        elif key in UNION_KEYS and isinstance(merged[key], list) and isinstance(value, list):
+            merged[key] = merged[key] + [v for v in value if v not in merged[key]]
+        elif merged[key] != value:
+            changed.append(f"{where}: {json.dumps(merged[key])} -> {json.dumps(value)}")
+            merged[key] = value
+    return merged, changed
+
+
+def r9700_docker_daemon_json(existing_text: Any, options: Any, mirrors: Any = None) -> dict[str, Any]:
+    """{"content", "write", "replaced"} for daemon.json.
+
+    existing_text: the file as it is ("" when absent). options: r9700_docker_daemon_options.
+    mirrors: registry mirrors to add (r9700_container_registry_mirror). write is False when the
+    merge changes nothing (then content is the old text byte for byte and the file is left alone;
+    an absent file stays absent).
+    """
+    if not isinstance(options, dict):
+        raise AnsibleFilterError(f"r9700_docker_daemon_options must be a mapping, got {options!r}")
+    text = str(existing_text or "")
+    try:
+        existing = json.loads(text) if text.strip() else {}
+    except ValueError as exc:
+        raise AnsibleFilterError(
+            f"/etc/docker/daemon.json is not valid JSON ({exc}); dockerd would not start with it either: "
+            "fix or remove it, then provision again (it is never overwritten)"
+        ) from None
+    if not isinstance(existing, dict):
+        raise AnsibleFilterError("/etc/docker/daemon.json holds no JSON object; fix or remove it")
+    wanted = dict(options)
+    extra = [m for m in (mirrors or []) if m]
+    if extra:
+        wanted["registry-mirrors"] = list(wanted.get("registry-mirrors") or []) + extra
+    merged, replaced = merge_daemon_options(existing, wanted)
+    if merged == existing:
+        return {"content": text, "write": False, "replaced": []}
+    return {
+        "content": json.dumps(merged, indent=2, sort_keys=True) + "\n",
+        "write": True,
+        "replaced": replaced,
+    }
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {"r9700_docker_daemon_json": r9700_docker_daemon_json}

@@ -1,0 +1,220 @@
+"""Role r9700_containers rendered for real preflight verdicts: the pinned image, daemon.json merge,
+the Dockerfile's ENV (THE environment list), r9700-run's configuration, and what runs where.
+
+The Dockerfile is built by nothing here; its text is checked line by line and its ENV values are
+compared with the list r9700_env writes. r9700-run itself runs in tests/unit/test_containers.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+import yaml
+from role_render_harness import AssertFailed, RoleRender, host_context
+
+from r9700ctl import manifest as manifest_module
+
+
+def context(os_key: str = "ubuntu-24.04", gpus: int = 4, manager: str = "systemd", **host_vars: Any) -> dict:
+    host_vars.setdefault("r9700_rocm_version", "7.1.1")
+    host_vars.setdefault("r9700_repo_key_fingerprint", "DB4CCF23AC5D3E2846037EB801190F9BDF85CB5A")
+    ctx = host_context(os_key, gpus, host_vars=host_vars, service_manager=manager)
+    ctx["r9700_environment"] = ctx["r9700_resolved"]["environment"]
+    ctx["r9700_toolkit_version"] = "9.9.9"
+    ctx["ansible_distribution_release"] = {"ubuntu-24.04": "noble", "ubuntu-22.04": "jammy"}.get(
+        os_key, "bookworm"
+    )
+    return ctx
+
+
+def registered(
+    daemon_json: str | None = None, dockerd: bool = True, image: bool = False, kfd: bool = False
+) -> dict:
+    old = (
+        {"content": base64.b64encode(daemon_json.encode()).decode()}
+        if daemon_json is not None
+        else {"failed": True}
+    )
+    return {
+        "__r9700_containers_users": {"results": []},
+        "__r9700_containers_daemon_old": old,
+        "__r9700_containers_dockerd": {"rc": 0, "stdout": "20.10.24+dfsg1", "stderr": ""}
+        if dockerd
+        else {
+            "rc": 1,
+            "stdout": "",
+            "stderr": "Cannot connect to the Docker daemon at unix:///var/run/docker.sock.",
+        },
+        "__r9700_containers_image_present": {"rc": 0 if image else 1},
+        "__r9700_containers_kfd": {"stat": {"exists": kfd}},
+        "__r9700_containers_smoke": {"rc": 1, "stdout_lines": [], "stderr": ""},
+    }
+
+
+def run(ctx: dict, regs: dict) -> RoleRender:
+    return RoleRender("r9700_containers", ctx, regs).run()
+
+
+def test_the_image_is_the_manifests_tag_for_the_resolved_release():
+    ctx = context()
+    role = run(ctx, registered())
+    config = json.loads(role.task("Configure | Write what r9700-run runs").args["content"])
+    release = manifest_module.load().release("7.1.1")
+    assert (
+        config["image"]
+        == release.pytorch_image
+        == "rocm/pytorch:rocm7.1.1_ubuntu24.04_py3.12_pytorch_release_2.9.1"
+    )
+    assert config["gpu_access"] == "devices" and config["groups"] == ["video", "render"]
+    assert config["shm_size"] == "8G" and config["seccomp_unconfined"] is False
+    assert config["pci"] == [f"0000:{3 + i:02x}:00.0" for i in range(4)]
+
+
+def test_a_digest_in_the_manifest_pins_the_image_by_digest():
+    role = run(context(os_key="ubuntu-24.04", r9700_rocm_version="6.4.1"), registered())
+    config = json.loads(role.task("Configure | Write what r9700-run runs").args["content"])
+    assert config["image"] == (
+        "rocm/pytorch:rocm6.4.1_ubuntu24.04_py3.12_pytorch_release_2.6.0"
+        "@sha256:c76af9bfb1c25b0f40d4c29e8652105c57250bf018d23ff595b06bd79666fdd7"
+    )
+
+
+def test_an_override_image_wins_and_the_dockerfile_is_from_it_with_the_environment_list():
+    ctx = context(
+        r9700_container_image="registry.example/rocm/pytorch:mine", r9700_env_extra={"NCCL_DEBUG": "WARN"}
+    )
+    role = run(ctx, registered())
+    files = role.task("Configure | Write the container environment file and the Dockerfile").files
+    dockerfile = files["/etc/r9700ctl/Dockerfile"]
+    lines = dockerfile.splitlines()
+    assert "FROM registry.example/rocm/pytorch:mine" in lines
+    assert 'LABEL io.r9700ctl.toolkit-version="9.9.9" \\' in lines
+    env = {e["name"]: e["value"] for e in ctx["r9700_environment"]}
+    assert env["NCCL_DEBUG"] == "WARN"
+    env_block = dockerfile[dockerfile.index("ENV ") + 4 :].replace("\\\n", " ").split()
+    assert dict(item.split("=", 1) for item in env_block) == env  # the same list, nothing else
+    env_file = files["/etc/r9700ctl/container.env"]
+    assert {line for line in env_file.splitlines() if not line.startswith("#")} == {
+        f"{k}={v}" for k, v in env.items()
+    }
+
+
+def test_daemon_json_is_merged_not_clobbered_and_written_with_a_backup():
+    old = '{"data-root": "/srv/docker", "log-opts": {"max-size": "10m"}}'
+    ctx = context(
+        r9700_docker_daemon_options={"log-opts": {"max-file": "3"}},
+        r9700_container_registry_mirror="http://10.213.0.1:5000",
+    )
+    role = run(ctx, registered(old))
+    write = role.task("Configure | Write the merged daemon.json")
+    assert not write.skipped and write.args["backup"] is True
+    merged = json.loads(write.args["content"])
+    assert merged == {
+        "data-root": "/srv/docker",
+        "log-opts": {"max-size": "10m", "max-file": "3"},
+        "registry-mirrors": ["http://10.213.0.1:5000"],
+    }
+    assert "Restart docker" in role.notified
+
+
+def test_an_unchanged_daemon_json_is_not_written_and_no_restart_is_asked():
+    old = '{\n  "registry-mirrors": ["http://10.213.0.1:5000"]\n}\n'
+    role = run(context(r9700_container_registry_mirror="http://10.213.0.1:5000"), registered(old))
+    assert role.task("Configure | Write the merged daemon.json").skipped
+    assert "Restart docker" not in role.notified
+
+
+def test_without_an_init_system_nothing_is_started_and_the_smoke_check_says_why():
+    role = run(context(manager="sh"), registered(dockerd=False))
+    assert role.task("Service | Ensure docker is enabled and running").skipped
+    assert (
+        role.vars["__r9700_containers_engine"].strip()
+        == "docker installed, service not started: no init system"
+    )
+    assert role.task("Image | Pull the pinned image").skipped
+    skip = role.task("Smoke | SKIP the container smoke check")
+    assert (
+        skip.args["msg"]
+        == "container smoke check: SKIP: docker installed, service not started: no init system"
+    )
+    status = role.vars["r9700_containers_status"]  # the run's summary shows it (runner CONTAINERS_FACT)
+    assert status["smoke"].strip() == "SKIP: docker installed, service not started: no init system"
+    assert status["image"].endswith("(not pulled: docker installed, service not started: no init system)")
+
+
+def test_where_dockerd_answers_a_missing_image_is_pulled_and_a_present_one_is_not():
+    pulled = run(context(), registered(dockerd=True, image=False))
+    assert pulled.task("Image | Pull the pinned image").args["argv"] == [
+        "docker",
+        "pull",
+        "rocm/pytorch:rocm7.1.1_ubuntu24.04_py3.12_pytorch_release_2.9.1",
+    ]
+    kept = run(context(), registered(dockerd=True, image=True))
+    assert kept.task("Image | Pull the pinned image").skipped
+    skip = kept.task("Smoke | SKIP the container smoke check")
+    assert "no /dev/kfd on the node" in skip.args["msg"]
+
+
+def test_an_image_archive_is_loaded_instead_of_pulled():
+    role = run(
+        context(r9700_container_image_archive="/srv/images/pytorch.tar"),
+        registered(dockerd=True, image=False),
+    )
+    assert role.task("Image | Load the image archive").args["argv"][:3] == ["docker", "load", "--input"]
+    assert role.task("Image | Pull the pinned image").skipped
+
+
+def test_a_proxy_becomes_a_drop_in_and_notifies_daemon_reload_before_the_restart():
+    role = run(
+        context(r9700_docker_proxy="http://proxy.example:3128", r9700_docker_no_proxy=["10.0.0.1"]),
+        registered(),
+    )
+    dropin = role.task("Configure | Ensure dockerd's proxy drop-in").files[
+        "/etc/systemd/system/docker.service.d/http-proxy.conf"
+    ]
+    assert 'Environment="HTTPS_PROXY=http://proxy.example:3128"' in dropin.splitlines()
+    assert 'Environment="NO_PROXY=10.0.0.1,localhost,127.0.0.1"' in dropin.splitlines()
+    handlers = [h["name"] for h in yaml.safe_load((role.base / "handlers/main.yml").read_text())]
+    assert handlers == ["Reload systemd units for docker", "Restart docker"]  # run in this order
+
+
+def test_cdi_needs_docker_25_and_a_bad_access_mode_is_refused():
+    with pytest.raises(AssertFailed, match="cdi needs Docker 25 or later"):
+        run(
+            context(r9700_container_gpu_access="cdi"),
+            {**registered(), "__r9700_containers_amd_ctk": {"rc": 0}},
+        )
+    with pytest.raises(AssertFailed, match="r9700_container_gpu_access devices or cdi"):
+        run(context(r9700_container_gpu_access="privileged"), registered())
+
+
+def test_docker_repository_option_is_deb822_signed_with_a_checked_key():
+    regs = {
+        **registered(),
+        "__r9700_containers_key_colons": {
+            "stdout_lines": ["fpr:::::::::9DC858229FC7DD38854AE2D88D81803C0EBFCD88:"]
+        },
+    }
+    role = run(
+        context(r9700_docker_source="docker", r9700_docker_repo_base_url="https://mirror.example/docker/"),
+        regs,
+    )
+    source = role.task("Install | Ensure Docker's deb822 source").args
+    assert source["uris"] == ["https://mirror.example/docker/ubuntu"] and source["suites"] == ["noble"]
+    assert source["signed_by"] == "/etc/apt/keyrings/docker.asc" and source["components"] == ["stable"]
+    assert role.task("Install | Ensure the container engine").args["name"] == [
+        "docker-ce",
+        "docker-ce-cli",
+        "containerd.io",
+    ]
+    wrong = {
+        **regs,
+        "__r9700_containers_key_colons": {
+            "stdout_lines": ["fpr:::::::::0000000000000000000000000000000000000000:"]
+        },
+    }
+    with pytest.raises(AssertFailed, match=r"is not\s+9DC858229FC7DD38854AE2D88D81803C0EBFCD88"):
+        run(context(r9700_docker_source="docker"), wrong)

@@ -508,7 +508,7 @@ def test_verbose_shows_every_result_and_passes_v_to_ansible(
         cli, ["provision", str(local_node["inventory"]), "-vv"], catch_exceptions=False
     )
     assert result.exit_code == 0, result.output
-    assert "localnode: CHANGED Change something\n" in result.output
+    assert "localnode: changed Change something\n" in result.output
     assert (
         'changed: [localnode] => {"changed": true, "cmd": ["true"]' in result.output
     )  # Ansible's own, at -vv

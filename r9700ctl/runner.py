@@ -156,6 +156,8 @@ class Progress:
     counts: HostResult
     message: str = ""
     ansible_output: str = ""  # what ansible-playbook printed for this event (shown at -vv)
+    items: tuple[int, int] | None = None  # a loop task: (items changed, items in all)
+    role: str = ""  # the role the task belongs to ("" for play-level tasks)
 
 
 @dataclass
@@ -303,7 +305,14 @@ class _EventTracker:
         if kind == "runner_on_start":
             result.started = True
             result.current_task = task
-            return Progress(host, task, "start", result, ansible_output=event.get("stdout", ""))
+            return Progress(
+                host,
+                task,
+                "start",
+                result,
+                ansible_output=event.get("stdout", ""),
+                role=str(data.get("role") or ""),
+            )
         if kind == "runner_on_ok":
             result.ok += 1
             outcome = "ok"
@@ -349,7 +358,13 @@ class _EventTracker:
             return None
         result.started = True
         result.current_task = None
-        return Progress(host, task, outcome, result, message, ansible_output=event.get("stdout", ""))
+        loop = res.get("results") if isinstance(res.get("results"), list) else None
+        items = None
+        if loop:
+            changed = sum(1 for item in loop if isinstance(item, dict) and item.get("changed"))
+            items = (changed, len(loop))
+        role = str(data.get("role") or "")
+        return Progress(host, task, outcome, result, message, event.get("stdout", ""), items=items, role=role)
 
     def finish(self, canceled: bool) -> dict[str, HostResult]:
         """Final counts from the PLAY RECAP when there is one; mark hosts a cancel left mid-way."""

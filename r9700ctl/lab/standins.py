@@ -11,6 +11,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from r9700ctl.lab import recordings as recordings_module
 from r9700ctl.lab.debs import DebFile, DebPackage, DebSymlink
 from r9700ctl.lab.recordings import Recordings
 from r9700ctl.manifest import RocmRelease
@@ -290,22 +291,34 @@ def argument_key(args: tuple[str, ...]) -> str:
     return "".join(f"{arg} " for arg in sorted(args)) or " "
 
 
-def tool_script(tool: str, data_dir: str, replayed: dict[tuple[str, ...], str]) -> str:
-    """A POSIX sh stand-in: print the recording for known arguments (in any order), else fail."""
+# This node's own outputs (r9700ctl/lab/machine.py writes them when the node is made, node.MACHINE_DIR):
+# they win over the recordings in the package, so every tool tells the node's one story.
+NODE_MACHINE_DIR = "/var/lib/r9700ctl-lab/machine"
+
+
+def tool_script(
+    tool: str, data_dir: str, replayed: dict[tuple[str, ...], str], machine_dir: str = NODE_MACHINE_DIR
+) -> str:
+    """A POSIX sh stand-in: for known arguments (in any order) print the node's own output if it
+    has one, else the recording in the package; otherwise fail with one line."""
+    known = recordings_module.TOOL_OUTPUTS.get(tool, {})
     cases = "".join(
-        f"    {shlex.quote(argument_key(args))}) exec cat {shlex.quote(f'{data_dir}/{name}')} ;;\n"
-        for args, name in replayed.items()
+        f"    {shlex.quote(argument_key(args))}) file={shlex.quote(name)} ;;\n"
+        for args, name in {**known, **replayed}.items()
     )
     return (
         "#!/bin/sh\n"
-        f"# r9700ctl lab stand-in for AMD's {tool}: replays outputs recorded on a real R9700 node.\n"
+        f"# r9700ctl lab stand-in for AMD's {tool}: replays outputs recorded on real R9700 nodes.\n"
         "key=$(printf '%s\\n' \"$@\" | LC_ALL=C sort | tr '\\n' ' ')\n"
+        "file=\n"
         'case "$key" in\n'
         f"{cases}"
-        "    *)\n"
-        f'        echo "stand-in {tool}: no recorded output for ${{*:-(no arguments)}}" >&2\n'
-        "        exit 1 ;;\n"
         "esac\n"
+        f"for dir in {shlex.quote(machine_dir)} {shlex.quote(data_dir)}; do\n"
+        '    if [ -n "$file" ] && [ -r "$dir/$file" ]; then exec cat "$dir/$file"; fi\n'
+        "done\n"
+        f'echo "stand-in {tool}: no recorded output for ${{*:-(no arguments)}}" >&2\n'
+        "exit 1\n"
     )
 
 

@@ -97,7 +97,8 @@ inventory (then no host was contacted)."""
     type=click.Path(dir_okay=False, path_type=Path),
     metavar="PATH",
     help="Also write the report as JSON: schema r9700ctl.validate/1 with --local, "
-    "r9700ctl.validate-fleet/1 (every node's report + fleet results) with INVENTORY.",
+    "r9700ctl.validate-fleet/1 (every node's report + fleet results) with INVENTORY; '-' for "
+    "standard output (everything else then goes to standard error).",
 )
 @click.option(
     "--html",
@@ -225,6 +226,9 @@ def validate(
             what="nothing to validate",
             hint="give an INVENTORY for the nodes, or --local for this machine; see r9700ctl validate --help",
         )
+    to_stdout = options.get("json_path") == Path("-")
+    if to_stdout:  # the document alone on stdout: written to a scratch file, printed at the end
+        options = {**options, "json_path": None, "json_stdout": True}
     _check_output_dirs(options)
     plan = _history_plan(options)
     if inventory is not None:
@@ -247,7 +251,7 @@ def validate(
 
     with tempfile.TemporaryDirectory(prefix="r9700ctl-validate-") as scratch:
         given_json = options.get("json_path")
-        if (_wanted_formats(options) or plan.enabled) and given_json is None:
+        if (_wanted_formats(options) or plan.enabled or options.get("json_stdout")) and given_json is None:
             # The formats and the history read the agent's report.
             options = {**options, "json_path": Path(scratch) / "report.json"}
         if isinstance(options.get("thresholds"), Path):
@@ -258,9 +262,10 @@ def validate(
         args = _agent_args(options, verbose=not app.plain and sys.stderr.isatty())
         if runtime.name == "container":
             click.echo(f"r9700ctl: the agent runs in {runtime.image} (r9700-run)", err=True)
+        to_stdout = bool(options.get("json_stdout"))
         code = run_agent(
             args,
-            on_stdout=click.echo,
+            on_stdout=lambda line: click.echo(line, err=to_stdout),
             on_stderr=lambda line: click.echo(line, err=True),
             runtime=runtime,
             mounts=_path_dirs(options),
@@ -275,6 +280,8 @@ def validate(
             write_json(json_path.expanduser(), report)  # which runtime and image judged this node
             code = _local_history(report, plan, options, code, source=str(given_json or ""))
         _write_formats_from_report(report, options, plan)
+        if to_stdout and report is not None:
+            click.echo(json.dumps(report, indent=2))
     _say_history(plan)
     click.get_current_context().exit(code)
 
@@ -316,9 +323,12 @@ def _local_history(
     from r9700ctl.agent.report import write_json
 
     write_json(json_path.expanduser(), report)  # the --json file carries the comparison too
+    err = bool(options.get("json_stdout"))
     for line in _comparison_lines(comparisons):
-        click.echo(line)
-    click.echo(f"node {node} with the history comparison: {report['status']} (exit {report['exit_code']})")
+        click.echo(line, err=err)
+    click.echo(
+        f"node {node} with the history comparison: {report['status']} (exit {report['exit_code']})", err=err
+    )
     return int(report["exit_code"])
 
 
@@ -438,13 +448,13 @@ def _validate_fleet(
     plan.check()
     json_path = options.get("json_path")
     from r9700ctl.report import print_plain, write_json
-    from r9700ctl.report.progress import LiveProgress, PlainProgress
+    from r9700ctl.report.progress import renderer as progress_renderer
     from r9700ctl.validate import validate_inventory
 
-    console = app.console()
+    to_stdout = bool(options.get("json_stdout"))
+    console = app.console(stderr=to_stdout)
     verbosity = int(options.get("verbose") or 0)
-    renderer: LiveProgress | PlainProgress
-    renderer = PlainProgress(console, verbosity) if app.plain else LiveProgress(console, verbosity)
+    renderer = progress_renderer(console, plain=app.plain or to_stdout, verbosity=verbosity)
     expected = options.get("expected_gpus")
     with renderer:
         report = validate_inventory(
@@ -465,6 +475,8 @@ def _validate_fleet(
     if isinstance(json_path, Path):
         write_json(json_path, report.to_dict())
     _write_formats(report.to_dict(), options, plan)
+    if to_stdout:
+        click.echo(json.dumps(report.to_dict(), indent=2))
     console.print(
         f"fleet: {report.status} (exit {report.exit_code}); reports in {report.reports_dir}/<host>.json",
         markup=False,

@@ -63,6 +63,15 @@ def test_validate_local_config_writes_a_valid_report_and_exits_with_its_code(tmp
     assert report["duration_s"] < 30
 
 
+def test_json_dash_puts_the_report_alone_on_stdout_and_the_table_on_stderr(tmp_path, monkeypatch):
+    monkeypatch.setenv("R9700CTL_HISTORY", str(tmp_path / "history.db"))
+    args = ["validate", "--local", "--level", "config", "--json", "-", "--journal-dir", str(tmp_path / "j")]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    report = json.loads(result.stdout)
+    assert report["schema"] == "r9700ctl.validate/1" and result.exit_code == report["exit_code"]
+    assert result.stderr.startswith("r9700ctl validate: node ")
+
+
 def test_validate_without_inventory_or_local_is_bad_input():
     result = r9700ctl("validate")
     assert result.returncode == 64

@@ -245,8 +245,6 @@ def run_preflight(
     target = session.target
     apt_update = _truthy(host_vars.get("r9700_preflight_apt_update", True)) and as_root
     args: dict[str, Any] = {"lock_wait_s": 0, "apt_update": apt_update}
-    if host_vars.get("r9700_lab_pci_devices"):
-        args["lab_pci_devices"] = _json_value(host_vars["r9700_lab_pci_devices"])
     command, script = nodefacts.invocation(args, python=target.python)
     if as_root and not target.is_root:
         command = f"sudo -n {command}"
@@ -296,16 +294,6 @@ def _truthy(value: Any) -> bool:
     if isinstance(value, bool):
         return value
     return str(value).strip().lower() in ("1", "true", "yes", "on", "y")
-
-
-def _json_value(value: Any) -> Any:
-    """Inventory values may arrive as JSON text (INI) or already parsed (YAML)."""
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
 
 
 def _now() -> str:

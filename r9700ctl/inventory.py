@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -244,8 +243,6 @@ def _check_values(values: Mapping[str, Any], where_of: Callable[[str], str], sub
             )
     if "r9700_rocm_version" in values:
         _check_rocm_version(values["r9700_rocm_version"], owner, where_of("r9700_rocm_version"))
-    if "r9700_lab_pci_devices" in values:
-        _check_lab_devices(values["r9700_lab_pci_devices"], owner, where_of("r9700_lab_pci_devices"))
 
 
 def _check_rocm_version(value: Any, owner: str, where: str) -> None:
@@ -258,24 +255,6 @@ def _check_rocm_version(value: Any, owner: str, where: str) -> None:
         what=f"{owner}r9700_rocm_version {_shown(value)} is not a ROCm release r9700ctl knows",
         where=where,
         hint=f"use auto or one of: {', '.join(known)}",
-    )
-
-
-def _check_lab_devices(value: Any, owner: str, where: str) -> None:
-    devices = value
-    if isinstance(value, str):
-        try:
-            devices = json.loads(value)
-        except ValueError:
-            devices = None
-    if isinstance(devices, list) and all(
-        isinstance(d, Mapping) and {"vendor", "device", "class"} <= set(d) for d in devices
-    ):
-        return
-    raise BadInput(
-        what=f"{owner}r9700_lab_pci_devices must be a JSON list of {{address, vendor, device, class}}",
-        where=where,
-        hint="it is a test aid that `r9700ctl lab` writes; remove it on real nodes",
     )
 
 

@@ -8,8 +8,6 @@ nothing: r9700ctl/preflight.py does that on the controller, for the provisioning
 
 Arguments (all optional):
   root             file-system root to read (tests pass a fake tree); commands run only when "/"
-  lab_pci_devices  stand-in PCI devices (the lab's r9700_lab_pci_devices test aid) used instead
-                   of sysfs: [{"address", "vendor", "device", "class", ...}]
   apt_update       run `apt-get update` before asking apt for candidates (needs root)
   lock_wait_s      wait up to this many seconds for dpkg/apt locks to be released
   packages         package names whose installed version to report (dpkg-query)
@@ -230,29 +228,6 @@ def read_p2p(root: str, addresses: list[str]) -> dict[str, Any]:
             except OSError as exc:
                 bridges[bridge] = {"error": f"config space unreadable ({exc.strerror})"}
     return {"source": "sysfs", "gpus": gpus, "bridges": bridges}
-
-
-def normalize_lab_devices(devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The lab's stand-in devices in the same shape as sysfs ones (display class only)."""
-    out = []
-    for dev in devices:
-        pci_class = str(dev.get("class", "0x030000")).lower()
-        if not pci_class.startswith("0x03"):
-            continue
-        out.append(
-            {
-                "address": str(dev.get("address", "")),
-                "vendor": str(dev.get("vendor", "")).lower(),
-                "device": str(dev.get("device", "")).lower(),
-                "class": pci_class,
-                "subsystem_vendor": str(dev.get("subsystem_vendor", "")).lower(),
-                "subsystem_device": str(dev.get("subsystem_device", "")).lower(),
-                "revision": str(dev.get("revision", "")).lower(),
-                "driver": str(dev.get("driver", "")),
-                "boot_vga": bool(dev.get("boot_vga", False)),
-            }
-        )
-    return out
 
 
 def parse_apt_policy(text: str) -> dict[str, dict[str, str | None]]:
@@ -518,14 +493,7 @@ def gather(
     if not facts["os"]["key"]:
         errors.append("could not read ID/VERSION_ID from /etc/os-release")
 
-    lab_devices = args.get("lab_pci_devices") or []
-    if lab_devices:
-        facts["pci"] = {
-            "source": "r9700_lab_pci_devices",
-            "devices": normalize_lab_devices(list(lab_devices)),
-        }
-    else:
-        facts["pci"] = {"source": "sysfs", "devices": read_pci_display_devices(root)}
+    facts["pci"] = {"source": "sysfs", "devices": read_pci_display_devices(root)}
 
     own = {os.getpid(), os.getppid()}
     facts["apt_lock"] = wait_for_locks(root, float(args.get("lock_wait_s") or 0), own, sleep, clock)
@@ -549,10 +517,7 @@ def gather(
     facts["apt"]["modules_extra_package"] = extra
 
     amd = [d["address"] for d in facts["pci"]["devices"] if d.get("vendor") == "0x1002"]
-    if lab_devices:  # stand-ins have no sysfs entries: nothing to read, and P2P stays off
-        facts["p2p"] = {"source": "r9700_lab_pci_devices", "gpus": {}, "bridges": {}}
-    else:
-        facts["p2p"] = read_p2p(root, amd)
+    facts["p2p"] = read_p2p(root, amd)
 
     facts["disk"] = {"/": free_bytes(root, "/"), "/var": free_bytes(root, "/var")}
     facts["secure_boot"] = read_secure_boot(root, run)

@@ -25,10 +25,6 @@ PREFIX = "r9700_"
 INVENTORY_ONLY: dict[str, str] = {
     "r9700_expected_gpus": "number of R9700 cards the host should have (integer >= 1)",
     "r9700_rocm_version": "ROCm release to install: 'auto' or a release listed in the manifest",
-    "r9700_lab_pci_devices": (
-        "TEST AID set only by `r9700ctl lab`: stand-in PCI devices (a JSON list of "
-        "{address, vendor, device, class}) used instead of sysfs"
-    ),
 }
 
 # Passed by r9700ctl as extra vars on every run; a user value would be overridden, so it is refused.

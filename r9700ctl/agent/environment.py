@@ -34,6 +34,25 @@ def parse_os_release(text: str) -> dict[str, str]:
     return values
 
 
+# Files that give every login session its environment: pam_env reads /etc/environment (Debian's
+# sshd PAM stack, `session required pam_env.so`), systemd's environment.d(5) the *.conf files. A
+# variable set there reaches the users' programs even when this agent runs under sudo, whose
+# env_reset drops it from the agent's own environment.
+SYSTEM_ENV_FILES = ("etc/environment", "etc/environment.d/*.conf")
+
+
+def system_variables(root: Path) -> dict[str, str]:
+    """The relevant variables (ENV_PREFIXES, ENV_NAMES) the system-wide environment files set."""
+    found: dict[str, str] = {}
+    for pattern in SYSTEM_ENV_FILES:
+        for path in sorted(root.glob(pattern)):
+            for line in (read_text(path) or "").splitlines():
+                key, sep, value = line.strip().removeprefix("export ").partition("=")
+                if sep and key and not key.startswith("#"):
+                    found[key.strip()] = value.strip().strip("\"'")
+    return relevant_variables(found)
+
+
 def _first_cpu_model(root: Path) -> str | None:
     for line in (read_text(root / "proc/cpuinfo") or "").splitlines():
         if line.lower().startswith("model name"):
@@ -90,4 +109,5 @@ def capture(
         "nccl": probe.get("nccl"),
         "torch_arch_list": probe.get("arch_list"),
         "variables": relevant_variables(os.environ if environ is None else environ),
+        "system_variables": system_variables(root),
     }

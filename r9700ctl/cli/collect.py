@@ -80,17 +80,13 @@ def collect(
     """
     from r9700ctl.collect import collect_inventory
     from r9700ctl.report import print_plain, write_json
-    from r9700ctl.report.progress import LiveProgress, PlainProgress
+    from r9700ctl.report.progress import renderer as progress_renderer
 
     json_to_stdout = json_path == "-"
     if json_path and not json_to_stdout:
         _check_json_path(Path(json_path))
     console = app.console(stderr=json_to_stdout)
-    renderer: LiveProgress | PlainProgress
-    if app.plain or json_to_stdout:
-        renderer = PlainProgress(console, verbosity=verbose)
-    else:
-        renderer = LiveProgress(console, verbosity=verbose)
+    renderer = progress_renderer(console, plain=app.plain or json_to_stdout, verbosity=verbose)
     with renderer:
         report = collect_inventory(inventory, group, out_dir, limit=limit, progress=renderer)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -47,9 +46,9 @@ path); 64 an unknown node or check (the known ones are listed)."""
 @click.option(
     "--json",
     "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
     metavar="PATH",
-    help="Also write what is shown as JSON (schema r9700ctl.history/1).",
+    help="Also write what is shown as JSON (schema r9700ctl.history/1); '-' for standard output "
+    "(the tables then go to standard error).",
 )
 @click.pass_obj
 def history(
@@ -58,7 +57,7 @@ def history(
     check: str | None,
     metric: str | None,
     limit: int,
-    json_path: Path | None,
+    json_path: str | None,
 ) -> None:
     """List the validate runs on record, or show one check's figures over time.
 
@@ -69,16 +68,18 @@ def history(
     one), so a card that moved slots keeps its trend. `validate --save-baseline NAME` marks
     a run as a baseline; `validate --compare NAME|last` holds a new run to it.
     """
+    from r9700ctl.cli.options import check_json_path, write_json_output
     from r9700ctl.errors import BadInput
     from r9700ctl.history import queries
     from r9700ctl.history.store import open_history
-    from r9700ctl.report import print_plain, schema, write_json
+    from r9700ctl.report import print_plain, schema
 
     if metric is not None and check is None:
         raise BadInput(
             what="--metric needs --check", hint="e.g. --check collective.allreduce --metric busbw_256MiB"
         )
-    console = app.console()
+    check_json_path(json_path)
+    console = app.console(stderr=json_path == "-")
     with open_history(create=False) as store:
         if check is None:
             runs = queries.list_runs(store, node=node, limit=limit)
@@ -104,8 +105,7 @@ def history(
     for table in tables:
         print_plain(console, table) if app.plain else console.print(table)
     console.print(footer, markup=False, highlight=False, soft_wrap=True)
-    if json_path is not None:
-        write_json(json_path, document)
+    write_json_output(json_path, document)
 
 
 def _short_time(started: str) -> str:

@@ -14,6 +14,31 @@ from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK
 # Same limits as r9700ctl.lab (a unit test keeps them equal); repeated so --help imports no lab code.
 MAX_NODES = 200
 MAX_GPUS = 16
+# r9700ctl.lab.machine.FAULTS: the name, then the check result that must flag it (a unit test
+# keeps both lists equal).
+FAULTS = {
+    "card-missing": "the last card is gone from the bus -> inventory.count FAIL",
+    "link-gen4-x8": "card 0 trained at Gen4 x8 of Gen5 x16 -> pcie.link (noted at idle, FAIL under load)",
+    "small-bar": "256 MiB BARs (no Resizable BAR) -> platform.bar FAIL",
+    "iommu-translated": "IOMMU translating DMA, no iommu=pt -> platform.iommu WARN",
+    "acs-redirect": "cards 0 and 1 behind a switch with ACS redirect -> platform.acs WARN",
+    "gfx942-override": "HSA_OVERRIDE_GFX_VERSION=9.4.2 in /etc/environment -> driver.hsa_override FAIL",
+}
+
+
+def _faults(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    """--fault [NODE=]NAME ...: without NODE the first fault goes to node1, the next to node2, ..."""
+    planted: dict[str, str] = {}
+    for position, value in enumerate(values, start=1):
+        node, _, name = value.rpartition("=")
+        node = node or f"node{position}"
+        if name not in FAULTS:
+            raise click.BadParameter(f"no fault '{name}'; faults: {', '.join(FAULTS)}", param=param)
+        if node in planted:
+            raise click.BadParameter(f"{node} already gets {planted[node]}: one fault per node", param=param)
+        planted[node] = name
+    return planted
+
 
 dir_option = click.option(
     "--dir",
@@ -45,7 +70,10 @@ def lab() -> None:
     """
 
 
-@lab.command()
+@lab.command(
+    epilog="\b\nFAULTS (the one check of `r9700ctl validate` that reports each):\n"
+    + "\n".join(f"  {name:<17} {what}" for name, what in FAULTS.items())
+)
 @click.option(
     "--nodes",
     type=click.IntRange(1, MAX_NODES),
@@ -58,7 +86,7 @@ def lab() -> None:
     type=click.IntRange(1, MAX_GPUS),
     default=4,
     show_default=True,
-    help="Stand-in R9700s each node presents (inventory: r9700_expected_gpus, r9700_lab_pci_devices).",
+    help="R9700s in each node's machine (inventory: r9700_expected_gpus).",
 )
 @click.option(
     "--recorded",
@@ -66,26 +94,45 @@ def lab() -> None:
     help="Recorded node whose outputs the stand-in rocminfo/amd-smi/rocm-smi replay, a directory of "
     "r9700ctl/data/recorded/ (default: r9700-<GPUS>x if recorded, else the most complete R9700 one).",
 )
+@click.option(
+    "--fault",
+    "faults",
+    metavar="[NODE=]NAME",
+    multiple=True,
+    callback=_faults,
+    help="Plant a fault in a node's machine (repeatable, one per node; without NODE=, the first "
+    "goes to node1, the next to node2). See FAULTS below.",
+)
 @dir_option
 @click.pass_obj
-def up(app: Application, *, nodes: int, gpus: int, recorded: str | None, directory: Path) -> None:
+def up(
+    app: Application, *, nodes: int, gpus: int, recorded: str | None, faults: dict[str, str], directory: Path
+) -> None:
     """Build the lab and write DIR/inventory.ini for it.
 
-    A lab already up in DIR with the same shape is reused; an unfinished one is cleaned up first.
-    If anything fails, what was made so far is removed again.
+    Each node presents one R9700 machine built from public recordings of real ones: its PCI
+    functions, links, BARs, IOMMU groups, DRM and KFD nodes in /sys, /dev/kfd and /dev/dri, and
+    the stand-in amd-smi/rocminfo print the same cards. A lab already up in DIR with the same shape
+    is reused; an unfinished one is cleaned up first. If anything fails, what was made so far is
+    removed again.
 
     \b
     Example:
       sudo r9700ctl lab up --nodes 3 --gpus 8 --dir /tmp/lab
+      sudo r9700ctl lab up --nodes 3 --fault node3=small-bar   # node3's validate FAILs platform.bar
     """
     from r9700ctl import lab as lab_api
+    from r9700ctl.lab.node import NodeOptions
 
     started = time.monotonic()
 
     def progress(message: str) -> None:
         click.echo(f"[{time.monotonic() - started:6.1f}s] {message}")
 
-    info = lab_api.up(directory, nodes=nodes, gpus=gpus, progress=progress, recorded=recorded)
+    options = {node: NodeOptions(fault=name) for node, name in faults.items()}
+    info = lab_api.up(
+        directory, nodes=nodes, gpus=gpus, progress=progress, recorded=recorded, node_options=options
+    )
     _render_up(info, time.monotonic() - started)
 
 

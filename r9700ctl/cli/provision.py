@@ -89,8 +89,10 @@ def provision(
     An unreachable host does not stop the others.
 
     \b
-    While it runs, one line per host shows its current task and counts (plain lines
-    "node1: TASK name (ok=3 changed=1)" when output is not a terminal or NO_COLOR is set).
+    While it runs, one line per host shows its current task and counts. When output is not a
+    terminal (or NO_COLOR is set) it is a plain log instead: per host a line for each task that
+    changed or failed ("node1: changed Ensure ... (2 of 3 items changed)") and a "still at"
+    line while a task runs longer than 30 s.
     At the end, a table per host: status (OK, CHANGED, FAILED, UNREACHABLE), Ansible's
     counts (ok includes changed, as in its PLAY RECAP), duration and the first error.
     Every run keeps Ansible's artifacts (events, stdout) in
@@ -113,7 +115,7 @@ def provision(
     from r9700ctl.provision import provision as run_provision
     from r9700ctl.report import print_plain, write_json
     from r9700ctl.report import provision as provision_report
-    from r9700ctl.report.progress import LiveProgress, PlainProgress
+    from r9700ctl.report.progress import renderer as progress_renderer
 
     json_to_stdout = json_path == "-"
     if json_path and not json_to_stdout:
@@ -131,11 +133,7 @@ def provision(
         verbosity=verbose,
     )
     console = app.console(stderr=json_to_stdout)
-    renderer: LiveProgress | PlainProgress
-    if app.plain or json_to_stdout:
-        renderer = PlainProgress(console, verbosity=verbose)
-    else:
-        renderer = LiveProgress(console, verbosity=verbose)
+    renderer = progress_renderer(console, plain=app.plain or json_to_stdout, verbosity=verbose)
 
     def ask_password() -> str:
         return click.prompt("BECOME password", hide_input=True, err=True)

@@ -97,8 +97,8 @@ inventory (then no host was contacted)."""
     type=click.Path(dir_okay=False, path_type=Path),
     metavar="PATH",
     help="Also write the report as JSON: schema r9700ctl.validate/1 with --local, "
-    "r9700ctl.validate-fleet/1 (every node's report + fleet results) with INVENTORY; "
-    "'-' prints it to stdout instead of the table (the table then goes to stderr).",
+    "r9700ctl.validate-fleet/1 (every node's report + fleet results) with INVENTORY; '-' for "
+    "standard output (everything else then goes to standard error).",
 )
 @click.option(
     "--html",
@@ -226,13 +226,13 @@ def validate(
             what="nothing to validate",
             hint="give an INVENTORY for the nodes, or --local for this machine; see r9700ctl validate --help",
         )
+    to_stdout = options.get("json_path") == Path("-")
+    if to_stdout:  # the document alone on stdout: written to a scratch file, printed at the end
+        options = {**options, "json_path": None, "json_stdout": True}
     _check_output_dirs(options)
-    json_stdout = options.get("json_path") == Path("-")
-    if json_stdout:  # '-' is standard output, never a file named '-'
-        options = {**options, "json_path": None}
     plan = _history_plan(options)
     if inventory is not None:
-        _validate_fleet(app, inventory, group, limit, options, plan, json_stdout=json_stdout)
+        _validate_fleet(app, inventory, group, limit, options, plan)
         return
     if limit is not None:
         raise BadInput(what="--limit applies to an INVENTORY, not --local", hint="drop --limit")
@@ -251,7 +251,7 @@ def validate(
 
     with tempfile.TemporaryDirectory(prefix="r9700ctl-validate-") as scratch:
         given_json = options.get("json_path")
-        if (_wanted_formats(options) or plan.enabled or json_stdout) and given_json is None:
+        if (_wanted_formats(options) or plan.enabled or options.get("json_stdout")) and given_json is None:
             # The formats and the history read the agent's report.
             options = {**options, "json_path": Path(scratch) / "report.json"}
         if isinstance(options.get("thresholds"), Path):
@@ -262,9 +262,10 @@ def validate(
         args = _agent_args(options, verbose=not app.plain and sys.stderr.isatty())
         if runtime.name == "container":
             click.echo(f"r9700ctl: the agent runs in {runtime.image} (r9700-run)", err=True)
+        to_stdout = bool(options.get("json_stdout"))
         code = run_agent(
             args,
-            on_stdout=lambda line: click.echo(line, err=json_stdout),
+            on_stdout=lambda line: click.echo(line, err=to_stdout),
             on_stderr=lambda line: click.echo(line, err=True),
             runtime=runtime,
             mounts=_path_dirs(options),
@@ -277,10 +278,10 @@ def validate(
             json_path = options["json_path"]
             assert isinstance(json_path, Path)
             write_json(json_path.expanduser(), report)  # which runtime and image judged this node
-            code = _local_history(report, plan, options, code, source=str(given_json or ""), err=json_stdout)
-            if json_stdout:
-                click.echo(json.dumps(report, indent=2))
+            code = _local_history(report, plan, options, code, source=str(given_json or ""))
         _write_formats_from_report(report, options, plan)
+        if to_stdout and report is not None:
+            click.echo(json.dumps(report, indent=2))
     _say_history(plan)
     click.get_current_context().exit(code)
 
@@ -310,7 +311,7 @@ def _history_plan(options: dict[str, object]) -> HistoryPlan:
 
 
 def _local_history(
-    report: dict, plan: HistoryPlan, options: dict[str, object], code: int, source: str, err: bool = False
+    report: dict, plan: HistoryPlan, options: dict[str, object], code: int, source: str
 ) -> int:
     """--local: compare with the history (results printed below the agent's table), record, save."""
     node = str(report.get("node") or "localhost")
@@ -322,6 +323,7 @@ def _local_history(
     from r9700ctl.agent.report import write_json
 
     write_json(json_path.expanduser(), report)  # the --json file carries the comparison too
+    err = bool(options.get("json_stdout"))
     for line in _comparison_lines(comparisons):
         click.echo(line, err=err)
     click.echo(
@@ -370,7 +372,7 @@ def _check_output_dirs(options: dict[str, object]) -> None:
     outputs = {"--json": options.get("json_path")}
     outputs.update({flag: options.get(key) for key, flag in FORMAT_OPTIONS.values()})
     for flag, path in outputs.items():
-        if flag != "--json" and path == Path("-"):
+        if flag != "--json" and path == Path("-"):  # never a file named '-'
             raise BadInput(
                 what=f"{flag} writes a file, not standard output", where="-", hint=f"give {flag} a file name"
             )
@@ -439,13 +441,7 @@ LOCAL_ONLY = {
 
 
 def _validate_fleet(
-    app: Application,
-    inventory: Path,
-    group: str,
-    limit: str | None,
-    options: dict,
-    plan: HistoryPlan,
-    json_stdout: bool = False,
+    app: Application, inventory: Path, group: str, limit: str | None, options: dict, plan: HistoryPlan
 ) -> None:
     """INVENTORY: the agent on every node through Ansible, then a table per node and the fleet findings."""
     for key, flag in LOCAL_ONLY.items():
@@ -456,14 +452,13 @@ def _validate_fleet(
     plan.check()
     json_path = options.get("json_path")
     from r9700ctl.report import print_plain, write_json
-    from r9700ctl.report.progress import LiveProgress, PlainProgress
+    from r9700ctl.report.progress import renderer as progress_renderer
     from r9700ctl.validate import validate_inventory
 
-    console = app.console(stderr=json_stdout)  # --json -: stdout carries the JSON only
+    to_stdout = bool(options.get("json_stdout"))
+    console = app.console(stderr=to_stdout)
     verbosity = int(options.get("verbose") or 0)
-    renderer: LiveProgress | PlainProgress
-    plain = app.plain or json_stdout
-    renderer = PlainProgress(console, verbosity) if plain else LiveProgress(console, verbosity)
+    renderer = progress_renderer(console, plain=app.plain or to_stdout, verbosity=verbosity)
     expected = options.get("expected_gpus")
     with renderer:
         report = validate_inventory(
@@ -483,9 +478,9 @@ def _validate_fleet(
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     if isinstance(json_path, Path):
         write_json(json_path, report.to_dict())
-    if json_stdout:
-        click.echo(json.dumps(report.to_dict(), indent=2))
     _write_formats(report.to_dict(), options, plan)
+    if to_stdout:
+        click.echo(json.dumps(report.to_dict(), indent=2))
     console.print(
         f"fleet: {report.status} (exit {report.exit_code}); reports in {report.reports_dir}/<host>.json",
         markup=False,

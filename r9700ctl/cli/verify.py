@@ -22,14 +22,18 @@ from r9700ctl.errors import BadInput
     help="Only the tests matching this pytest -k expression, e.g. 'repositories'.",
 )
 @click.option(
-    "--json", "json_path", metavar="PATH", help="Also write the results as JSON (schema r9700ctl.verify/1)."
+    "--json",
+    "json_path",
+    metavar="PATH",
+    help="Also write the results as JSON (schema r9700ctl.verify/1); '-' for standard output "
+    "(the lines then go to standard error).",
 )
 @click.option(
-    "--junit-xml",
+    "--junit",
     "junit_xml",
     metavar="PATH",
     type=click.Path(path_type=Path),
-    help="Also write JUnit XML for CI.",
+    help="Also write JUnit XML for CI (as validate --junit does).",
 )
 @click.option(
     "--timeout",
@@ -71,7 +75,7 @@ def verify(
     Examples:
       r9700ctl verify inventory.ini
       r9700ctl verify inventory.ini --limit node01 -k 'repositories or packages'
-      r9700ctl verify inventory.ini --junit-xml verify.xml --json verify.json
+      r9700ctl verify inventory.ini --junit verify.xml --json verify.json
 
     \b
     Exit codes: 0 every host passed checks (skips beside them are fine); 2 some check failed;
@@ -79,11 +83,12 @@ def verify(
     on it (all skipped, -k matched nothing): NOT_CHECKED, never PASS; 64 bad input (nothing
     was contacted).
     """
-    from r9700ctl.report import write_json
+    from r9700ctl.cli.options import write_json_output
     from r9700ctl.verify import VerifyRequest
     from r9700ctl.verify import verify as run_verify
 
-    for option, path in (("--json", Path(json_path) if json_path else None), ("--junit-xml", junit_xml)):
+    json_file = Path(json_path) if json_path and json_path != "-" else None
+    for option, path in (("--json", json_file), ("--junit", junit_xml)):
         if path is not None and not path.expanduser().resolve().parent.is_dir():
             raise BadInput(
                 what=f"{option}: the directory does not exist", where=str(path), hint="create it first"
@@ -96,7 +101,7 @@ def verify(
         junit_xml=junit_xml,
         timeout_s=timeout_s,
     )
-    console = app.console()
+    console = app.console(stderr=json_path == "-")
 
     def progress(line: str) -> None:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -104,8 +109,7 @@ def verify(
     result = run_verify(request, progress=progress)
     for line in render_lines(result):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
-    if json_path:
-        write_json(json_path, result.to_dict())
+    write_json_output(json_path, result.to_dict())
     click.get_current_context().exit(result.exit_code)
 
 

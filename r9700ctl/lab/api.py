@@ -16,6 +16,7 @@ from r9700ctl.lab import (
     hostcheck,
     keys,
     locks,
+    machine,
     mirror,
     node,
     processes,
@@ -188,6 +189,15 @@ def _check_request(
         raise BadInput(
             what=f"node options for unknown node(s) {', '.join(unknown)}", hint=f"nodes: node1..node{nodes}"
         )
+    for name, option in options.items():
+        if option.fault is not None and option.fault not in machine.FAULTS:
+            raise BadInput(
+                what=f"{name}: no fault '{option.fault}'", hint=f"faults: {', '.join(machine.FAULTS)}"
+            )
+        if option.fault == "acs-redirect" and gpus < 2:
+            raise BadInput(
+                what="the acs-redirect fault needs 2 or more GPUs per node", hint="use --gpus 2 or more"
+            )
     root = recordings.recorded_root()
     if recorded is not None and not (root / recorded).is_dir():
         known = ", ".join(sorted(p.name for p in root.iterdir() if p.is_dir())) if root.is_dir() else ""
@@ -203,7 +213,10 @@ def _reusable(
     """True for a healthy lab of this shape; a healthy lab of another shape is refused."""
     if existing.phase != "up" or not health.probe(directory).healthy:
         return False
-    same_options = all(n.options == options.get(n.name, NodeOptions()).to_json() for n in existing.nodes)
+    same_options = all(
+        {**NodeOptions().to_json(), **n.options} == options.get(n.name, NodeOptions()).to_json()
+        for n in existing.nodes
+    )
     if len(existing.nodes) == nodes and existing.gpus == gpus and same_options:
         return True
     raise BadInput(

@@ -15,6 +15,7 @@ from r9700ctl.lab import (
     files,
     keys,
     locks,
+    machine,
     mirror,
     network,
     node,
@@ -209,6 +210,7 @@ def create_node(lab: state.LabState, index: int, options: NodeOptions, report: P
     lab.nodes.append(entry)
     state.save(lab)
     network.add_node_link(names, index)
+    presented = machine.build(lab.gpus, options.fault)
     config = node.NodeConfig(
         name=name,
         address=entry.address,
@@ -219,11 +221,13 @@ def create_node(lab: state.LabState, index: int, options: NodeOptions, report: P
         client_public_key=(directory / f"{keys.CLIENT_KEY}.pub").read_text(),
         lab_key_armored=(directory / "mirror" / mirror.KEY_PATH).read_bytes(),
         options=options,
+        machine=presented,
+        tool_outputs=machine.tool_outputs(presented, recordings.recorded_root()),
     )
     paths = node_paths(lab, name)
     host_key, notes = node.prepare(paths, Path(lab.base), config)
     (paths.directory / "host_key.pub").write_text(host_key + "\n")
-    entry.pid = node.start(entry.netns, name, Path(lab.base), paths, sshd=options.sshd)
+    entry.pid = node.start(entry.netns, name, Path(lab.base), paths, options.sshd, config.machine)
     state.save(lab)
     if node.pid1(entry.pid, timeout=5.0) is None:
         raise CannotRun(what=f"{name} did not start: {processes.tail(paths.console)}")

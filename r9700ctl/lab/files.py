@@ -2,33 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-
-R9700_PCI = {"vendor": "0x1002", "device": "0x7551", "class": "0x030000", "revision": "0xc0"}
-# The card's display-audio function (1002:ab40, docs/hardware.md); detection must skip it by class.
-R9700_AUDIO = {"vendor": "0x1002", "device": "0xab40", "class": "0x040300", "revision": "0x00"}
-# Subsystem of a Gigabyte R9700 as `lspci -vnn` printed it in clbr/radeontop#184: [1458:242f].
-R9700_SUBSYSTEM = {"subsystem_vendor": "0x1458", "subsystem_device": "0x242f"}
-# One GPU per root port, spread over the buses the way a 4- or 8-slot board enumerates them.
-GPU_BUSES = (0x03, 0x23, 0x43, 0x63, 0x83, 0xA3, 0xC3, 0xE3)
 
 
 @dataclass(frozen=True)
 class InventoryNode:
     name: str
     address: str
-
-
-def pci_devices(gpus: int) -> list[dict[str, str]]:
-    """The stand-in PCI functions a lab node presents: per GPU the display and the audio function."""
-    devices = []
-    for index in range(gpus):
-        bus = GPU_BUSES[index] if index < len(GPU_BUSES) else 0x03 + index
-        for function, ids in ((0, R9700_PCI), (1, R9700_AUDIO)):
-            devices.append({"address": f"0000:{bus:02x}:00.{function}", **ids, **R9700_SUBSYSTEM})
-    return devices
 
 
 def render_inventory(
@@ -59,6 +40,7 @@ def render_inventory(
         f"r9700_repo_base_url={mirror_url}",
         f"r9700_repo_key_url={key_url}",
         f"r9700_repo_key_fingerprint={key_fingerprint}",
+        "# Each node presents an R9700 machine with this many cards in its /sys (r9700ctl/lab/machine.py).",
         f"r9700_expected_gpus={gpus}",
         *(
             [
@@ -68,8 +50,6 @@ def render_inventory(
             if registry_url
             else []
         ),
-        "# TEST AID set only by the lab: the PCI functions each node presents (real nodes: read from sysfs).",
-        f"r9700_lab_pci_devices={json.dumps(pci_devices(gpus), separators=(',', ':'))}",
     ]
     return "\n".join(lines) + "\n"
 

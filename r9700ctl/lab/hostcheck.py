@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 
 from r9700ctl.errors import CannotRun
 
@@ -33,8 +34,26 @@ def require_root(command: str) -> None:
     if os.geteuid() != 0:
         raise CannotRun(
             what=f"'r9700ctl {command}' needs root: it creates network namespaces, mounts and daemons",
-            hint=f"run it as root, e.g. sudo r9700ctl {command}",
+            hint=f"run it as root: sudo r9700ctl {command}"
+            if _on_roots_path()
+            else "run it as root by its full path, as sudo's PATH does not hold your virtual environment: "
+            f"sudo {this_program()} {command}",
         )
+
+
+def this_program() -> str:
+    """How to start this very r9700ctl again, as an absolute command (a venv is not on root's PATH)."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    if argv0.endswith("__main__.py") or not argv0:
+        return f"{sys.executable} -m r9700ctl"
+    return os.path.abspath(argv0) if os.sep in argv0 else (shutil.which(argv0) or argv0)
+
+
+def _on_roots_path() -> bool:
+    """Whether plain `sudo r9700ctl` finds this r9700ctl (sudo's usual secure_path)."""
+    secure_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    found = shutil.which("r9700ctl", path=secure_path)
+    return found is not None and os.path.realpath(found) == os.path.realpath(this_program().split()[0])
 
 
 def which(tool: str) -> str | None:

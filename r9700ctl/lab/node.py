@@ -5,25 +5,36 @@ namespace (`unshare --fork --kill-child`), chrooted into its overlay. Every moun
 (the overlay itself, proc, a read-only sysfs and /proc/sys, a minimal /dev, tmpfs /run) exists
 only in its private mount namespace and vanishes with its PID 1. Read-only /proc/sys and /sys
 and a /dev without disks are safety: a node runs as real root on the lab host.
+
+The node's R9700 machine (r9700ctl/lab/machine.py) is grafted into its /sys where the kernel
+puts such a machine: /sys/devices, /sys/bus, /sys/class, /sys/module and /sys/kernel become
+read-only tmpfs holding the machine's entries (PCI functions, DRM, KFD, amdgpu, IOMMU groups)
+beside bind mounts of the real ones (net, block, virtual devices, ...); /dev gets /dev/kfd and
+the DRM nodes. Its amd-smi and rocminfo outputs go to MACHINE_DIR, where the stand-in tools look.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from r9700ctl.errors import CannotRun
-from r9700ctl.lab import dockerd, keys, processes
+from r9700ctl.lab import dockerd, keys, machine, processes
 from r9700ctl.lab.hostcheck import tool
 from r9700ctl.lab.rootfs import LAB_USER, SUITE
 
 PROXY_FILE = "etc/apt/apt.conf.d/00lab-proxy"
 KERNEL_SOURCE_FILE = "etc/apt/sources.list.d/r9700ctl-lab-kernel.sources"
 KERNEL_KEY_FILE = "etc/apt/keyrings/r9700ctl-lab-kernel.asc"
+# Where the stand-in amd-smi/rocminfo/rocm-smi find this node's outputs (standins.tool_script).
+MACHINE_DIR = "var/lib/r9700ctl-lab/machine"
+# The /sys directories that get the machine's entries (the rest of /sys is the real one).
+GRAFTED = ("devices", "bus", "class", "module", "kernel")
 
 
 @dataclass(frozen=True)
@@ -33,14 +44,15 @@ class NodeOptions:
     kernel_headers: False leaves out the lab-kernel apt source, so the running kernel has no
     linux-headers candidate. sudo: False takes passwordless sudo from the r9700 user.
     sshd: False creates the node (namespace, address, file system) but starts no sshd, so
-    connections to it are refused.
+    connections to it are refused. fault: one of machine.FAULTS, planted in the node's machine.
     """
 
     kernel_headers: bool = True
     sudo: bool = True
     sshd: bool = True
+    fault: str | None = None  # a machine.FAULTS name planted in the node's machine
 
-    def to_json(self) -> dict[str, bool]:
+    def to_json(self) -> dict[str, bool | str | None]:
         return asdict(self)
 
 
@@ -68,6 +80,16 @@ class NodePaths:
     def console(self) -> Path:
         return self.directory / "console.log"
 
+    @property
+    def machine_sys(self) -> Path:
+        """The machine's /sys entries, grafted into the node's /sys by its init."""
+        return self.directory / "machine" / "sys"
+
+    @property
+    def sys_stash(self) -> Path:
+        """Mount points (inside the node's mount namespace only) for the real /sys directories."""
+        return self.directory / "sys-real"
+
 
 @dataclass(frozen=True)
 class NodeConfig:
@@ -82,6 +104,8 @@ class NodeConfig:
     client_public_key: str
     lab_key_armored: bytes
     options: NodeOptions
+    machine: machine.Machine
+    tool_outputs: dict[str, bytes]
 
 
 def overlay_options(base: Path, paths: NodePaths) -> str:
@@ -101,6 +125,7 @@ def prepare(paths: NodePaths, base: Path, config: NodeConfig) -> tuple[str, list
         [mount, "-t", "overlay", f"r97-{config.name}", "-o", overlay_options(base, paths), str(paths.root)],
         what=f"mount {config.name}'s overlay (needs overlayfs)",
     )
+    _write_machine(paths, config.machine)
     try:
         return _write_files(paths.root, config)
     finally:
@@ -146,7 +171,14 @@ def _write_files(root: Path, config: NodeConfig) -> tuple[str, list[str]]:
     write(root, "root/.ssh/authorized_keys", authorized, mode=0o600)
     home = f"home/{LAB_USER}"
     write(root, f"{home}/.ssh/authorized_keys", authorized, mode=0o600, owner=(uid, gid), dir_mode=0o700)
+    for name, data in config.tool_outputs.items():
+        write(root, f"{MACHINE_DIR}/{name}", data)
+    if config.machine.environment:
+        current = (root / "etc/environment").read_text() if (root / "etc/environment").is_file() else ""
+        write(root, "etc/environment", current + "".join(f"{line}\n" for line in config.machine.environment))
     notes = []
+    if config.machine.fault:
+        notes.append(f"fault {config.machine.fault}: {machine.FAULTS[config.machine.fault].what}")
     if not config.options.sudo:
         remove(root, f"etc/sudoers.d/{LAB_USER}")
         notes.append(f"{LAB_USER} has no sudo")
@@ -155,6 +187,24 @@ def _write_files(root: Path, config: NodeConfig) -> tuple[str, list[str]]:
     if not config.options.sshd:
         notes.append("sshd not started")
     return keys.make_host_key(root, config.name), notes
+
+
+def _write_machine(paths: NodePaths, presented: machine.Machine) -> None:
+    """The machine's /sys entries in the node's directory, fresh each time (the init grafts them)."""
+    if paths.machine_sys.parent.exists():
+        shutil.rmtree(paths.machine_sys.parent)
+    machine.write_sysfs(presented, paths.machine_sys)
+    (paths.machine_sys.parent / "machine.json").write_text(machine.summary_json(presented))
+
+
+def group_id(base: Path, names: tuple[str, ...]) -> int:
+    """The gid of the first of `names` in the root file system's /etc/group (0 when none is there)."""
+    try:
+        lines = (base / "etc/group").read_text().splitlines()
+    except OSError:
+        return 0
+    groups = {f[0]: int(f[2]) for f in (line.split(":") for line in lines) if len(f) > 2 and f[2].isdigit()}
+    return next((groups[n] for n in names if n in groups), 0)
 
 
 def _user_ids(root: Path, user: str) -> tuple[int, int]:
@@ -207,11 +257,50 @@ def remove(root: Path, relative: str) -> None:
         path.unlink()
 
 
-def init_script(name: str, base: Path, paths: NodePaths, sshd: bool) -> str:
+GRAFT_FUNCTION = """\
+# graft D: /sys/D becomes a read-only tmpfs with the machine's entries ($M/D) and, beside them,
+# bind mounts of the real entries the machine does not replace (stashed under $S/D first).
+graft() {
+    mkdir -p "$S/$1"
+    mount --bind "$R/sys/$1" "$S/$1"
+    mount -t tmpfs -o mode=755,nosuid,nodev,noexec r97-sys "$R/sys/$1"
+    if [ -d "$M/$1" ]; then cp -a "$M/$1/." "$R/sys/$1/"; fi
+    for e in "$S/$1"/*; do
+        [ -e "$e" ] || [ -L "$e" ] || continue
+        n=${e##*/}
+        if [ -e "$R/sys/$1/$n" ] || [ -L "$R/sys/$1/$n" ]; then continue; fi
+        if [ -L "$e" ]; then cp -P "$e" "$R/sys/$1/$n"
+        elif [ -d "$e" ]; then mkdir "$R/sys/$1/$n"; mount --bind "$e" "$R/sys/$1/$n"
+        else : > "$R/sys/$1/$n"; mount --bind "$e" "$R/sys/$1/$n"; fi
+    done
+    mount -o remount,ro "$R/sys/$1"
+}
+"""
+
+
+def machine_lines(paths: NodePaths, presented: machine.Machine, gid: int) -> str:
+    """Init lines that graft the machine into /sys and make its /dev nodes."""
+    lines = [
+        f"M={shlex.quote(str(paths.machine_sys))}",
+        f"S={shlex.quote(str(paths.sys_stash))}",
+        GRAFT_FUNCTION.rstrip(),
+        *(f"graft {d}" for d in GRAFTED),
+        'mkdir -p "$R/dev/dri"',
+    ]
+    for path, major, minor in machine.dev_nodes(presented):
+        lines.append(f'mknod -m 660 "$R/dev/{path}" c {major} {minor}')
+        lines.append(f'chgrp {gid} "$R/dev/{path}"')
+    return "\n".join(lines) + "\n"
+
+
+def init_script(
+    name: str, base: Path, paths: NodePaths, sshd: bool, presented: machine.Machine | None = None
+) -> str:
     """The node's PID 1 until it execs sshd: mounts inside its private mount namespace only."""
     root = shlex.quote(str(paths.root))
     overlay = shlex.quote(overlay_options(base, paths))
     final = "/usr/sbin/sshd -D -e" if sshd else "/bin/sleep infinity"
+    grafted = machine_lines(paths, presented, group_id(base, ("render", "video"))) if presented else ""
     return f"""#!/bin/sh
 # r9700ctl lab: init of {name}. Runs as PID 1 of the node's own PID namespace.
 set -e
@@ -240,14 +329,16 @@ ln -s /proc/self/fd/2 "$R/dev/stderr"
 mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$R/dev/shm"
 mount -t tmpfs -o mode=755,nosuid,nodev tmpfs "$R/run"
 mkdir -p "$R/run/sshd" "$R/run/lock"
-{dockerd.init_lines(paths.directory)}
+{grafted}{dockerd.init_lines(paths.directory)}
 exec chroot "$R" {final}
 """
 
 
-def start(netns: str, name: str, base: Path, paths: NodePaths, sshd: bool) -> int:
+def start(
+    netns: str, name: str, base: Path, paths: NodePaths, sshd: bool, presented: machine.Machine | None = None
+) -> int:
     """Start the node; returns the PID of `unshare` (its only child is the node's PID 1)."""
-    paths.init.write_text(init_script(name, base, paths, sshd))
+    paths.init.write_text(init_script(name, base, paths, sshd, presented))
     argv = [
         tool("ip"), "netns", "exec", netns,
         tool("unshare"), "--mount", "--uts", "--ipc", "--pid", "--cgroup", "--fork", "--kill-child",

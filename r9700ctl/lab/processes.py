@@ -11,6 +11,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import psutil
+
 from r9700ctl.errors import CannotRun
 
 
@@ -63,13 +65,9 @@ def alive(pid: int | None) -> bool:
         return False
     _reap(pid)
     try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
         return False
-    for line in status.splitlines():
-        if line.startswith("State:"):
-            return "Z" not in line.split()[1]
-    return True
 
 
 def verified(pid: int | None, marker: str) -> int | None:
@@ -80,11 +78,11 @@ def verified(pid: int | None, marker: str) -> int | None:
     deadline = time.monotonic() + 1.0
     while alive(pid):
         try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
+            cmdline = " ".join(psutil.Process(pid).cmdline())
+        except psutil.Error:
             return None
         if cmdline or time.monotonic() > deadline:  # empty for a moment while it execs
-            return pid if marker.encode() in cmdline else None
+            return pid if marker in cmdline else None
         time.sleep(0.01)
     return None
 
@@ -97,10 +95,9 @@ def _reap(pid: int) -> None:
 
 def children(pid: int) -> list[int]:
     try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
+        return sorted(child.pid for child in psutil.Process(pid).children())
+    except psutil.Error:
         return []
-    return [int(p) for p in text.split()]
 
 
 def stop(pid: int | None, *, grace: float = 5.0, sig: int = signal.SIGTERM) -> bool:

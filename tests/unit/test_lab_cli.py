@@ -32,9 +32,12 @@ def test_lab_up_without_root_says_so_in_one_line_and_exits_3(tmp_path):
     result = r9700ctl("lab", "up", "--dir", str(tmp_path / "lab"), user=65534 if IS_ROOT else None, cwd="/")
     assert result.returncode == 3, result.stderr
     assert result.stdout == ""
+    # The venv's r9700ctl is not on sudo's PATH: the fix names the program by its full path.
+    program = str(SCRIPT) if SCRIPT.exists() else f"{sys.executable} -m r9700ctl"
     assert result.stderr == (
         "error: 'r9700ctl lab up' needs root: it creates network namespaces, mounts and daemons "
-        "(run it as root, e.g. sudo r9700ctl lab up)\n"
+        "(run it as root by its full path, as sudo's PATH does not hold your virtual environment: "
+        f"sudo {program} lab up)\n"
     )
     assert not (tmp_path / "lab").exists()
 

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from r9700ctl.errors import CannotRun
-from r9700ctl.lab import node
+from r9700ctl.lab import machine, node
 from r9700ctl.lab.node import NodePaths
 
 
@@ -57,3 +57,17 @@ def test_the_init_script_mounts_kernel_interfaces_read_only_and_execs_sshd(tmp_p
 def test_a_node_without_sshd_keeps_a_pid_1_that_only_sleeps(tmp_path):
     script = node.init_script("node1", tmp_path / "base", NodePaths(tmp_path / "nodes/node1"), sshd=False)
     assert script.splitlines()[-1] == 'exec chroot "$R" /bin/sleep infinity'
+
+
+def test_the_init_script_grafts_the_machine_into_sys_read_only_and_makes_its_dev_nodes(tmp_path):
+    """/sys/{devices,bus,class,module,kernel} get the machine's entries; the tmpfs is read-only;
+    /dev nodes use a local/experimental major, so nothing on the host answers them."""
+    presented = machine.build(2)
+    paths = NodePaths(tmp_path / "nodes/node1")
+    lines = node.init_script("node1", tmp_path / "base", paths, sshd=True, presented=presented).splitlines()
+    assert f"M={paths.machine_sys}" in lines and f"S={paths.sys_stash}" in lines
+    assert [line for line in lines if line.startswith("graft ")] == [f"graft {d}" for d in node.GRAFTED]
+    assert '    mount -o remount,ro "$R/sys/$1"' in lines
+    assert 'mknod -m 660 "$R/dev/kfd" c 120 255' in lines
+    assert 'mknod -m 660 "$R/dev/dri/renderD129" c 120 129' in lines
+    assert lines.index("graft devices") < lines.index('exec chroot "$R" /usr/sbin/sshd -D -e')

@@ -193,3 +193,20 @@ def test_the_mirror_has_every_manifest_release_in_all_three_suites(tmp_path):
             else:
                 assert not (root / "graphics" / name).exists()
     assert (root / "lab-kernel/dists/bookworm/InRelease").is_file()
+
+
+def test_the_nodes_own_output_wins_over_the_packaged_recording(tmp_path):
+    """A node's machine directory (r9700ctl/lab/machine.py) holds its amd-smi/rocminfo outputs."""
+    data, mine = tmp_path / "data", tmp_path / "machine"
+    data.mkdir()
+    mine.mkdir()
+    (data / "rocminfo.txt").write_text("packaged\n")
+    script = tmp_path / "rocminfo"
+    script.write_text(standins.tool_script("rocminfo", str(data), {(): "rocminfo.txt"}, str(mine)))
+    script.chmod(0o755)
+    assert subprocess.run([str(script)], capture_output=True, text=True).stdout == "packaged\n"
+    (mine / "rocminfo.txt").write_text("this node's machine\n")
+    (mine / "amd-smi.txt").write_text("not rocminfo's\n")
+    assert subprocess.run([str(script), "--support"], capture_output=True, text=True).stdout == (
+        "this node's machine\n"
+    )

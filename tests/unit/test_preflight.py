@@ -653,15 +653,6 @@ def test_facts_read_os_release_and_every_display_class_device_from_sysfs(fake_ro
     assert f["errors"] == []
 
 
-def test_the_labs_stand_in_devices_replace_sysfs(fake_root):
-    """r9700_lab_pci_devices is the lab's test aid; on real nodes sysfs is read."""
-    pci_device(fake_root, "0000:03:00.0", "0x10de", "0x2335", "0x030200")
-    lab = [{"address": "0000:0a:00.0", "vendor": "0x1002", "device": "0x7551", "class": "0x030000"}]
-    f = nodefacts.gather({"root": str(fake_root), "lab_pci_devices": lab})
-    assert f["pci"]["source"] == "r9700_lab_pci_devices"
-    assert [d["device"] for d in f["pci"]["devices"]] == ["0x7551"]
-
-
 def test_lock_holders_are_found_through_proc_fd_links(fake_root):
     """fuser-free: a process with /var/lib/dpkg/lock-frontend open is named with its command line."""
     write(fake_root, "/proc/4242/cmdline", "/usr/bin/python3\x00/usr/bin/unattended-upgrade\x00")

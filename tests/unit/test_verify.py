@@ -52,6 +52,18 @@ def test_a_missing_inventory_is_bad_input_and_contacts_nothing(tmp_path):
 
 
 @pytest.mark.timeout(300)
+def test_json_dash_is_the_document_alone_on_stdout_and_junit_is_spelled_as_in_validate(tmp_path):
+    inventory = tmp_path / "inventory.ini"
+    inventory.write_text("[r9700_nodes]\nthis-machine ansible_connection=local ansible_host=127.0.0.1\n")
+    junit = tmp_path / "verify.xml"
+    result = invoke("verify", str(inventory), "-k", "state_file", "--json", "-", "--junit", str(junit))
+    assert result.exit_code == 2, result.output
+    assert json.loads(result.stdout)["schema"] == "r9700ctl.verify/1"
+    assert "this-machine  FAIL" in result.stderr
+    assert junit.read_text().startswith("<?xml")
+
+
+@pytest.mark.timeout(300)
 def test_a_node_that_was_never_provisioned_fails_with_the_missing_record_named(tmp_path):
     """Exit 2 and one line per failed check, each naming host, test and what is wrong."""
     inventory = tmp_path / "inventory.ini"

@@ -290,14 +290,19 @@ def _manifest() -> dict[str, Any]:
 
 
 def _override_result(ctx: AgentContext) -> CheckResult | None:
+    # This process's environment, else what the system's environment files give every session.
     value = ctx.environment.get("variables", {}).get("HSA_OVERRIDE_GFX_VERSION")
+    where = "this environment"
+    if value is None:
+        value = (ctx.environment.get("system_variables") or {}).get("HSA_OVERRIDE_GFX_VERSION")
+        where = "/etc/environment or /etc/environment.d (every session gets it)"
     targets = _gfx_targets(ctx)
     if value is None or not targets:
         return None
     known = _manifest().get("gfx_targets") or {}
     native = {t: (known.get(t) or {}).get("hsa_version") for t in targets}
     threshold = "unset (the R9700 and other supported cards need no override)"
-    evidence = {"HSA_OVERRIDE_GFX_VERSION": value, "native": native}
+    evidence = {"HSA_OVERRIDE_GFX_VERSION": value, "native": native, "set_in": where}
     if all(v == value for v in native.values()):
         return CheckResult(
             "driver.hsa_override",
@@ -321,7 +326,7 @@ def _override_result(ctx: AgentContext) -> CheckResult | None:
         value,
         "",
         threshold,
-        f"HSA_OVERRIDE_GFX_VERSION={value} makes the runtime load code built for another "
+        f"HSA_OVERRIDE_GFX_VERSION={value} (set in {where}) makes the runtime load code built for another "
         f"target than {', '.join(targets)}; cross-family overrides have crashed the driver "
         "(ROCm/rocm-systems#3531) and are now rejected (rocm-systems PR #5686): unset it and "
         "use a PyTorch build with native kernels",

@@ -3,13 +3,12 @@
 
 Runs on the node. Reads /sys/bus/pci/devices/*/{vendor,device,class,subsystem_*} in one
 pass (one module call instead of a slurp per file) and keeps every device whose class
-is 0x03xxxx (VGA, 3D, display controllers), whichever vendor made it. The lab passes
-stand-in devices instead (r9700_lab_pci_devices); they go through the same filter.
+is 0x03xxxx (VGA, 3D, display controllers), whichever vendor made it. Lab nodes present
+their machine in sysfs too (r9700ctl/lab/machine.py), so there is one way to read a node.
 """
 
 from __future__ import annotations
 
-import json
 import os
 
 DOCUMENTATION = r"""
@@ -24,11 +23,6 @@ options:
     description: Root of the sysfs tree to read (tests point it at a fake tree).
     type: path
     default: /sys
-  stand_in:
-    description:
-      - Stand-in devices used instead of sysfs, a list (or JSON text of a list) of mappings with
-        address, vendor, device and class. Set only by the r9700ctl lab.
-    type: raw
 author: r9700ctl
 """
 
@@ -40,7 +34,7 @@ devices:
   elements: dict
   returned: always
 source:
-  description: Where the devices came from, C(sysfs) or C(stand_in).
+  description: Where the devices came from, always C(sysfs).
   type: str
   returned: always
 """
@@ -86,14 +80,6 @@ def keep_display(devices: list[dict]) -> list[dict[str, str]]:
     return sorted(kept, key=lambda d: d.get("address", ""))
 
 
-def stand_in_devices(value) -> list[dict]:
-    if isinstance(value, str):
-        value = json.loads(value)
-    if not isinstance(value, list) or not all(isinstance(d, dict) for d in value):
-        raise ValueError("stand_in must be a list of mappings")
-    return keep_display(value)
-
-
 def _read(path: str) -> str | None:
     try:
         with open(path, encoding="ascii", errors="replace") as fh:
@@ -113,17 +99,9 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "sysfs_root": {"type": "path", "default": "/sys"},
-            "stand_in": {"type": "raw", "default": None},
         },
         supports_check_mode=True,
     )
-    stand_in = module.params["stand_in"]
-    if stand_in is not None and stand_in != "":  # an empty list is a node with no GPUs
-        try:
-            devices = stand_in_devices(stand_in)
-        except ValueError as exc:
-            module.fail_json(msg=f"r9700_lab_pci_devices: {exc}")
-        module.exit_json(changed=False, devices=devices, source="stand_in")
     module.exit_json(changed=False, devices=read_display_devices(module.params["sysfs_root"]), source="sysfs")
 
 

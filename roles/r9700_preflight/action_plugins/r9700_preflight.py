@@ -27,7 +27,6 @@ ARGUMENT_SPEC = {
     "apt_update": {"type": "bool", "default": True},
     "apply_runtime": {"type": "str", "default": "auto"},
     "known_issue_workarounds_skip": {"type": "list", "elements": "str", "default": []},
-    "lab_pci_devices": {"type": "raw", "default": []},
     # The r9700_env role's knobs: the environment list is composed and checked here, before any
     # change (r9700ctl/envlist.py). None = not given: the judge applies the role's defaults.
     "env": {"type": "raw", "default": None},
@@ -72,14 +71,7 @@ class ActionModule(ActionBase):
                 "through `r9700ctl provision`, or install r9700ctl into the same Python as Ansible"
             ) from exc
 
-        lab_devices = args["lab_pci_devices"]
-        if isinstance(lab_devices, str):
-            lab_devices = json.loads(lab_devices) if lab_devices.strip() else []
-        fact_args = {
-            "apt_update": args["apt_update"],
-            "lock_wait_s": args["apt_lock_timeout"],
-            "lab_pci_devices": lab_devices or [],
-        }
+        fact_args = {"apt_update": args["apt_update"], "lock_wait_s": args["apt_lock_timeout"]}
         python = args["python"]
         if python.startswith("auto"):  # Ansible's interpreter discovery keywords
             python = "python3"

@@ -1,0 +1,106 @@
+"""Each lab node presents one R9700 machine; `r9700ctl validate` judges it like a real server.
+
+One lab: node1 healthy, then one node per planted fault (`lab up --fault NAME`, documented in
+r9700ctl/lab/machine.py FAULTS). The agent runs on every node through Ansible at `--level config`
+(lab nodes have no torch); each fault must be flagged by exactly its check, with its hint, and
+nothing else flagged anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from r9700ctl.lab import NodeOptions, machine
+
+pytestmark = pytest.mark.timeout(600)
+FAULTS = list(machine.FAULTS)
+
+
+@pytest.fixture(scope="module")
+def fleet(make_lab_module, tmp_path_factory):
+    """(lab, the validate-fleet JSON document, the CLI's stdout) of node1 healthy + one node per fault."""
+    options = {f"node{i}": NodeOptions(fault=name) for i, name in enumerate(FAULTS, start=2)}
+    lab = make_lab_module(nodes=len(FAULTS) + 1, gpus=4, node_options=options)
+    home = tmp_path_factory.mktemp("faults")
+    out = home / "fleet.json"
+    env = dict(os.environ, NO_COLOR="1", COLUMNS="200", XDG_STATE_HOME=str(home))
+    env["R9700CTL_HISTORY"] = str(home / "history.db")
+    done = subprocess.run(
+        [sys.executable, "-m", "r9700ctl", "validate", str(lab.inventory), "--level", "config",
+         "--json", str(out)],
+        capture_output=True, text=True, env=env, timeout=500, check=False,
+    )  # fmt: skip
+    assert out.is_file(), done.stdout + done.stderr
+    return lab, json.loads(out.read_text()), done
+
+
+def flagged(report: dict) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for result in report["results"]:
+        if result["status"] not in ("PASS", "SKIP"):
+            found.setdefault(result["id"], set()).add(result["status"])
+    return found
+
+
+def nodes(document: dict) -> dict[str, dict]:
+    return {n["host"]: n["report"] for n in document["nodes"]}
+
+
+def test_a_healthy_lab_node_passes_validate_config(fleet):
+    _lab, document, _done = fleet
+    report = nodes(document)["node1"]
+    assert flagged(report) == {}, report["results"]
+    assert report["status"] == "PASS"
+    assert len(report["gpus"]) == 4 and {g["gfx_target"] for g in report["gpus"]} == {"gfx1201"}
+
+
+@pytest.mark.parametrize("position", range(len(FAULTS)), ids=FAULTS)
+def test_each_planted_fault_is_found_by_its_check_and_nothing_else(fleet, position):
+    _lab, document, _done = fleet
+    fault = machine.FAULTS[FAULTS[position]]
+    report = nodes(document)[f"node{position + 2}"]
+    own = [r for r in report["results"] if r["id"] == fault.check]
+    if fault.status == "noted":  # an idle link is judged under load: noted at config
+        assert flagged(report) == {}, report["results"]
+        assert any("Gen4 x8" in (r["hint"] or "") for r in own), own
+    else:
+        assert flagged(report) == {fault.check: {fault.status}}, report["results"]
+        assert all(r["hint"] for r in own if r["status"] == fault.status)
+
+
+def test_the_cli_table_names_each_faulty_nodes_worst_finding_and_exits_with_the_worst(fleet):
+    _lab, document, done = fleet
+    assert done.returncode == 2 == document["exit_code"], done.stdout + done.stderr
+    rows = {words[0]: line for line in done.stdout.splitlines() if (words := line.split())}
+    for position, name in enumerate(FAULTS, start=2):
+        fault = machine.FAULTS[name]
+        if fault.status != "noted":
+            assert fault.check in rows[f"node{position}"], done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_the_p2p_decision_reads_each_nodes_machine(fleet, tmp_path):
+    """r9700_p2p auto as preflight decides it (through doctor: nothing changes on the nodes): on
+    for the healthy node, off naming the BAR on the small-BAR node, the IOMMU and the ACS ones."""
+    lab, _document, _done = fleet
+    out = tmp_path / "doctor.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "r9700ctl", "doctor", str(lab.inventory), "--json", str(out)],
+        capture_output=True, text=True, timeout=400, check=False,
+        env=dict(os.environ, NO_COLOR="1", COLUMNS="200"),
+    )  # fmt: skip
+    assert out.is_file(), done.stdout + done.stderr
+    decisions = {
+        host["host"]: next(c["detail"] for c in host["checks"] if c["id"] == "p2p.policy")
+        for host in json.loads(out.read_text())["hosts"]
+    }
+    node_of = {name: f"node{i}" for i, name in enumerate(FAULTS, start=2)}
+    assert decisions["node1"].startswith("PCIe peer-to-peer on: every GPU's BAR covers its VRAM"), decisions
+    assert "BAR 256 MiB < VRAM 32 GiB" in decisions[node_of["small-bar"]], decisions
+    assert "the IOMMU translates its DMA" in decisions[node_of["iommu-translated"]], decisions
+    assert "redirects peer traffic" in decisions[node_of["acs-redirect"]], decisions

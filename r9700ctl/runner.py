@@ -48,6 +48,7 @@ NOT_RUN = "NOT_RUN"
 REBOOT_FACT = "r9700_reboot_pending"
 REBOOT_REASONS_FACT = "r9700_reboot_reasons"  # optional: why, as a list of short texts
 VERSIONS_FACT = "r9700_versions"  # r9700_rocm: {"before": {...}, "after": {...}} package versions
+LIFECYCLE_FACT = "r9700_lifecycle"  # r9700_lifecycle: state files, /dev/kfd holders, uninstall result
 # r9700_preflight: its "p2p" (the node's PCIe P2P decision), "rocm_choice" and "known_issues"
 RESOLVED_FACT = "r9700_resolved"
 # r9700_containers: {"engine", "image", "smoke"}: what runs the engine, the image, the smoke check.
@@ -114,6 +115,8 @@ class HostResult:
     rocm_choice: str = ""
     known_issues: list[dict[str, Any]] = field(default_factory=list)
     p2p: dict[str, Any] = field(default_factory=dict)  # state and reason (r9700ctl/p2p.py)
+    resolved: dict[str, Any] = field(default_factory=dict)  # r9700_preflight's r9700_resolved, whole
+    lifecycle: dict[str, Any] = field(default_factory=dict)  # r9700_lifecycle's report to the controller
     containers: dict[str, Any] = field(default_factory=dict)  # r9700_containers' status fact
     current_task: str | None = None  # started and not finished yet
     started: bool = False
@@ -328,7 +331,10 @@ class _EventTracker:
             resolved = facts.get(RESOLVED_FACT) if isinstance(facts, dict) else None
             if isinstance(resolved, dict) and isinstance(resolved.get("p2p"), dict):
                 result.p2p = resolved["p2p"]
+            if isinstance(facts, dict) and isinstance(facts.get(LIFECYCLE_FACT), dict):
+                result.lifecycle = facts[LIFECYCLE_FACT]
             if isinstance(resolved, dict):  # r9700_preflight's host fact
+                result.resolved = resolved
                 result.rocm_choice = str(resolved.get("rocm_choice") or "")
                 result.known_issues = [k for k in resolved.get("known_issues") or [] if isinstance(k, dict)]
         elif kind == "runner_on_failed" and data.get("ignore_errors"):

@@ -15,6 +15,10 @@ from r9700ctl.errors import EXIT_BAD_INPUT, EXIT_CANNOT_RUN, R9700Error
 # command name -> "module:attribute"; each module holds one command (or group).
 COMMANDS = {
     "provision": "r9700ctl.cli.provision:provision",
+    "upgrade": "r9700ctl.cli.upgrade:upgrade",
+    "rollback": "r9700ctl.cli.upgrade:rollback",
+    "uninstall": "r9700ctl.cli.uninstall:uninstall",
+    "kernel-upgrade": "r9700ctl.cli.upgrade:kernel_upgrade",
     "validate": "r9700ctl.cli.validate:validate",
     "history": "r9700ctl.cli.history:history",
     "monitoring": "r9700ctl.cli.monitoring:monitoring",
@@ -28,7 +32,8 @@ COMMANDS = {
 EPILOG = """\b
 Exit codes: 0 all good, 1 warnings only, 2 something failed,
 3 could not run (unreachable host, missing prerequisite, timeout),
-64 bad invocation or bad input (nothing was contacted).
+4 validate: inconclusive (nothing failed, but something could not be judged),
+64 bad invocation or bad input (nothing was contacted), 130 interrupted (Ctrl-C).
 
 \b
 Shell completion (bash; use zsh_source / fish_source for those shells):
@@ -59,6 +64,7 @@ def cli(ctx: click.Context) -> None:
     Typical day:
       r9700ctl doctor inventory.ini       can the tool reach and work on these hosts?
       r9700ctl provision inventory.ini    driver, ROCm, groups, environment, kernel flags
+      r9700ctl upgrade inventory.ini      another ROCm release, in batches gated by validate
       r9700ctl verify inventory.ini       the testinfra suite against the nodes
       r9700ctl validate inventory.ini     GPU, link and node measurements with verdicts
       r9700ctl history                    the validate runs on record, trends per GPU

@@ -372,6 +372,10 @@ def _check_output_dirs(options: dict[str, object]) -> None:
     outputs = {"--json": options.get("json_path")}
     outputs.update({flag: options.get(key) for key, flag in FORMAT_OPTIONS.values()})
     for flag, path in outputs.items():
+        if flag != "--json" and path == Path("-"):  # never a file named '-'
+            raise BadInput(
+                what=f"{flag} writes a file, not standard output", where="-", hint=f"give {flag} a file name"
+            )
         if isinstance(path, Path) and not path.expanduser().resolve().parent.is_dir():
             raise BadInput(
                 what=f"{flag}: the directory does not exist", where=str(path.parent), hint="create it first"

@@ -7,7 +7,8 @@ Layout (every release in data/manifest.yaml, suites noble, jammy and bookworm, o
   graphics/<version>/ubuntu/dists/<suite>/...         7.x only: mesa-amdgpu-va-drivers, which the
                                                       stand-in rocdecode (and so `rocm`) depends on
   amdgpu-install/<version>/ubuntu/<suite>/amdgpu-install_<v>_all.deb
-  lab-kernel/dists/bookworm/...                       lab plumbing: headers for the host's kernel
+  lab-kernel/dists/bookworm/...                       lab plumbing: headers for the host's kernel, and a
+                                                      stand-in kernel line "lab" for kernel-upgrade tests
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ def build(
             target.write_bytes(installer.data)
         progress(f"mirror: ROCm {name} and amdgpu {driver} stand-ins for {', '.join(suites)}")
 
-    kernel = aptrepo.build_pool(standins.kernel_packages(kernel_release))
+    kernel = aptrepo.build_pool(standins.kernel_packages(kernel_release) + standins.next_kernel_packages())
     publish(root / KERNEL_REPO, {KERNEL_SUITE: kernel}, f"headers for the lab host's kernel {kernel_release}")
     return MirrorSummary(releases=manifest.release_names(), packages=packages, repositories=repositories)
 

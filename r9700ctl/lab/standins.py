@@ -473,3 +473,73 @@ def kernel_packages(kernel_release: str) -> list[DebPackage]:
             files=[DebFile(f"/usr/share/doc/{extra}/README.lab", (note + "\n").encode())],
         ),
     ]
+
+
+# A stand-in kernel line for `r9700ctl kernel-upgrade` tests. As on Ubuntu and Debian, the meta
+# package linux-image-<flavour> depends on the newest kernel image and linux-headers-<flavour> on
+# its headers (https://wiki.ubuntu.com/Kernel/Dev/Meta-Pkgs). Version 1 of the metas depends on
+# nothing (the line before its update, which a test installs); version 2 brings NEXT_KERNEL,
+# whose headers build nothing, so amdgpu's DKMS build for it fails as on a node whose new kernel
+# has no usable headers. The nodes never boot it (they run the lab host's kernel).
+NEXT_KERNEL = "6.99.1-1-lab"
+NEXT_KERNEL_FLAVOUR = "lab"
+
+
+def next_kernel_packages() -> list[DebPackage]:
+    image, headers = f"linux-image-{NEXT_KERNEL}", f"linux-headers-{NEXT_KERNEL}"
+    note = f"Lab stand-in kernel {NEXT_KERNEL}: no kernel, never booted; its headers build nothing."
+    packages = [
+        DebPackage(
+            name=image,
+            version="6.99.1-1",
+            summary=f"Linux {NEXT_KERNEL} - {STANDIN}",
+            description=note,
+            section="kernel",
+            files=[
+                DebFile(f"/boot/vmlinuz-{NEXT_KERNEL}", b"r9700ctl lab stand-in: not a kernel\n"),
+                DebFile(f"/lib/modules/{NEXT_KERNEL}/modules.order", b""),
+            ],
+        ),
+        DebPackage(
+            name=headers,
+            version="6.99.1-1",
+            summary=f"headers for Linux {NEXT_KERNEL} - {STANDIN}",
+            description=note,
+            section="kernel",
+            files=[
+                DebFile(
+                    f"/usr/src/{headers}/Makefile",
+                    b"$(error r9700ctl lab stand-in headers for "
+                    + NEXT_KERNEL.encode()
+                    + b": nothing builds here)\n",
+                )
+            ],
+            symlinks=[DebSymlink(f"/lib/modules/{NEXT_KERNEL}/build", f"/usr/src/{headers}")],
+        ),
+    ]
+    for version, brings in (("1.0", False), ("2.0", True)):
+        for kind, target in (("image", image), ("headers", headers)):
+            packages.append(
+                DebPackage(
+                    name=f"linux-{kind}-{NEXT_KERNEL_FLAVOUR}",
+                    version=version,
+                    summary=f"the lab kernel line's {kind} meta package - {STANDIN}",
+                    description=(
+                        f"Lab stand-in meta package (version {version}): "
+                        + (
+                            f"depends on {target}."
+                            if brings
+                            else "the line before its update; depends on nothing."
+                        )
+                    ),
+                    section="kernel",
+                    depends=[f"{target} (= 6.99.1-1)"] if brings else [],
+                    files=[
+                        DebFile(
+                            f"/usr/share/doc/linux-{kind}-{NEXT_KERNEL_FLAVOUR}/README.lab",
+                            f"{STANDIN}\n".encode(),
+                        )
+                    ],
+                )
+            )
+    return packages

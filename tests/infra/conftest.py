@@ -6,7 +6,7 @@ Run it with `r9700ctl verify INVENTORY`, or directly:
     pytest <this directory> --hosts='ssh://r9700@node1' --ssh-config=ssh_config --sudo
 
 Expectations come from three places: the node's own record of what it was given
-(/etc/r9700ctl/state.json, written by the r9700_rocm role: the resolved ROCm release, suite,
+(/etc/r9700ctl/state.json, written by the r9700_lifecycle role: the resolved ROCm release, suite,
 repository paths, accepted HSA override), the inventory's r9700_* variables (ansible://
 hosts only) and the roles' defaults for every variable the inventory leaves unset.
 """

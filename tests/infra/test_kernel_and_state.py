@@ -31,7 +31,7 @@ def test_the_running_kernel_was_booted_with_the_parameters(host, node):
 
 
 def test_state_file_names_a_release_of_the_manifest(host, node):
-    """/etc/r9700ctl/state.json is the node's record of what it was given (r9700_rocm writes it)."""
+    """/etc/r9700ctl/state.json is the node's record of what it was given (r9700_lifecycle writes it)."""
     state = node.need_state()
     assert state.get("schema") == "r9700ctl.state/1"
     assert state["rocm_version"] in node.manifest.get("rocm_releases", {state["rocm_version"]: {}})
@@ -56,3 +56,24 @@ def test_node_record_shows_the_expected_gpus(host, node):
         g for g in node.record.get("gpus", []) if str(g.get("vendor")).lower() in ("0x1002", "1002")
     ]
     assert len(amd_display) == int(expected)
+
+
+def test_state_file_records_the_kernel_the_repositories_and_when(host, node):
+    """Issue 13: state.json names the running kernel, the repositories and the time it was written."""
+    state = node.need_state()
+    assert state["kernel"] == host.check_output("uname -r")
+    assert state["rocm_repo_path"] in state["repositories"]["paths"]
+    assert state["time"].endswith("Z")
+
+
+def test_the_running_kernel_is_held_with_the_driver(host, node):
+    """r9700_kernel_hold (on by default): the running kernel's installed image and headers are held
+    and unattended-upgrades leaves linux-* alone, so the kernel moves only with kernel-upgrade."""
+    if not node.var("r9700_kernel_hold"):
+        pytest.skip("r9700_kernel_hold is false")
+    release = host.check_output("uname -r")
+    held = host.check_output("apt-mark showhold").split()
+    for package in (f"linux-image-{release}", f"linux-headers-{release}"):
+        if host.package(package).is_installed:
+            assert package in held, f"{package} is installed but not held"
+    assert host.file("/etc/apt/apt.conf.d/51r9700-kernel-hold").contains('"linux-";')

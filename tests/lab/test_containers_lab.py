@@ -25,7 +25,9 @@ from test_roles import hosts, provision
 
 IMAGE = "rocm/pytorch:rocm7.1.1_ubuntu24.04_py3.12_pytorch_release_2.9.1"  # the manifest's tag for 7.1.1
 SEEDED = {"data-root": "/var/lib/docker", "log-opts": {"max-size": "10m", "max-file": "3"}}
-OPTIONS = '{"r9700_docker_daemon_options": {"log-opts": {"compress": "true"}}}'
+# A conflicting key on node1 (max-size 10m there): the option's value wins and the old file is
+# backed up. (dockerd itself refuses some combinations, e.g. compress without max-size.)
+OPTIONS = '{"r9700_docker_daemon_options": {"log-opts": {"max-size": "20m"}}}'
 NO_INIT = "docker installed, service not started: no init system"
 
 
@@ -76,14 +78,14 @@ def test_a_pre_seeded_daemon_json_keeps_data_root_and_log_opts_with_a_backup(flo
     kept = json.loads(lab.ssh("node1", "sudo cat /etc/docker/daemon.json").stdout)
     assert kept == {
         "data-root": "/var/lib/docker",
-        "log-opts": {"max-size": "10m", "max-file": "3", "compress": "true"},
+        "log-opts": {"max-size": "20m", "max-file": "3"},
         "registry-mirrors": [lab.registry_url],
     }
     backups = lab.ssh("node1", "sudo sh -c 'ls /etc/docker/daemon.json.*~'")
     assert backups.returncode == 0, backups.stderr
     assert json.loads(lab.ssh("node1", f"sudo cat {backups.stdout.split()[0]}").stdout) == SEEDED
     fresh = json.loads(lab.ssh("node2", "sudo cat /etc/docker/daemon.json").stdout)
-    assert fresh == {"log-opts": {"compress": "true"}, "registry-mirrors": [lab.registry_url]}
+    assert fresh == {"log-opts": {"max-size": "20m"}, "registry-mirrors": [lab.registry_url]}
 
 
 def test_r9700_run_prints_the_command_and_the_dockerfile_carries_the_environment(flow):
@@ -159,3 +161,21 @@ def test_validate_runtime_container_produces_each_nodes_report_from_inside_the_i
         assert node["report"]["node"] != name
         row = next(line for line in done.stdout.splitlines() if line.split()[:1] == [name])
         assert f"container {IMAGE}" in row, done.stdout
+
+
+def test_verify_checks_the_containers_on_both_nodes(with_dockerd, tmp_path):
+    """The testinfra suite (tests/infra/test_containers.py) passes on the provisioned nodes."""
+    lab = with_dockerd["lab"]
+    out = tmp_path / "verify.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "r9700ctl", "verify", str(lab.inventory), "--json", str(out)],
+        capture_output=True, text=True, timeout=1500, env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = json.loads(out.read_text())["results"]
+    ran = {(r["host"], r["test"]): r["status"] for r in results if r["file"].endswith("test_containers.py")}
+    for name, _ in lab.nodes:
+        assert ran[(name, "test_r9700_run_runs_the_pinned_image_with_the_gpu_access")] == "passed"
+        assert ran[(name, "test_daemon_json_is_json_and_carries_the_configured_options")] == "passed"
+        # No init system in a lab node: the service check is skipped with that reason, never passed.
+        assert ran[(name, "test_docker_runs_where_the_init_system_does")] == "skipped"

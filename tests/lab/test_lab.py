@@ -193,7 +193,7 @@ def test_ansible_reaches_every_node_with_the_lab_inventory(lab):
 def test_status_reports_every_part_up(lab):
     result = status(lab.directory)
     assert result.healthy, result.to_json()
-    assert [c.name for c in result.components] == ["bridge", "mirror", "proxy", "node1", "node2"]
+    assert [c.name for c in result.components] == ["bridge", "mirror", "proxy", "registry", "node1", "node2"]
     cli = subprocess.run(
         [sys.executable, "-m", "r9700ctl", "lab", "status", "--dir", str(lab.directory), "--json"],
         capture_output=True,

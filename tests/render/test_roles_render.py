@@ -122,10 +122,10 @@ def test_every_role_renders_for_the_node_matrix(os_key, gpus, mirror, override, 
     headers = driver.task("Install | Ensure the running kernel's headers").args["name"]
     assert headers[0] == resolved["headers_package"]
     assert (resolved["modules_extra_package"] in headers) is os_key.startswith("ubuntu")
-    assert driver.task("Install | Ensure AMD's amdgpu-dkms").args["name"] == f"amdgpu-dkms={AMDGPU_DKMS}"
+    assert driver.task("Install | Ensure AMD's amdgpu-dkms").args["name"] == [f"amdgpu-dkms={AMDGPU_DKMS}"]
 
     rocm = RoleRender("r9700_rocm", ctx, rocm_registered()).run()
-    state = json.loads(rocm.task("Record | Write the node's state file").files["/etc/r9700ctl/state.json"])
+    state = lifecycle_state({**ctx, "r9700_versions": rocm.vars["r9700_versions"]})
     assert state["rocm_version"] == "7.1.1" and state["suite"] == suite
     assert state["hsa_override_gfx_version"] == override
 
@@ -399,7 +399,7 @@ def test_the_kernel_hold_holds_installed_packages_and_fences_unattended_upgrades
     registered["__r9700_driver_kernel_packages"] = {
         "stdout_lines": ["linux-image-6.8.0-31-generic ii ", "linux-headers-6.8.0-31-generic un "]
     }
-    run = RoleRender("r9700_driver", context(r9700_driver_kernel_hold=True), registered).run()
+    run = RoleRender("r9700_driver", context(r9700_kernel_hold=True), registered).run()
     assert run.task("Configure | Hold the running kernel").items == ["linux-image-6.8.0-31-generic ii "]
     hold = run.task("Configure | Keep unattended-upgrades off").files[
         "/etc/apt/apt.conf.d/51r9700-kernel-hold"
@@ -431,28 +431,51 @@ def test_the_default_set_is_the_rocm_meta_package_and_runtime_only_uses_the_mani
         RoleRender("r9700_rocm", context(r9700_rocm_runtime_only=True), rocm_registered()).run()
 
 
-def test_state_json_records_versions_and_stays_byte_identical_on_a_second_run():
-    """Versions before and after go to /etc/r9700ctl/state.json; no timestamps, so changed=0 next time."""
-    first = RoleRender("r9700_rocm", context(), rocm_registered()).run()
-    text = first.task("Record | Write the node's state file").files["/etc/r9700ctl/state.json"]
-    state = json.loads(text)
-    assert state["installed"] == {"amdgpu-dkms": AMDGPU_DKMS, "rocm": ROCM_711, "rocm-core": ROCM_711}
-    assert state["previous"] == {}
-    assert state["amdgpu_repo_path"] == "amdgpu/30.20.1/ubuntu"
-    second = RoleRender("r9700_rocm", context(), rocm_registered(old_state=state)).run()
-    assert second.task("Record | Write the node's state file").files["/etc/r9700ctl/state.json"] == text
-    assert first.vars["r9700_versions"]["after"]["rocm-core"] == ROCM_711
+def lifecycle_state(ctx: dict[str, Any]) -> dict[str, Any]:
+    """The state r9700_lifecycle's state step hands its node script (the --new JSON)."""
+    registered = {"__r9700_lifecycle_dpkg": {"stdout_lines": fixture_lines("dpkg-query-installed.txt")}}
+    render = RoleRender("r9700_lifecycle", ctx, registered).run("tasks/state.yml")
+    argv = shlex.split(render.task("State | Write /etc/r9700ctl/state.json").args["cmd"])
+    return json.loads(argv[argv.index("--new") + 1])
 
 
-def test_an_upgrade_keeps_the_versions_it_replaced_as_previous():
-    old = {"installed": {"rocm-core": "6.4.1.60401-83~22.04"}, "previous": {}}
-    state = json.loads(
-        RoleRender("r9700_rocm", context(), rocm_registered(old_state=old))
-        .run()
-        .task("Record | Write the node's state file")
-        .files["/etc/r9700ctl/state.json"]
+def node_script(root: Path, *args: str) -> dict[str, Any]:
+    """Run the role's node script as Ansible's script module does, against a root in tmp_path."""
+    script = Path(__file__).resolve().parents[2] / "roles/r9700_lifecycle/files/r9700-lifecycle"
+    done = subprocess.run(
+        ["python3", str(script), *args, "--root", str(root)], capture_output=True, text=True, timeout=60
     )
-    assert state["previous"] == {"rocm-core": "6.4.1.60401-83~22.04"}
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
+
+
+def test_state_json_records_versions_and_stays_byte_identical_on_a_second_run(tmp_path):
+    """Issue 13: versions, repositories, image and kernel go to state.json with the time it was
+    written; a second run with nothing changed rewrites neither file; a change keeps the old
+    file as state.prev.json, which is what rollback returns to."""
+    rocm = RoleRender("r9700_rocm", context(), rocm_registered()).run()
+    assert rocm.vars["r9700_versions"]["after"]["rocm-core"] == ROCM_711
+    state = lifecycle_state({**context(), "r9700_versions": rocm.vars["r9700_versions"]})
+    assert state["installed"] == {"amdgpu-dkms": AMDGPU_DKMS, "rocm": ROCM_711, "rocm-core": ROCM_711}
+    assert state["amdgpu_repo_path"] == "amdgpu/30.20.1/ubuntu"
+    paths = ["rocm/apt/7.1.1", "amdgpu/30.20.1/ubuntu", "graphics/7.1.1/ubuntu"]
+    assert state["repositories"]["paths"] == paths
+    assert state["image"].startswith("rocm/pytorch:rocm7.1.1_")
+    assert state["kernel"] and "time" not in state
+
+    new = json.dumps(state)
+    assert node_script(tmp_path, "state", "--new", new, "--time", "2026-12-01T10:00:00Z")["changed"]
+    first = (tmp_path / "etc/r9700ctl/state.json").read_bytes()
+    assert json.loads(first)["time"] == "2026-12-01T10:00:00Z"
+    again = node_script(tmp_path, "state", "--new", new, "--time", "2026-12-02T10:00:00Z")
+    assert again == {"changed": False, "rotated": False}
+    assert (tmp_path / "etc/r9700ctl/state.json").read_bytes() == first
+    assert not (tmp_path / "etc/r9700ctl/state.prev.json").exists()
+
+    upgraded = json.dumps({**state, "rocm_version": "7.2.3"})
+    assert node_script(tmp_path, "state", "--new", upgraded, "--time", "2026-12-03T10:00:00Z")["rotated"]
+    assert (tmp_path / "etc/r9700ctl/state.prev.json").read_bytes() == first
+    assert json.loads((tmp_path / "etc/r9700ctl/state.json").read_text())["rocm_version"] == "7.2.3"
 
 
 def test_the_linker_entry_lists_the_rocm_library_directories():
@@ -848,3 +871,38 @@ def test_the_policy_path_is_the_one_the_agent_reads():
 
     assert yaml.safe_load(vars_file.read_text())["__r9700_power_policy_path"] == "/" + power.POLICY_PATH
     assert ctx["r9700_psu_margin"] == power.DEFAULT_MARGIN
+
+
+def test_going_back_to_an_older_release_removes_the_newer_one_first():
+    """Issue 13 (rollback): apt will not downgrade ROCm's exact-version dependencies, so an older
+    target removes the installed rocm-core first; the same or a newer release removes nothing."""
+    for installed, removes in (
+        ({"rocm-core": "7.2.3.70203-90~24.04", "amdgpu-dkms": "1:6.16.13.30300300-2327507.24.04"}, True),
+        ({"rocm-core": ROCM_711, "amdgpu-dkms": AMDGPU_DKMS}, False),
+        ({"rocm-core": "6.4.1.60401-83~22.04", "amdgpu-dkms": "1:6.12.12.60401-2164967.22.04"}, False),
+        ({"rocm-core": None, "amdgpu-dkms": None}, False),
+    ):
+        ctx = context()
+        ctx["r9700_resolved"] = {**ctx["r9700_resolved"], "installed_before": installed}
+        rocm = RoleRender("r9700_rocm", ctx, rocm_registered()).run()
+        removal = rocm.task("Install | Remove the installed ROCm first")
+        assert removal.skipped is not removes, installed
+        if removes:
+            assert removal.args["name"] == "rocm-core" and removal.args["state"] == "absent"
+
+
+def test_amdgpu_dkms_is_installed_with_its_firmware_at_the_repositorys_versions():
+    """Issue 13: amdgpu-dkms depends on amdgpu-dkms-firmware (= its version); naming both lets apt
+    move up and down between driver releases whose firmware versions apt would not pick itself."""
+    registered = driver_registered()
+    firmware = (
+        "amdgpu-dkms-firmware | 30.20.1.0.30200100-2255209.22.04 | "
+        "http://127.0.0.1:18766/amdgpu/30.20.1/ubuntu jammy/main amd64 Packages"
+    )
+    lines = registered["__r9700_driver_madison"]["stdout_lines"]
+    registered["__r9700_driver_madison"] = {"stdout_lines": [*lines, firmware]}
+    driver = RoleRender("r9700_driver", context(), registered).run()
+    assert driver.task("Install | Ensure AMD's amdgpu-dkms").args["name"] == [
+        f"amdgpu-dkms={AMDGPU_DKMS}",
+        "amdgpu-dkms-firmware=30.20.1.0.30200100-2255209.22.04",
+    ]

@@ -106,6 +106,14 @@ def bad_input_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
         f"{p}:4: cannot parse as INI inventory: Expected key=value, got: expected_gpus "
         f"(fix the syntax; `ansible-inventory -i {p} --graph` shows how Ansible reads it)",
     )
+    p = ini(tmp, "[r9700_nodes\nnode1 ansible_host=192.0.2.11\n", "open.ini")
+    case(
+        "an unclosed [group] names the line, not Python's unpacking error",
+        [str(p)],
+        f"{p}:1: cannot parse as INI inventory: '[r9700_nodes' opens a [group] header but never "
+        f"closes it (add the ']') "
+        f"(fix the syntax; `ansible-inventory -i {p} --graph` shows how Ansible reads it)",
+    )
     p = write(tmp / "bad2.yml", "r9700_nodes:\n  hosts:\n    node1: {ansible_host: [}\n")
     case(
         "unparsable YAML names file and line",
@@ -246,6 +254,7 @@ BAD_INPUT_IDS = [
     "missing path",
     "a directory",
     "unparsable INI names file and line",
+    "an unclosed [group] names the line, not Python's unpacking error",
     "unparsable YAML names file and line",
     "missing group names the groups that exist",
     "empty group",

@@ -157,3 +157,9 @@ def test_a_thresholds_file_reaches_the_agent_and_is_named_as_the_source(tmp_path
     report = json.loads((tmp_path / "out.json").read_text())
     assert result.exit_code == report["exit_code"], result.output
     assert "overrides from site.yaml" in report["model_reason"]
+
+
+def test_a_report_format_cannot_go_to_stdout(tmp_path):
+    result = r9700ctl("validate", "--local", "--html", "-")
+    assert result.returncode == 64
+    assert result.stderr == "error: -: --html writes a file, not standard output (give --html a file name)\n"

@@ -78,3 +78,19 @@ def test_a_node_init_mounts_cgroups_a_real_data_root_and_writable_net_sysctls(mo
     assert 'mount -t cgroup -o nosuid,nodev,noexec,cpu,cpuacct cgroup "$R/sys/fs/cgroup/cpu,cpuacct"' in lines
     assert f'mount --bind {tmp_path}/nodes/node1/docker "$R/var/lib/docker"' in lines
     assert lines[-1] == 'mount -o remount,bind,rw "$R/proc/sys/net"'
+
+
+def test_lab_dockerd_without_a_lab_is_one_line_and_exit_3(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "r9700ctl", "lab", "dockerd", "--dir", str(tmp_path / "none")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 3 and done.stderr.strip() == (
+        f"error: no lab in {tmp_path / 'none'} (start one: r9700ctl lab up --dir {tmp_path / 'none'})"
+    )

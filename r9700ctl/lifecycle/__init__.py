@@ -1,0 +1,1 @@
+"""Upgrade, rollback and uninstall: plans, batches and gates on top of the provisioning roles."""

@@ -1,0 +1,238 @@
+"""The node script of role r9700_lifecycle (roles/r9700_lifecycle/files/r9700-lifecycle) on fake roots.
+
+It runs as Ansible's script module runs it, a child process, against a root in tmp_path with a
+dpkg status file, /etc/group and managed files. What breaks if these fail: uninstall would
+remove a file or a package the node had before provision, or leave one provision added; a
+second provision would rotate state.prev.json and lose the release rollback returns to.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROLES = Path(__file__).resolve().parents[2] / "roles"
+SCRIPT = ROLES / "r9700_lifecycle" / "files" / "r9700-lifecycle"
+MANAGED = yaml.safe_load((ROLES / "r9700_lifecycle" / "vars" / "Debian.yml").read_text())[
+    "__r9700_lifecycle_managed"
+]
+ADDUSER = "# /etc/adduser.conf: the Debian default\nDSHELL=/bin/bash\n"
+
+
+def node(root: Path, *args: str, rc: int = 0) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *args, "--root", str(root)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == rc, done.stdout + done.stderr
+    return json.loads(done.stdout)
+
+
+def managed(**extra: Any) -> str:
+    return json.dumps({**MANAGED, "groups": ["render", "video"], **extra})
+
+
+def write(root: Path, path: str, text: str) -> Path:
+    target = root / path.lstrip("/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    return target
+
+
+def dpkg_status(root: Path, packages: dict[str, str]) -> None:
+    """packages: name -> dpkg Status ('install ok installed', 'hold ok installed')."""
+    stanzas = [f"Package: {name}\nStatus: {status}\nVersion: 1.0\n" for name, status in packages.items()]
+    write(root, "/var/lib/dpkg/status", "\n".join(stanzas))
+
+
+def fresh_debian(root: Path) -> None:
+    dpkg_status(root, {"base-files": "install ok installed", "gnupg": "install ok installed"})
+    write(root, "/etc/group", "root:x:0:\nvideo:x:44:\nr9700:x:1000:\n")
+    write(root, "/etc/adduser.conf", ADDUSER)
+    (root / "etc/apt/keyrings").mkdir(parents=True)
+
+
+def provision(root: Path) -> None:
+    """What provision leaves on that node (the files of the roles, as far as uninstall cares)."""
+    dpkg_status(
+        root,
+        {
+            "base-files": "install ok installed",
+            "gnupg": "install ok installed",
+            "rocm-core": "install ok installed",
+            "amdgpu-dkms": "install ok installed",
+            "python3-debian": "install ok installed",
+            "linux-image-6.1.0-28-amd64": "hold ok installed",
+        },
+    )
+    write(root, "/etc/group", "root:x:0:\nvideo:x:44:r9700\nr9700:x:1000:\nrender:x:992:r9700\n")
+    write(root, "/etc/adduser.conf", ADDUSER + 'ADD_EXTRA_GROUPS=1\nEXTRA_GROUPS="render video"\n')
+    for path in (
+        "/etc/apt/sources.list.d/rocm.sources",
+        "/etc/apt/keyrings/rocm.gpg",
+        "/etc/apt/preferences.d/rocm-pin-600",
+        "/etc/profile.d/r9700.sh",
+        "/etc/default/grub.d/99-r9700.cfg",
+        "/etc/environment.d/90-r9700.conf",
+        "/etc/r9700ctl/node.json",
+        "/var/lib/r9700ctl/keys/rocm.gpg",
+    ):
+        write(root, path, f"written by provision: {path}\n")
+
+
+def test_record_before_is_written_once_with_copies_of_the_files_that_existed(tmp_path: Path) -> None:
+    fresh_debian(tmp_path)
+    first = node(tmp_path, "record-before", "--managed", managed(), "--time", "2026-12-01T00:00:00Z")
+    assert first["changed"] and first["complete"]
+    record = json.loads((tmp_path / "etc/r9700ctl/before.json").read_text())
+    assert record["packages"] == ["base-files", "gnupg"] and record["held"] == []
+    assert record["paths"]["/etc/adduser.conf"]["type"] == "file"
+    assert record["paths"]["/etc/apt/keyrings"] == {"type": "dir"}
+    # r9700ctl's own directories did not exist: the record itself must not count as "there before".
+    assert "/etc/r9700ctl" not in record["paths"] and "/var/lib/r9700ctl" not in record["paths"]
+    assert record["groups"] == {"video": []}
+    assert (tmp_path / "var/lib/r9700ctl/before/files/etc/adduser.conf").read_text() == ADDUSER
+
+    provision(tmp_path)
+    again = node(tmp_path, "record-before", "--managed", managed())
+    assert again["changed"] is False
+    assert json.loads((tmp_path / "etc/r9700ctl/before.json").read_text()) == record
+
+
+def test_a_node_provisioned_before_the_record_existed_is_marked_incomplete(tmp_path: Path) -> None:
+    fresh_debian(tmp_path)
+    write(tmp_path, "/etc/r9700ctl/state.json", "{}\n")
+    assert node(tmp_path, "record-before", "--managed", managed())["complete"] is False
+
+
+def test_uninstall_removes_what_provision_added_and_restores_what_was_there(tmp_path: Path) -> None:
+    fresh_debian(tmp_path)
+    node(tmp_path, "record-before", "--managed", managed())
+    provision(tmp_path)
+
+    plan = node(tmp_path, "uninstall", "--managed", managed(), "--dry-run")
+    assert plan["dry_run"] and plan["changed"]
+    assert (tmp_path / "etc/apt/sources.list.d/rocm.sources").exists(), "a dry run changes nothing"
+    assert plan["restore"] == ["/etc/adduser.conf"]
+    assert "/etc/apt/sources.list.d/rocm.sources" in plan["remove"]
+    assert "/etc/default/grub.d/99-r9700.cfg" in plan["remove"]
+    assert plan["purge"] == ["amdgpu-dkms", "rocm-core", "python3-debian"]  # not gnupg: it was there
+    assert plan["unhold"] == ["linux-image-6.1.0-28-amd64"]
+    assert plan["groups"] == {"leave": {"video": ["r9700"]}, "delete": ["render"]}
+    assert plan["rmtree"] == ["/etc/r9700ctl", "/var/lib/r9700ctl"]
+    assert "/etc/apt/keyrings" not in plan["rmdir"], "the directory existed before provision"
+    assert "/etc/environment.d" in plan["rmdir"]
+    assert plan["reboot_reasons"] == [
+        "amdgpu-dkms removed (the inbox amdgpu loads after a reboot)",
+        "kernel command line changed (GRUB drop-in removed)",
+    ]
+
+    # --root: files only (packages, groups and holds need the real node's tools).
+    done = node(tmp_path, "uninstall", "--managed", managed())
+    assert done["changed"]
+    assert (tmp_path / "etc/adduser.conf").read_text() == ADDUSER
+    assert (tmp_path / "etc/apt/keyrings").is_dir()
+    gone_paths = ("etc/apt/sources.list.d/rocm.sources", "etc/apt/keyrings/rocm.gpg", "etc/r9700ctl")
+    for gone in (*gone_paths, "etc/default/grub.d"):
+        assert not (tmp_path / gone).exists(), gone
+
+
+def test_uninstall_keeps_every_managed_file_of_a_node_whose_record_is_incomplete(tmp_path: Path) -> None:
+    fresh_debian(tmp_path)
+    write(tmp_path, "/etc/r9700ctl/node.json", "{}\n")
+    node(tmp_path, "record-before", "--managed", managed())
+    provision(tmp_path)
+    plan = node(tmp_path, "uninstall", "--managed", managed(), "--dry-run")
+    assert plan["complete"] is False
+    assert plan["remove"] == [] and plan["rmtree"] == [] and plan["rmdir"] == []
+    assert plan["purge"] == ["amdgpu-dkms", "rocm-core", "python3-debian"]
+    assert plan["groups"] == {"leave": {"video": ["r9700"]}, "delete": []}
+
+
+def test_uninstall_without_a_record_refuses_and_changes_nothing(tmp_path: Path) -> None:
+    provision(tmp_path)
+    refused = node(tmp_path, "uninstall", "--managed", managed(), rc=1)
+    assert "no /etc/r9700ctl/before.json" in refused["error"]
+    assert (tmp_path / "etc/apt/sources.list.d/rocm.sources").exists()
+
+
+def test_info_names_the_processes_that_hold_dev_kfd(tmp_path: Path) -> None:
+    fd = tmp_path / "proc/4242/fd"
+    fd.mkdir(parents=True)
+    (fd / "3").symlink_to("/dev/kfd")
+    (fd / "4").symlink_to("/dev/null")
+    (tmp_path / "proc/4242/cmdline").write_bytes(b"python3\0train.py\0")
+    other = tmp_path / "proc/77/fd"
+    other.mkdir(parents=True)
+    (other / "1").symlink_to("/dev/null")
+    shown = node(tmp_path, "info")
+    assert shown["kfd_holders"] == [{"pid": 4242, "command": "python3 train.py"}]
+    assert shown["state"] is None and shown["systemd"] is False
+
+
+def test_the_managed_list_holds_every_path_the_provisioning_roles_write() -> None:
+    """A file a role writes and the list forgets would survive uninstall."""
+    listed = set(MANAGED["files"]) | set(MANAGED["dirs"]) | set(MANAGED["owned_dirs"])
+    owned = tuple(MANAGED["owned_dirs"])
+    not_written = {
+        "/etc/apt/sources.list.d/rocm.list",  # legacy files r9700_repos removes
+        "/etc/apt/sources.list.d/amdgpu.list",
+        "/etc/apt/sources.list.d/amdgpu-proprietary.list",
+        "/etc/apt/trusted.gpg",
+        "/usr/sbin/update-initramfs",  # tools the roles look for
+        "/usr/sbin/update-grub",
+        "/usr/bin/python3",
+        "/opt/rocm/bin",  # ROCm's own paths (its packages own them)
+        "/opt/rocm/bin/amd-smi",
+        "/etc/systemd/system",
+    }
+    missing = []
+    for vars_file in sorted(ROLES.glob("r9700_*/vars/*.yml")):
+        for key, value in (yaml.safe_load(vars_file.read_text()) or {}).items():
+            values = value if isinstance(value, list) else [value]
+            for item in values:
+                if not (isinstance(item, str) and item.startswith("/")) or ":" in item or " " in item:
+                    continue
+                if item in listed or item in not_written or item.startswith(owned):
+                    continue
+                missing.append(f"{vars_file.parent.parent.name}: {key} = {item}")
+    assert missing == []
+
+
+def test_kernels_names_the_line_its_headers_and_which_kernel_has_amdgpu(tmp_path: Path) -> None:
+    """kernel-upgrade follows the installed meta packages; a new kernel without amdgpu.ko is visible."""
+    dpkg_status(
+        tmp_path,
+        {
+            "linux-image-generic-hwe-24.04": "hold ok installed",
+            "linux-image-6.8.0-49-generic": "hold ok installed",
+            "linux-headers-6.8.0-49-generic": "hold ok installed",
+            "linux-image-6.11.0-19-generic": "install ok installed",
+            "linux-image-unsigned-6.11.0-19-generic": "install ok installed",
+            "linux-image-extra-virtual": "install ok installed",
+            "linux-image-aws": "deinstall ok config-files",
+        },
+    )
+    module = tmp_path / "lib/modules/6.8.0-49-generic/updates/dkms/amdgpu.ko.zst"
+    module.parent.mkdir(parents=True)
+    module.write_bytes(b"")
+    (tmp_path / "usr/src/amdgpu-6.16.6-2255209.24.04").mkdir(parents=True)
+    found = node(tmp_path, "kernels")
+    assert found["metas"] == ["linux-image-generic-hwe-24.04"]
+    assert found["header_metas"] == ["linux-headers-generic-hwe-24.04"]
+    assert found["kernels"]["6.8.0-49-generic"] == {
+        "amdgpu_module": "/lib/modules/6.8.0-49-generic/updates/dkms/amdgpu.ko.zst",
+        "headers": True,
+    }
+    assert found["kernels"]["6.11.0-19-generic"] == {"amdgpu_module": "", "headers": False}
+    assert found["newest"] == "6.11.0-19-generic" == found["next"]
+    assert found["held"] == [
+        "linux-headers-6.8.0-49-generic",
+        "linux-image-6.8.0-49-generic",
+        "linux-image-generic-hwe-24.04",
+    ]
+    assert found["dkms_amdgpu"] == "6.16.6-2255209.24.04"

@@ -383,6 +383,10 @@ def _parse(path: Path) -> tuple[Any, Any]:
         where, message = _error_location(failed.error, default=str(path))
         if failed.line and where == str(path):
             where = f"{path}:{failed.line}"
+        if failed.line and _python_internal(failed.error, message):
+            # A Python error from inside the plugin ("not enough values to unpack") says nothing
+            # to the user; the line it choked on does.
+            message = _bad_line_message(path, failed.line) or message
         raise BadInput(
             what=f"cannot parse as {plugin_name.upper()} inventory: {message}",
             where=where,
@@ -392,6 +396,27 @@ def _parse(path: Path) -> tuple[Any, Any]:
         where, message = _error_location(exc, default=str(path))
         raise BadInput(what=f"cannot load inventory: {message}", where=where) from exc
     return manager, VariableManager(loader=loader, inventory=manager)
+
+
+def _python_internal(error: BaseException, message: str) -> bool:
+    """True when the plugin's message is only a Python exception's text, with no Ansible words."""
+    from ansible.errors import AnsibleError
+
+    if not isinstance(error, AnsibleError):
+        return True
+    cause = error.__cause__
+    return cause is not None and not isinstance(cause, AnsibleError) and message == str(cause).strip()
+
+
+def _bad_line_message(path: Path, number: int) -> str | None:
+    """What is wrong with line NUMBER of an INI inventory, in the user's words, or None."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace").splitlines()[number - 1].strip()
+    except (OSError, IndexError):
+        return None
+    if text.startswith("[") and "]" not in text:
+        return f"'{text}' opens a [group] header but never closes it (add the ']')"
+    return f"'{text}' is not a [group] header, a host line or a key=value line"
 
 
 def _error_location(exc: BaseException, default: str = "") -> tuple[str, str]:

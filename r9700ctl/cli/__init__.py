@@ -32,7 +32,8 @@ COMMANDS = {
 EPILOG = """\b
 Exit codes: 0 all good, 1 warnings only, 2 something failed,
 3 could not run (unreachable host, missing prerequisite, timeout),
-64 bad invocation or bad input (nothing was contacted).
+4 validate: inconclusive (nothing failed, but something could not be judged),
+64 bad invocation or bad input (nothing was contacted), 130 interrupted (Ctrl-C).
 
 \b
 Shell completion (bash; use zsh_source / fish_source for those shells):

@@ -118,11 +118,13 @@ def _runs_table(runs: list[RunRow]) -> Table:
     from rich.table import Table
 
     caption = "a run id starts with its UTC start time"
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, caption=caption, caption_justify="left")
+    table = Table(
+        box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, caption=caption, caption_justify="left"
+    )
     for name in ("run", "level", "status", "runtime", "version"):
         table.add_column(name, no_wrap=True)
     for name in ("nodes", "baselines"):
-        table.add_column(name, overflow="fold", ratio=1)
+        table.add_column(name, overflow="fold", ratio=1, min_width=len(name))  # a header never folds
     for run in runs:
         nodes = ", ".join(run.nodes) if len(run.nodes) <= 4 else f"{len(run.nodes)} nodes"
         table.add_row(

@@ -372,6 +372,10 @@ def _check_output_dirs(options: dict[str, object]) -> None:
     outputs = {"--json": options.get("json_path")}
     outputs.update({flag: options.get(key) for key, flag in FORMAT_OPTIONS.values()})
     for flag, path in outputs.items():
+        if flag != "--json" and path == Path("-"):  # never a file named '-'
+            raise BadInput(
+                what=f"{flag} writes a file, not standard output", where="-", hint=f"give {flag} a file name"
+            )
         if isinstance(path, Path) and not path.expanduser().resolve().parent.is_dir():
             raise BadInput(
                 what=f"{flag}: the directory does not exist", where=str(path.parent), hint="create it first"
@@ -477,8 +481,13 @@ def _validate_fleet(
     _write_formats(report.to_dict(), options, plan)
     if to_stdout:
         click.echo(json.dumps(report.to_dict(), indent=2))
+    closing = f"fleet: {report.status} (exit {report.exit_code})"
+    if any(node.report for node in report.nodes):
+        closing += f"; reports in {report.reports_dir}/<host>.json"
+    else:  # no node wrote one: pointing at the directory would send the user to nothing
+        closing += "; no node wrote a report (`r9700ctl doctor INVENTORY` checks reachability and sudo)"
     console.print(
-        f"fleet: {report.status} (exit {report.exit_code}); reports in {report.reports_dir}/<host>.json",
+        closing,
         markup=False,
         highlight=False,
         soft_wrap=True,

@@ -8,7 +8,7 @@ gets a NodePlan per node and the batches. Bad options are BadInput (exit 64, not
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from r9700ctl.errors import BadInput
@@ -85,6 +85,7 @@ class NodePlan:
     reboot: str = "no"  # "yes", "no", or "needed, not done here: <why>"
     downgrade: bool = False
     why: str = ""
+    holders: list[str] = field(default_factory=list)  # processes holding /dev/kfd now ("PID 7 (cmd)")
 
     @property
     def driver_changes(self) -> bool:
@@ -102,7 +103,12 @@ class NodePlan:
             return f"{self.host}: nothing to do, already at {source}"
         target = f"ROCm {self.to_release} (amdgpu {self.to_driver})"
         kind = "downgrade" if self.downgrade else "upgrade"
-        return f"{self.host}: {kind} {source} -> {target}; reboot: {self.reboot}"
+        held = (
+            f"; /dev/kfd held by {', '.join(self.holders)} (stopped only with --force)"
+            if self.holders
+            else ""
+        )
+        return f"{self.host}: {kind} {source} -> {target}; reboot: {self.reboot}{held}"
 
 
 def plan_node(
@@ -125,6 +131,7 @@ def plan_node(
         action=MOVE,
         from_release=str(state.get("rocm_version") or ""),
         from_driver=str(state.get("amdgpu_version") or ""),
+        holders=[f"PID {h.get('pid')} ({h.get('command')})" for h in info.get("kfd_holders") or []],
     )
     to = target_release or str(resolved.get("rocm_version") or "")
     release = manifest.release(to) if to else None

@@ -69,7 +69,9 @@ def managed_files(lab: Any, node: str) -> str:
     records = "|".join(RECORDS)
     script = (
         f"for f in {paths}; do [ -f $f ] && sha256sum $f; done; "
-        f"find {owned} -type f 2>/dev/null | grep -vE '^({records})$' | grep -v /before/ "
+        # gpg's own home directory for the key check (its trustdb records when it was made) is not
+        # configuration; neither are uninstall's copies of what was there before.
+        f"find {owned} -type f 2>/dev/null | grep -vE '^({records})$' | grep -v -e /before/ -e /keys/gnupg/ "
         "| sort | xargs -r sha256sum"
     )
     out = lab.ssh(node, f"sudo sh -c {shlex.quote(script)}")

@@ -238,7 +238,9 @@ def test_an_apt_lock_held_with_flock_makes_preflight_wait_then_name_the_holder(m
     assert started.returncode == 0, started.stderr
     pid = int(started.stdout.strip())
     try:
-        time.sleep(1)
+        deadline = time.monotonic() + 30  # until the holder has the lock, not a fixed pause
+        while lab.ssh("node1", "sudo flock -n /var/lib/dpkg/lock-frontend true").returncode == 0:
+            assert time.monotonic() < deadline, "the lock holder never took the lock"
         start = time.monotonic()
         out, report = provision(lab.inventory, tmp_path, "-e", "r9700_apt_lock_timeout=8")
         waited = time.monotonic() - start

@@ -78,7 +78,11 @@ def test_root_help_lists_every_command_and_the_exit_codes() -> None:
     assert result.output.startswith("Usage: r9700ctl [OPTIONS] COMMAND [ARGS]...\n")
     for name in COMMANDS:
         assert f"\n  {name} " in result.output
+    for code in ("0 all good", "1 warnings only", "2 something failed", "3 could not run"):
+        assert code in result.output
+    assert "4 validate: inconclusive" in result.output  # README's table has it too
     assert "64 bad invocation or bad input" in result.output
+    assert "130 interrupted" in result.output
     assert "_R9700CTL_COMPLETE=bash_source r9700ctl" in result.output
 
 

@@ -315,13 +315,17 @@ def test_ctrl_c_ends_a_run_at_once_with_exit_130(tmp_path):
         env=dict(os.environ, NO_COLOR="1"),
     )
     try:
-        time.sleep(2)
+        server.settimeout(60)
+        connection, _ = server.accept()
+        connection.settimeout(60)
+        assert connection.recv(64).startswith(b"SSH-")  # doctor's own banner: it now waits for ours
         started = time.monotonic()
         child.send_signal(signal.SIGINT)
         out, err = child.communicate(timeout=30)
     finally:
         child.kill()
         server.close()
+    connection.close()
 
     assert child.returncode == 130
     assert time.monotonic() - started < 10

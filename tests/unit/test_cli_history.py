@@ -47,6 +47,16 @@ def test_history_lists_runs_newest_first(seeded):
     assert result.output.rstrip().endswith(f"3 run(s) shown from {seeded}")
 
 
+def test_history_table_fits_80_columns_with_whole_headers(seeded):
+    # CliRunner is not a terminal: rich lays the table out for 80 columns.
+    result = CliRunner().invoke(cli, ["history"], catch_exceptions=False)
+    lines = result.output.splitlines()
+    header = next(line for line in lines if line.lstrip().startswith("run "))
+    assert header.split() == ["run", "level", "status", "runtime", "version", "nodes", "baselines"]
+    table = lines[: lines.index("a run id starts with its UTC start time")]
+    assert max(len(line) for line in table) <= 80
+
+
 def test_history_trend_shows_each_gpu_and_the_drop_of_the_slow_one(seeded, tmp_path):
     out = tmp_path / "trend.json"
     result = CliRunner().invoke(

@@ -106,6 +106,14 @@ def bad_input_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
         f"{p}:4: cannot parse as INI inventory: Expected key=value, got: expected_gpus "
         f"(fix the syntax; `ansible-inventory -i {p} --graph` shows how Ansible reads it)",
     )
+    p = ini(tmp, "[r9700_nodes\nnode1 ansible_host=192.0.2.11\n", "open.ini")
+    case(
+        "an unclosed [group] names the line, not Python's unpacking error",
+        [str(p)],
+        f"{p}:1: cannot parse as INI inventory: '[r9700_nodes' opens a [group] header but never "
+        f"closes it (add the ']') "
+        f"(fix the syntax; `ansible-inventory -i {p} --graph` shows how Ansible reads it)",
+    )
     p = write(tmp / "bad2.yml", "r9700_nodes:\n  hosts:\n    node1: {ansible_host: [}\n")
     case(
         "unparsable YAML names file and line",
@@ -246,6 +254,7 @@ BAD_INPUT_IDS = [
     "missing path",
     "a directory",
     "unparsable INI names file and line",
+    "an unclosed [group] names the line, not Python's unpacking error",
     "unparsable YAML names file and line",
     "missing group names the groups that exist",
     "empty group",
@@ -652,3 +661,34 @@ def test_the_summary_names_the_rocm_release_each_host_has() -> None:
     installed = HostResult("node1", versions={"before": {}, "after": {"rocm-core": "7.1.1.70101-38~24.04"}})
     assert rocm_release(installed) == "7.1.1"
     assert rocm_release(HostResult("node2")) == "-"  # failed before ROCm, or nothing recorded
+
+
+def test_the_summary_table_is_whole_in_a_pipe_and_fits_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pipe has no width: the table keeps its natural width (the error whole, one line per host);
+    a terminal of 80 columns gets the error cut with an ellipsis, still one line per host."""
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from r9700ctl.cli.app import Application
+    from r9700ctl.report import print_plain
+    from r9700ctl.report.provision import summary_table
+    from r9700ctl.runner import FailedTask, HostResult
+
+    error = "apt-get install rocm: E: Unable to locate package rocm-hip-sdk (the ROCm source is missing) " * 2
+    host = HostResult("node1", ok=3, failed=1, started=True, failed_tasks=[FailedTask("Install ROCm", error)])
+    outcome = SimpleNamespace(hosts=[host])
+    monkeypatch.delenv("COLUMNS", raising=False)
+    piped = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", piped)
+    console = Application().console()
+    print_plain(console, summary_table(outcome, plain=True, width=console.width))  # type: ignore[arg-type]
+    rows = piped.getvalue().splitlines()
+    assert len(rows) == 2 and rows[1].startswith("node1") and rows[1].endswith(error.strip())
+
+    screen = io.StringIO()
+    terminal = Console(file=screen, width=80, force_terminal=True, color_system=None)
+    terminal.print(summary_table(outcome, plain=False, width=80))  # type: ignore[arg-type]
+    lines = screen.getvalue().splitlines()
+    assert len(lines) == 2 and lines[1].rstrip().endswith("…") and max(len(line) for line in lines) <= 80

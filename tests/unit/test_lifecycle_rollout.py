@@ -219,3 +219,9 @@ def test_a_driver_change_on_a_node_that_cannot_reboot_is_reported_as_a_pending_r
     assert rollout.outcomes[0].reboot_pending == [
         "amdgpu 6.4.1 -> 30.30.3: needed, not done here: no init system to reboot with (runtime steps off)"
     ]
+
+
+def test_the_plan_names_what_holds_dev_kfd() -> None:
+    info = {**state("6.4.1"), "kfd_holders": [{"pid": 4242, "command": "python3 train.py"}]}
+    plan = planning.plan_node("n1", info, resolved("7.1.1"), manifest=MANIFEST)
+    assert plan.line().endswith("; /dev/kfd held by PID 4242 (python3 train.py) (stopped only with --force)")

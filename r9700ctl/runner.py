@@ -35,6 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from r9700ctl.agent.atomic import write_atomic
 from r9700ctl.errors import CannotRun
 from r9700ctl.paths import content_dir, state_dir
 
@@ -567,12 +568,7 @@ def _first_error_line(stdout: Path) -> str:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2, sort_keys=True)
-        fh.write("\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n", mode=0o600)
 
 
 def _utcnow() -> datetime:

@@ -30,12 +30,16 @@ INTERNAL_TASKS = {
 }
 
 
-def task_label(progress: Progress) -> str:
-    """The task's name, or what an Ansible-internal task does (with its role)."""
+def display_task(task: str, role: str = "") -> str:
+    """A task's name, or what an Ansible-internal task does (with its role when known)."""
     for prefix, label in INTERNAL_TASKS.items():
-        if progress.task.startswith(prefix):
-            return f"{label} ({progress.role})" if progress.role else label
-    return progress.task
+        if task.startswith(prefix):
+            return f"{label} ({role})" if role else label
+    return task
+
+
+def task_label(progress: Progress) -> str:
+    return display_task(progress.task, progress.role)
 
 
 def is_internal(progress: Progress) -> bool:

@@ -258,3 +258,14 @@ def test_the_smoke_check_fails_with_what_torch_saw(seen):
         _smoke(seen)
     with pytest.raises(AssertFailed, match="boom"):
         _smoke({}, rc=1)
+
+
+def test_an_image_without_torch_is_skip_with_the_reason_not_a_verdict():
+    role = _smoke({"torch": False, "error": "ModuleNotFoundError: No module named 'torch'"})
+    assert role.task("Smoke | Judge what torch saw").skipped
+    skip = role.task("Smoke | SKIP the container smoke check").args["msg"]
+    assert skip == (
+        "container smoke check: SKIP: no torch in "
+        "rocm/pytorch:rocm7.1.1_ubuntu24.04_py3.12_pytorch_release_2.9.1 "
+        "(ModuleNotFoundError: No module named 'torch'): nothing to ask"
+    )

@@ -144,7 +144,12 @@ class HostResult:
     @property
     def first_error(self) -> str:
         errors = self.errors
-        return f"{errors[0].task}: {errors[0].message}" if errors else ""
+        if not errors:
+            return ""
+        if errors[0].unreachable:
+            # Which task found the host unreachable says nothing: the connection failed, not the task.
+            return errors[0].message.removeprefix("Failed to connect to the host via ssh: ")
+        return f"{errors[0].task}: {errors[0].message}"
 
 
 @dataclass

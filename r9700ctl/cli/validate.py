@@ -481,8 +481,13 @@ def _validate_fleet(
     _write_formats(report.to_dict(), options, plan)
     if to_stdout:
         click.echo(json.dumps(report.to_dict(), indent=2))
+    closing = f"fleet: {report.status} (exit {report.exit_code})"
+    if any(node.report for node in report.nodes):
+        closing += f"; reports in {report.reports_dir}/<host>.json"
+    else:  # no node wrote one: pointing at the directory would send the user to nothing
+        closing += "; no node wrote a report (`r9700ctl doctor INVENTORY` checks reachability and sudo)"
     console.print(
-        f"fleet: {report.status} (exit {report.exit_code}); reports in {report.reports_dir}/<host>.json",
+        closing,
         markup=False,
         highlight=False,
         soft_wrap=True,

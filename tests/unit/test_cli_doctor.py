@@ -189,7 +189,10 @@ def test_a_collect_directory_gets_one_report_per_node_and_a_summary(tmp_path):
 
     assert result.exit_code == 2
     assert result.output.index("(node node1)") < result.output.index("(node node2)")
-    assert result.output.splitlines()[-1] == "2 bundles: 1 failed, 0 with warnings only (failed: node2)"
+    assert (
+        result.output.splitlines()[-1]
+        == "2 bundles: 1 passed, 1 failed, 0 with warnings only (failed: node2)"
+    )
 
 
 def test_notes_are_hidden_unless_verbose():

@@ -417,7 +417,7 @@ def test_an_unreachable_host_is_reported_and_the_others_still_run(
         ["deadnode", "UNREACHABLE"],
     ]
     assert any(
-        line.startswith("deadnode: UNREACHABLE at 'gathering facts': Failed to connect to the host via ssh")
+        line.startswith("deadnode: UNREACHABLE: ssh: connect to host 127.0.0.1 port 9: Connection refused (")
         for line in lines
     ), result.output
     document = json.loads(report.read_text())

@@ -163,3 +163,20 @@ def test_a_report_format_cannot_go_to_stdout(tmp_path):
     result = r9700ctl("validate", "--local", "--html", "-")
     assert result.returncode == 64
     assert result.stderr == "error: -: --html writes a file, not standard output (give --html a file name)\n"
+
+
+def test_a_fleet_with_no_reachable_node_says_why_and_points_at_no_empty_directory(tmp_path):
+    inventory = tmp_path / "inventory.ini"
+    inventory.write_text(
+        "[r9700_nodes]\nghost ansible_host=127.0.0.1 ansible_port=1 "
+        "ansible_ssh_common_args='-o ConnectTimeout=5 -o BatchMode=yes'\n"
+    )
+    result = r9700ctl("validate", str(inventory), "--no-history")
+    assert result.returncode == 3, result.stdout + result.stderr
+    row = next(line for line in result.stdout.splitlines() if line.split()[:1] == ["ghost"])
+    # The connection failure, not the task that met it ("Validate | Ensure a private scratch ...").
+    assert "UNREACHABLE" in row and "ssh: connect to host" in row and "Validate |" not in row
+    assert result.stdout.splitlines()[-1] == (
+        "fleet: ERROR (exit 3); no node wrote a report "
+        "(`r9700ctl doctor INVENTORY` checks reachability and sudo)"
+    )

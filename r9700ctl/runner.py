@@ -164,6 +164,7 @@ class Progress:
     ansible_output: str = ""  # what ansible-playbook printed for this event (shown at -vv)
     items: tuple[int, int] | None = None  # a loop task: (items changed, items in all)
     role: str = ""  # the role the task belongs to ("" for play-level tasks)
+    warnings: tuple[str, ...] = ()  # the task's own warnings (preflight's WARN checks among them)
 
 
 @dataclass
@@ -370,7 +371,8 @@ class _EventTracker:
             changed = sum(1 for item in loop if isinstance(item, dict) and item.get("changed"))
             items = (changed, len(loop))
         role = str(data.get("role") or "")
-        return Progress(host, task, outcome, result, message, event.get("stdout", ""), items=items, role=role)
+        warnings = tuple(str(w) for w in res.get("warnings") or [] if str(w).strip())
+        return Progress(host, task, outcome, result, message, event.get("stdout", ""), items, role, warnings)
 
     def finish(self, canceled: bool) -> dict[str, HostResult]:
         """Final counts from the PLAY RECAP when there is one; mark hosts a cancel left mid-way."""

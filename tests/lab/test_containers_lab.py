@@ -169,7 +169,10 @@ def test_validate_runtime_container_produces_each_nodes_report_from_inside_the_i
         # The agent ran in the container: its hostname is the container's, not the node's.
         assert node["report"]["node"] != name
         row = next(line for line in done.stdout.splitlines() if line.split()[:1] == [name])
-        assert f"container {IMAGE}" in row, done.stdout
+        assert row.split()[2] == "container", done.stdout  # the image is named below the table
+    ran_in = [line for line in done.stdout.splitlines() if line.endswith(f": the agent ran in {IMAGE}")]
+    assert len(ran_in) == 1, done.stdout
+    assert sorted(ran_in[0].split(":")[0].split(", ")) == sorted(name for name, _ in lab.nodes)
 
 
 def test_verify_checks_the_containers_on_both_nodes(with_dockerd, tmp_path):

@@ -96,7 +96,7 @@ def test_the_p2p_decision_reads_each_nodes_machine(fleet, tmp_path):
     )  # fmt: skip
     assert out.is_file(), done.stdout + done.stderr
     decisions = {
-        host["host"]: next(c["detail"] for c in host["checks"] if c["id"] == "p2p.policy")
+        host["host"]: next(c["detail"] for c in host["checks"] if c["id"] == "preflight.p2p.policy")
         for host in json.loads(out.read_text())["hosts"]
     }
     node_of = {name: f"node{i}" for i, name in enumerate(FAULTS, start=2)}

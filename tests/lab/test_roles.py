@@ -175,7 +175,8 @@ def test_forcing_an_unsupported_release_passes_preflight_with_a_loud_warning(lab
     )
     text = " ".join((out.stdout + out.stderr).split())
     assert out.returncode == 0, text
-    assert "FORCED by r9700_allow_unsupported: ROCm 6.3.2 does not support gfx1201" in text
+    forced = "FORCED by r9700_allow_unsupported: ROCm 6.3.2 does not support gfx1201"
+    assert f"{node}: WARNING rocm.version: {forced}" in text, text  # a warning gets its line in a pipe
     assert snapshot(lab, node) == before
 
 

@@ -645,11 +645,17 @@ def test_the_plain_log_shows_changes_and_failures_with_their_own_counts_and_a_he
     plain.heartbeat()  # said once per heartbeat period
     event("Ensure the ROCm packages are installed", "changed", items=(2, 3))
     event("Ensure nothing else changed", "ok")
+    event(
+        "Preflight | Judge the node",
+        "ok",
+        warnings=("node1: rocm.version: FORCED by r9700_allow_unsupported",),
+    )
     event("Validating arguments against arg spec 'main' - Set up access", "failed", role="r9700_access",
           message="r9700_render_group must be a string")  # fmt: skip
     assert out.getvalue().splitlines() == [
         "node1: still at Ensure the ROCm packages are installed (31s)",
         "node1: changed Ensure the ROCm packages are installed (2 of 3 items changed)",
+        "node1: WARNING rocm.version: FORCED by r9700_allow_unsupported",
         "node1: FAILED checking the role's variables (r9700_access): r9700_render_group must be a string",
     ]
 

@@ -191,3 +191,11 @@ def test_without_a_configuration_it_says_to_provision_and_exits_3(tmp_path):
     done = run_wrapper(tmp_path / "absent.json", "true", cwd=tmp_path)
     assert done.returncode == 3 and "provision the node" in done.stderr
     assert run_wrapper(_config(tmp_path), "--bogus", cwd=tmp_path).returncode == 64
+
+
+def test_from_the_root_directory_nothing_is_mounted_because_docker_refuses_slash(tmp_path):
+    """The smoke check once ran r9700-run from /: docker rejects `-v /:/` (destination can't be /)."""
+    done = run_wrapper(_config(tmp_path), "-n", "true", cwd=Path("/"))
+    argv = shlex.split(done.stdout)
+    assert "-v" not in argv and "-w" not in argv and argv[-2:] == [IMAGE, "true"]
+    assert "the current directory is /: not mounted" in done.stderr

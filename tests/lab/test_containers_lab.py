@@ -109,9 +109,13 @@ def test_r9700_run_prints_the_command_and_the_dockerfile_carries_the_environment
     assert shlex.split(shown.stdout) == expected
     # A device the node lacks is left out of the command, and said so.
     assert ("/dev/kfd is missing on this host" in shown.stderr) == ("/dev/kfd" not in devices)
-    dockerfile = lab.ssh("node1", "cat /etc/r9700ctl/Dockerfile").stdout.splitlines()
-    assert f"FROM {IMAGE}" in dockerfile
-    assert "ENV HSA_ENABLE_IPC_MODE_LEGACY=0 \\" in dockerfile and "    NCCL_P2P_DISABLE=1" in dockerfile
+    dockerfile = lab.ssh("node1", "cat /etc/r9700ctl/Dockerfile").stdout
+    assert f"FROM {IMAGE}" in dockerfile.splitlines()
+    # ENV is THE environment list the node recorded (the same values as its three host files).
+    record = json.loads(lab.ssh("node1", "cat /etc/r9700ctl/node.json").stdout)
+    wanted = [f"{e['name']}={e['value']}" for e in record["environment"]]
+    env = dockerfile[dockerfile.index("\nENV ") + 5 :].replace("\\\n", " ").split()
+    assert wanted and env == wanted
 
 
 def test_without_an_init_system_docker_is_not_started_and_the_smoke_check_is_skip(flow):

@@ -109,9 +109,13 @@ def test_r9700_run_prints_the_command_and_the_dockerfile_carries_the_environment
     assert shlex.split(shown.stdout) == expected
     # A device the node lacks is left out of the command, and said so.
     assert ("/dev/kfd is missing on this host" in shown.stderr) == ("/dev/kfd" not in devices)
-    dockerfile = lab.ssh("node1", "cat /etc/r9700ctl/Dockerfile").stdout.splitlines()
-    assert f"FROM {IMAGE}" in dockerfile
-    assert "ENV HSA_ENABLE_IPC_MODE_LEGACY=0 \\" in dockerfile and "    NCCL_P2P_DISABLE=1" in dockerfile
+    dockerfile = lab.ssh("node1", "cat /etc/r9700ctl/Dockerfile").stdout
+    assert f"FROM {IMAGE}" in dockerfile.splitlines()
+    # ENV is THE environment list the node recorded (the same values as its three host files).
+    record = json.loads(lab.ssh("node1", "cat /etc/r9700ctl/node.json").stdout)
+    wanted = [f"{e['name']}={e['value']}" for e in record["environment"]]
+    env = dockerfile[dockerfile.index("\nENV ") + 5 :].replace("\\\n", " ").split()
+    assert wanted and env == wanted
 
 
 def test_without_an_init_system_docker_is_not_started_and_the_smoke_check_is_skip(flow):
@@ -165,7 +169,10 @@ def test_validate_runtime_container_produces_each_nodes_report_from_inside_the_i
         # The agent ran in the container: its hostname is the container's, not the node's.
         assert node["report"]["node"] != name
         row = next(line for line in done.stdout.splitlines() if line.split()[:1] == [name])
-        assert f"container {IMAGE}" in row, done.stdout
+        assert row.split()[2] == "container", done.stdout  # the image is named below the table
+    ran_in = [line for line in done.stdout.splitlines() if line.endswith(f": the agent ran in {IMAGE}")]
+    assert len(ran_in) == 1, done.stdout
+    assert sorted(ran_in[0].split(":")[0].split(", ")) == sorted(name for name, _ in lab.nodes)
 
 
 def test_verify_checks_the_containers_on_both_nodes(with_dockerd, tmp_path):

@@ -373,6 +373,10 @@ def _parse(path: Path) -> tuple[Any, Any]:
 
     class StrictInventoryManager(InventoryManager):
         # Only the INI or YAML plugin: never `script`, which would execute an executable file.
+        # No public path does this per manager: the public knob, [inventory] enable_plugins
+        # (ansible.constants.INVENTORY_ENABLED), is process-wide configuration, and the plugin must
+        # also be wrapped (_StrictPlugin) to keep the line of a parse error, which Ansible's own
+        # "unparsed" handling turns into a warning. So this private method is overridden on purpose.
         def _fetch_inventory_plugins(self) -> list[Any]:
             return [_StrictPlugin(inventory_loader.get(plugin_name))]
 

@@ -31,7 +31,8 @@ HSA_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
 @dataclass
 class Check:
-    """One preflight verdict: `fix` says what to do when status is WARN or FAIL."""
+    """One verdict of preflight or doctor (the one record both use): `fix` says what to do when
+    status is WARN or FAIL."""
 
     id: str
     status: str
@@ -50,6 +51,15 @@ class Check:
 
     def one_line(self) -> str:
         return f"{self.detail} (fix: {self.fix})" if self.fix else self.detail
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "status": self.status,
+            "detail": self.detail,
+            "fix": self.fix,
+            "evidence": self.evidence,
+        }
 
 
 @dataclass

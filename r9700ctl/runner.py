@@ -35,6 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from r9700ctl.agent.atomic import write_atomic
 from r9700ctl.errors import CannotRun
 from r9700ctl.paths import content_dir, state_dir
 
@@ -143,7 +144,12 @@ class HostResult:
     @property
     def first_error(self) -> str:
         errors = self.errors
-        return f"{errors[0].task}: {errors[0].message}" if errors else ""
+        if not errors:
+            return ""
+        if errors[0].unreachable:
+            # Which task found the host unreachable says nothing: the connection failed, not the task.
+            return errors[0].message.removeprefix("Failed to connect to the host via ssh: ")
+        return f"{errors[0].task}: {errors[0].message}"
 
 
 @dataclass
@@ -158,6 +164,7 @@ class Progress:
     ansible_output: str = ""  # what ansible-playbook printed for this event (shown at -vv)
     items: tuple[int, int] | None = None  # a loop task: (items changed, items in all)
     role: str = ""  # the role the task belongs to ("" for play-level tasks)
+    warnings: tuple[str, ...] = ()  # the task's own warnings (preflight's WARN checks among them)
 
 
 @dataclass
@@ -364,7 +371,8 @@ class _EventTracker:
             changed = sum(1 for item in loop if isinstance(item, dict) and item.get("changed"))
             items = (changed, len(loop))
         role = str(data.get("role") or "")
-        return Progress(host, task, outcome, result, message, event.get("stdout", ""), items=items, role=role)
+        warnings = tuple(str(w) for w in res.get("warnings") or [] if str(w).strip())
+        return Progress(host, task, outcome, result, message, event.get("stdout", ""), items, role, warnings)
 
     def finish(self, canceled: bool) -> dict[str, HostResult]:
         """Final counts from the PLAY RECAP when there is one; mark hosts a cancel left mid-way."""
@@ -567,12 +575,7 @@ def _first_error_line(stdout: Path) -> str:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2, sort_keys=True)
-        fh.write("\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n", mode=0o600)
 
 
 def _utcnow() -> datetime:

@@ -9,8 +9,10 @@ a per-host verdict. It never prints: callers render `VerifyResult`.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -59,12 +61,16 @@ class HostSummary:
     failed: int = 0
     skipped: int = 0
     errors: int = 0
+    unreachable: int = 0  # checks that could not run because SSH could not reach the host
+    reason: str = ""  # why SSH could not reach it, in ssh's words
 
     @property
     def status(self) -> str:
         """PASS needs at least one check that ran and passed: skips alone judge nothing."""
         if self.failed:
             return "FAIL"
+        if self.unreachable:
+            return "UNREACHABLE"
         if self.errors:
             return "ERROR"
         return "PASS" if self.passed else "NOT_CHECKED"
@@ -90,6 +96,7 @@ class VerifyResult:
         return EXIT_OK
 
     def problems(self) -> list[TestOutcome]:
+        """Failed and errored checks; an unreachable host's checks are said once per host instead."""
         return [o for o in self.outcomes if o.status in ("failed", "error")]
 
     def to_dict(self) -> dict[str, Any]:
@@ -176,9 +183,15 @@ def verify(request: VerifyRequest, progress: Callable[[str], None] | None = None
     hosts = {name: HostSummary(name) for name in names}
     for outcome in outcomes:
         summary = hosts.setdefault(outcome.host, HostSummary(outcome.host))
-        attribute = {"passed": "passed", "failed": "failed", "skipped": "skipped"}.get(
-            outcome.status, "errors"
-        )
+        _read_command_failure(outcome)
+        if outcome.status == "unreachable":
+            summary.reason = summary.reason or outcome.message
+        attribute = {
+            "passed": "passed",
+            "failed": "failed",
+            "skipped": "skipped",
+            "unreachable": "unreachable",
+        }.get(outcome.status, "errors")
         setattr(summary, attribute, getattr(summary, attribute) + 1)
     return VerifyResult(
         hosts=list(hosts.values()),
@@ -214,3 +227,38 @@ def _read_report(path: Path) -> list[TestOutcome]:
             continue
         outcomes.append(TestOutcome(**{k: str(data.get(k, "")) for k in TestOutcome.__dataclass_fields__}))
     return outcomes
+
+
+# testinfra raises RuntimeError(CommandResult(...)) when a command cannot run on the host: a repr
+# with object addresses and byte strings. Its command, exit status and stderr are what matter.
+_COMMAND_RESULT = re.compile(
+    r"CommandResult\(.*?exit_status=(?P<rc>-?\d+), command=(?P<cmd>b'(?:[^'\\]|\\.)*'|b\"(?:[^\"\\]|\\.)*\")"
+    r".*?_stderr=(?P<err>b'(?:[^'\\]|\\.)*'|b\"(?:[^\"\\]|\\.)*\")\)"
+)
+# ssh's own failures (exit status 255): the host was never reached, so nothing was checked.
+_SSH_FAILURE = re.compile(
+    r"^ssh: |Connection refused|Connection timed out|No route to host|Could not resolve hostname|"
+    r"Permission denied \(|Host key verification failed|Connection closed by|kex_exchange_identification"
+)
+
+
+def _bytes_text(literal: str) -> str:
+    try:
+        value = ast.literal_eval(literal)
+    except (ValueError, SyntaxError):
+        return literal
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _read_command_failure(outcome: TestOutcome) -> None:
+    """Turn testinfra's CommandResult repr into words; an SSH failure makes the check 'unreachable'."""
+    match = _COMMAND_RESULT.search(outcome.message)
+    if match is None:
+        return
+    command = _bytes_text(match["cmd"])
+    stderr = next((line.strip() for line in _bytes_text(match["err"]).splitlines() if line.strip()), "")
+    if match["rc"] == "255" and _SSH_FAILURE.search(stderr):
+        outcome.status = "unreachable"
+        outcome.message = stderr
+        return
+    outcome.message = f"`{command}` exited {match['rc']}" + (f": {stderr}" if stderr else "")

@@ -55,6 +55,10 @@ if [ $want_test = 1 ]; then
     .venv/bin/python -m pip install -q -e ".[test]"
     # CPU build of PyTorch for the agent's multi-process (gloo) tests.
     .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install -q "torch==2.13.0"
+elif .venv/bin/python -m pip show r9700ctl 2>/dev/null | grep '^Editable project location:' >/dev/null; then  # not -q: pipefail
+    # A test environment (--test installs editable) stays editable: after the demo, the tests must
+    # still run the source, not a copy of it frozen at the demo's start.
+    .venv/bin/python -m pip install -q -e .
 else
     .venv/bin/python -m pip install -q .
 fi

@@ -11,12 +11,12 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from r9700ctl.agent.atomic import write_atomic
 from r9700ctl.agent.result import SEVERITY, CheckResult, exit_code_for, overall
 
 SCHEMA = "r9700ctl.validate/1"
@@ -90,15 +90,8 @@ def _json_safe(value: Any) -> Any:
 
 
 def write_json(path: Path, report: dict[str, Any]) -> None:
-    """Write atomically: `<path>.tmp`, fsync, rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(_json_safe(report), fh, indent=2, sort_keys=False, default=str)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """Write atomically (r9700ctl.agent.atomic)."""
+    write_atomic(path, json.dumps(_json_safe(report), indent=2, sort_keys=False, default=str) + "\n")
 
 
 def remove_stale(path: Path) -> None:

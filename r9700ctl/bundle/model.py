@@ -228,9 +228,15 @@ class FleetBundleReport:
         failed = [b.node for b in self.bundles if b.status == FAIL]
         warned = [b.node for b in self.bundles if b.status == WARN]
         unjudged = [b.node for b in self.bundles if b.status == INCONCLUSIVE]
-        text = f"{len(self.bundles)} bundles: {len(failed)} failed, {len(warned)} with warnings only"
+        passed = len(self.bundles) - len(failed) - len(warned) - len(unjudged)
+        text = (
+            f"{len(self.bundles)} bundles: {passed} passed, {len(failed)} failed, "
+            f"{len(warned)} with warnings only"
+        )
         text += f", {len(unjudged)} inconclusive" if unjudged else ""
-        return text + (f" (failed: {', '.join(failed)})" if failed else "")
+        named = [f"failed: {', '.join(failed)}"] if failed else []
+        named += [f"inconclusive (no GPU listed): {', '.join(unjudged)}"] if unjudged else []
+        return text + (f" ({'; '.join(named)})" if named else "")
 
     def to_dict(self) -> dict[str, Any]:
         from r9700ctl import __version__

@@ -83,6 +83,10 @@ def main() -> None:
         # Click turns Ctrl-C inside a command (and EOF at a prompt) into Abort.
         click.echo("interrupted", err=True)
         rc = 130
+    except click.exceptions.NoArgsIsHelpError as exc:
+        # `r9700ctl` or `r9700ctl lab` alone asks what there is: the help, not an error.
+        click.echo(exc.format_message())
+        rc = 0
     except click.UsageError as exc:
         hint = ""
         if exc.ctx is not None:

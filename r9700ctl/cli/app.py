@@ -6,6 +6,8 @@ import os
 import sys
 from dataclasses import dataclass
 
+PIPE_WIDTH = 1000  # wider than any table r9700ctl prints: tables keep their natural width
+
 
 @dataclass
 class Application:
@@ -19,4 +21,8 @@ class Application:
     def console(self, stderr: bool = False):
         from rich.console import Console
 
-        return Console(stderr=stderr, no_color=self.plain, highlight=False, soft_wrap=True)
+        stream = sys.stderr if stderr else sys.stdout
+        # A pipe or a file has no width: rich would assume 80 columns and wrap tables (and cut
+        # errors) there. Tables get their natural width instead; COLUMNS still rules when set.
+        width = None if stream.isatty() or os.environ.get("COLUMNS") else PIPE_WIDTH
+        return Console(stderr=stderr, no_color=self.plain, highlight=False, soft_wrap=True, width=width)

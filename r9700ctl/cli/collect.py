@@ -123,6 +123,12 @@ def _summary_table(report: CollectReport) -> Table:
 
 def _closing_line(report: CollectReport) -> str:
     out = report.out_dir
+    if not any(host.files for host in report.hosts):
+        # Nothing recorded anywhere: doctor --bundle would only say so again, host by host.
+        return (
+            f"no file recorded on any host (MISSING.txt in {out}/<host>/ says why); "
+            "`r9700ctl doctor INVENTORY` checks reachability and sudo"
+        )
     return (
         f"bundles in {out}/<host>/ (MISSING.txt says why a file is missing); "
         f"next: r9700ctl doctor --bundle {out}"

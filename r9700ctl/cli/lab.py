@@ -166,7 +166,7 @@ def status(app: Application, *, directory: Path, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     elif not result.exists:
-        click.echo(f"no lab in {result.directory}")
+        click.echo(f"no lab in {result.directory} (start one: sudo r9700ctl lab up --dir {result.directory})")
     else:
         verdict = "up" if result.healthy else f"NOT healthy (phase {result.phase})"
         click.echo(f"lab r97l{result.lab_id} in {result.directory}: {verdict}, subnet {result.subnet}")

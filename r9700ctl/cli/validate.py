@@ -474,15 +474,20 @@ def _validate_fleet(
         )
     table = _nodes_table(report)
     print_plain(console, table) if app.plain else console.print(table)
-    for line in _fleet_lines(report) + _comparison_lines(report.comparisons):
+    for line in _image_lines(report) + _fleet_lines(report) + _comparison_lines(report.comparisons):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     if isinstance(json_path, Path):
         write_json(json_path, report.to_dict())
     _write_formats(report.to_dict(), options, plan)
     if to_stdout:
         click.echo(json.dumps(report.to_dict(), indent=2))
+    closing = f"fleet: {report.status} (exit {report.exit_code})"
+    if any(node.report for node in report.nodes):
+        closing += f"; reports in {report.reports_dir}/<host>.json"
+    else:  # no node wrote one: pointing at the directory would send the user to nothing
+        closing += "; no node wrote a report (`r9700ctl doctor INVENTORY` checks reachability and sudo)"
     console.print(
-        f"fleet: {report.status} (exit {report.exit_code}); reports in {report.reports_dir}/<host>.json",
+        closing,
         markup=False,
         highlight=False,
         soft_wrap=True,
@@ -496,12 +501,14 @@ def _nodes_table(report: FleetReport) -> Table:
     from rich.table import Table
     from rich.text import Text
 
+    # The image's full name (70 characters) would crowd node, status and finding out of an
+    # 80-column table: the column says where the agent ran, _image_lines() which image.
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("node", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("runtime", no_wrap=True)  # the image in full: which one judged the node
-    table.add_column("pass/warn/fail/inconclusive", justify="right", no_wrap=True)
-    table.add_column("worst finding", overflow="fold", ratio=1)
+    table.add_column("node", no_wrap=True, min_width=max([4, *(len(n.host) for n in report.nodes)]))
+    table.add_column("status", no_wrap=True, min_width=max([6, *(len(n.status) for n in report.nodes)]))
+    table.add_column("runtime", no_wrap=True)
+    table.add_column("pass/warn/\nfail/inconclusive", justify="right", no_wrap=True)
+    table.add_column("worst finding", overflow="fold", ratio=1, min_width=20)
     for node in report.nodes:
         counts = node.counts
         numbers = (
@@ -509,8 +516,17 @@ def _nodes_table(report: FleetReport) -> Table:
             if node.report
             else "-"
         )
-        table.add_row(node.host, node.status, Text(node.runtime_text), numbers, Text(_worst_text(node)))
+        table.add_row(node.host, node.status, node.runtime or "-", numbers, Text(_worst_text(node)))
     return table
+
+
+def _image_lines(report: FleetReport) -> list[str]:
+    """Which container image judged which nodes (the table's runtime column says only 'container')."""
+    by_image: dict[str, list[str]] = {}
+    for node in report.nodes:
+        if node.runtime == "container" and node.image:
+            by_image.setdefault(node.image, []).append(node.host)
+    return [f"{', '.join(hosts)}: the agent ran in {image}" for image, hosts in by_image.items()]
 
 
 def _worst_text(node: NodeOutcome) -> str:

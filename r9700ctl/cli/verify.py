@@ -134,6 +134,11 @@ def render_lines(result) -> list[str]:
     passed = sum(1 for h in result.hosts if h.status == "PASS")
     unchecked = len(result.hosts) - failed - passed
     for h in result.hosts:
+        if h.status == "UNREACHABLE":
+            lines.append(
+                f"{h.host:<{width}}  could not be reached over SSH: {h.reason} "
+                "(`r9700ctl doctor INVENTORY` names the cause and the fix)"
+            )
         if h.status == "NOT_CHECKED":
             lines.append(f"{h.host:<{width}}  not checked: no check ran on it ({h.skipped} skipped)")
     lines.append(

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from r9700ctl import manifest as manifest_module
+from r9700ctl.agent.atomic import write_atomic
 from r9700ctl.errors import BadInput, CannotRun
 from r9700ctl.lab import (
     aptrepo,
@@ -256,8 +257,8 @@ def write_client_files(lab: state.LabState) -> None:
         directory / "ssh_config",
     )
     mirror_url = f"http://{names.host_address}:{lab.mirror_port}"
-    _atomic_write(known_hosts, files.render_known_hosts(host_keys))
-    _atomic_write(
+    write_atomic(known_hosts, files.render_known_hosts(host_keys))
+    write_atomic(
         ssh_config,
         files.render_ssh_config(
             nodes=nodes,
@@ -267,7 +268,7 @@ def write_client_files(lab: state.LabState) -> None:
             user=rootfs.LAB_USER,
         ),
     )
-    _atomic_write(
+    write_atomic(
         directory / "inventory.ini",
         files.render_inventory(
             directory=directory,
@@ -281,9 +282,3 @@ def write_client_files(lab: state.LabState) -> None:
             registry_url=f"http://{names.host_address}:{lab.registry_port}",
         ),
     )
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)

@@ -9,8 +9,9 @@ and a /dev without disks are safety: a node runs as real root on the lab host.
 The node's R9700 machine (r9700ctl/lab/machine.py) is grafted into its /sys where the kernel
 puts such a machine: /sys/devices, /sys/bus, /sys/class, /sys/module and /sys/kernel become
 read-only tmpfs holding the machine's entries (PCI functions, DRM, KFD, amdgpu, IOMMU groups)
-beside bind mounts of the real ones (net, block, virtual devices, ...); /dev gets /dev/kfd and
-the DRM nodes. Its amd-smi and rocminfo outputs go to MACHINE_DIR, where the stand-in tools look.
+merged with bind mounts of the real ones (net, block, the host's own disk and its drivers);
+/dev gets /dev/kfd and the DRM nodes. Its amd-smi and rocminfo outputs go to MACHINE_DIR, where
+the stand-in tools look.
 """
 
 from __future__ import annotations
@@ -258,21 +259,36 @@ def remove(root: Path, relative: str) -> None:
 
 
 GRAFT_FUNCTION = """\
-# graft D: /sys/D becomes a read-only tmpfs with the machine's entries ($M/D) and, beside them,
-# bind mounts of the real entries the machine does not replace (stashed under $S/D first).
+# merge REAL DIR: add to DIR (the machine's copy, in a tmpfs) every entry of REAL it lacks, as a
+# bind mount (directories, files) or a copy (symlinks); directories both have are merged deeper,
+# so the host's own devices (the disk under pci0000:00, its drivers) stay reachable; only the
+# list of PCI functions, /sys/bus/pci/devices, is the machine's alone.
+merge() {
+    local e n t
+    for e in "$1"/*; do
+        [ -e "$e" ] || [ -L "$e" ] || continue
+        n=${e##*/}
+        t="$2/$n"
+        if [ -L "$t" ]; then continue; fi
+        if [ -d "$t" ]; then
+            case "$t" in */bus/pci/devices) continue ;; esac  # the PCI bus is the machine's alone
+            if [ -d "$e" ] && [ ! -L "$e" ]; then merge "$e" "$t"; fi
+            continue
+        fi
+        if [ -e "$t" ]; then continue; fi
+        if [ -L "$e" ]; then cp -P "$e" "$t"
+        elif [ -d "$e" ]; then mkdir "$t"; mount --bind "$e" "$t"
+        else : > "$t"; mount --bind "$e" "$t"; fi
+    done
+}
+# graft D: /sys/D becomes a read-only tmpfs holding the machine's entries ($M/D) merged with the
+# real ones (stashed under $S/D first).
 graft() {
     mkdir -p "$S/$1"
     mount --bind "$R/sys/$1" "$S/$1"
     mount -t tmpfs -o mode=755,nosuid,nodev,noexec r97-sys "$R/sys/$1"
     if [ -d "$M/$1" ]; then cp -a "$M/$1/." "$R/sys/$1/"; fi
-    for e in "$S/$1"/*; do
-        [ -e "$e" ] || [ -L "$e" ] || continue
-        n=${e##*/}
-        if [ -e "$R/sys/$1/$n" ] || [ -L "$R/sys/$1/$n" ]; then continue; fi
-        if [ -L "$e" ]; then cp -P "$e" "$R/sys/$1/$n"
-        elif [ -d "$e" ]; then mkdir "$R/sys/$1/$n"; mount --bind "$e" "$R/sys/$1/$n"
-        else : > "$R/sys/$1/$n"; mount --bind "$e" "$R/sys/$1/$n"; fi
-    done
+    merge "$S/$1" "$R/sys/$1"
     mount -o remount,ro "$R/sys/$1"
 }
 """

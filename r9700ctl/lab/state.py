@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r9700ctl.agent.atomic import write_atomic
 from r9700ctl.errors import BadInput
 
 SCHEMA = "r9700ctl.lab/1"
@@ -121,7 +121,4 @@ def load(directory: Path) -> LabState | None:
 
 def save(state: LabState) -> None:
     """Write lab.json atomically: a crash mid-write must not lose the record of what exists."""
-    path = state_path(Path(state.directory))
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(state.to_json(), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(state_path(Path(state.directory)), json.dumps(state.to_json(), indent=2) + "\n")

@@ -8,10 +8,11 @@ durations and timestamps written the same way everywhere.
 from __future__ import annotations
 
 import json
-import os
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from r9700ctl.agent.atomic import write_atomic
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -24,15 +25,7 @@ def schema(command: str, version: int = 1) -> str:
 
 def write_json(path: Path | str, document: Any) -> Path:
     """Write `document` to `path` atomically (a .tmp file, then rename): readers never see half a file."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(document, fh, indent=2, sort_keys=False, default=str)
-        fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    return path
+    return write_atomic(path, json.dumps(document, indent=2, sort_keys=False, default=str) + "\n")
 
 
 def print_plain(console: Console, renderable: Any) -> None:

@@ -10,11 +10,11 @@ A fleet node that gave no report (unreachable, agent could not run) becomes one 
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r9700ctl.agent.atomic import write_atomic
 from r9700ctl.agent.result import ERROR, SEVERITY, STATUSES, overall
 
 NODE_SCHEMA = "r9700ctl.validate/1"
@@ -178,11 +178,4 @@ RENDERERS = {"html": render_html, "prom": render_prometheus, "junit": render_jun
 
 def write_text(path: Path | str, text: str) -> Path:
     """Write atomically (.tmp, fsync, rename): a scraper or CI never reads half a file."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    return path
+    return write_atomic(path, text)

@@ -30,12 +30,16 @@ INTERNAL_TASKS = {
 }
 
 
-def task_label(progress: Progress) -> str:
-    """The task's name, or what an Ansible-internal task does (with its role)."""
+def display_task(task: str, role: str = "") -> str:
+    """A task's name, or what an Ansible-internal task does (with its role when known)."""
     for prefix, label in INTERNAL_TASKS.items():
-        if progress.task.startswith(prefix):
-            return f"{label} ({progress.role})" if progress.role else label
-    return progress.task
+        if task.startswith(prefix):
+            return f"{label} ({role})" if role else label
+    return task
+
+
+def task_label(progress: Progress) -> str:
+    return display_task(progress.task, progress.role)
 
 
 def is_internal(progress: Progress) -> bool:
@@ -110,6 +114,8 @@ class PlainProgress:
         shown = progress.kind in SHOWN_ALWAYS or (progress.kind == "changed" and not is_internal(progress))
         if shown or self.verbosity >= 1:
             self._print(result_line(progress))
+        for warning in progress.warnings:  # always: a warning is worth a line in any log
+            self._print(f"{progress.host}: WARNING {warning.removeprefix(progress.host + ': ')}")
 
     def heartbeat(self) -> None:
         """One "still at" line per host whose task has run heartbeat_s since its last line."""
@@ -160,6 +166,9 @@ class LiveProgress:
             self._live.console.print(f"[{style}]{_escape(result_line(progress))}[/]", highlight=False)
         if self.verbosity >= 2 and progress.ansible_output.strip():
             self._live.console.print(progress.ansible_output.rstrip(), markup=False, highlight=False)
+        for warning in progress.warnings:
+            line = _escape(f"{progress.host}: WARNING {warning.removeprefix(progress.host + ': ')}")
+            self._live.console.print(f"[yellow]{line}[/]", highlight=False)
         label = task_label(progress)
         task = label if progress.kind == "start" else f"{label} [{progress.kind}]"
         self.rows[progress.host] = (task, counts(progress.counts))

@@ -14,6 +14,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from r9700ctl.report import schema, seconds, timestamp
+from r9700ctl.report.progress import display_task
 from r9700ctl.runner import CHANGED, FAILED, INTERRUPTED, NOT_RUN, OK, UNREACHABLE, HostResult
 
 if TYPE_CHECKING:
@@ -131,8 +132,13 @@ def closing_lines(outcome: ProvisionOutcome) -> list[str]:
     ]
     for host in outcome.hosts:
         for task in host.errors[:1]:
-            kind = UNREACHABLE if task.unreachable else FAILED
-            lines.append(f"{host.host}: {kind} at '{task.task}': {task.message}")
+            if task.unreachable:  # the connection failed, whichever task met it ("Gathering Facts")
+                lines.append(
+                    f"{host.host}: {UNREACHABLE}: {host.first_error} "
+                    "(`r9700ctl doctor INVENTORY` names the cause and the fix)"
+                )
+            else:
+                lines.append(f"{host.host}: {FAILED} at '{display_task(task.task)}': {task.message}")
     lines += known_issue_lines(outcome.hosts)
     for host in outcome.hosts:
         if host.p2p.get("reason") and not host.errors:

@@ -7,25 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-
-@dataclass
-class Check:
-    """One doctor verdict on one host: what was checked, the status, what was seen, how to fix it."""
-
-    id: str
-    status: str
-    detail: str
-    fix: str = ""
-    evidence: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "status": self.status,
-            "detail": self.detail,
-            "fix": self.fix,
-            "evidence": self.evidence,
-        }
+from r9700ctl.preflight import Check  # the one check record of doctor and preflight
 
 
 @dataclass(frozen=True)

@@ -43,15 +43,31 @@ def role_defaults() -> dict[str, Any]:
     return merged
 
 
+def manifest_path() -> Path | None:
+    """r9700ctl's manifest beside this suite: a source checkout (tests/infra -> r9700ctl/data) or an
+    installed wheel (r9700ctl/_content/tests/infra -> r9700ctl/data)."""
+    here = Path(__file__).resolve()
+    for candidate in (
+        here.parents[2] / "r9700ctl/data/manifest.yaml",
+        here.parents[3] / "data/manifest.yaml",
+    ):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
 def manifest_raw() -> dict[str, Any]:
+    """The manifest the roles installed from: through r9700ctl when this Python has it, else the
+    YAML file beside the suite (pytest run directly, without r9700ctl): the same document."""
     try:
         from r9700ctl import manifest
 
         return manifest.load().raw
-    except ImportError:  # a copy of the suite without the package: the repository section is all we read
-        return {
-            "repository": {"base_url": "https://repo.radeon.com", "key_fingerprint": "", "pin_priority": 600}
-        }
+    except ImportError:
+        path = manifest_path()
+        if path is None:
+            pytest.fail("r9700ctl's manifest (r9700ctl/data/manifest.yaml) is not beside this suite")
+        return yaml.safe_load(path.read_text()) or {}
 
 
 @dataclass

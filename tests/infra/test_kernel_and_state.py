@@ -34,7 +34,8 @@ def test_state_file_names_a_release_of_the_manifest(host, node):
     """/etc/r9700ctl/state.json is the node's record of what it was given (r9700_lifecycle writes it)."""
     state = node.need_state()
     assert state.get("schema") == "r9700ctl.state/1"
-    assert state["rocm_version"] in node.manifest.get("rocm_releases", {state["rocm_version"]: {}})
+    releases = node.manifest["rocm_releases"]
+    assert state["rocm_version"] in releases, f"{state['rocm_version']} is not one of {', '.join(releases)}"
     pinned = node.var("r9700_rocm_version")
     if pinned not in (None, "", "auto"):
         assert state["rocm_version"] == str(pinned)

@@ -97,17 +97,25 @@ def test_r9700_run_prints_the_command_and_the_dockerfile_carries_the_environment
     assert shown.returncode == 0, shown.stderr
     gids = lab.ssh("node1", "getent group video render | cut -d: -f3").stdout.split()
     expected = ["docker", "run", "--rm", "--label", "io.r9700ctl.started-by=r9700-run"]
+    # The lab's nodes present their recorded machine's /dev/kfd and DRM nodes (r9700ctl/lab/machine.py).
+    devices = [d for d in ("/dev/kfd", "/dev/dri") if lab.ssh("node1", f"test -e {d}").returncode == 0]
+    for device in devices:
+        expected += ["--device", device]
     for gid in gids:
         expected += ["--group-add", gid]
     expected += ["--ipc=host", "--shm-size", "8G", "--env-file", "/etc/r9700ctl/container.env",
                  "-v", "/tmp:/tmp", "-w", "/tmp",
                  IMAGE, "python3", "-c", "import torch; print(torch.cuda.device_count())"]  # fmt: skip
     assert shlex.split(shown.stdout) == expected
-    # The lab's nodes have no /dev/kfd and no /dev/dri: left out of the command, and said so.
-    assert "/dev/kfd is missing on this host" in shown.stderr
-    dockerfile = lab.ssh("node1", "cat /etc/r9700ctl/Dockerfile").stdout.splitlines()
-    assert f"FROM {IMAGE}" in dockerfile
-    assert "ENV HSA_ENABLE_IPC_MODE_LEGACY=0 \\" in dockerfile and "    NCCL_P2P_DISABLE=1" in dockerfile
+    # A device the node lacks is left out of the command, and said so.
+    assert ("/dev/kfd is missing on this host" in shown.stderr) == ("/dev/kfd" not in devices)
+    dockerfile = lab.ssh("node1", "cat /etc/r9700ctl/Dockerfile").stdout
+    assert f"FROM {IMAGE}" in dockerfile.splitlines()
+    # ENV is THE environment list the node recorded (the same values as its three host files).
+    record = json.loads(lab.ssh("node1", "cat /etc/r9700ctl/node.json").stdout)
+    wanted = [f"{e['name']}={e['value']}" for e in record["environment"]]
+    env = dockerfile[dockerfile.index("\nENV ") + 5 :].replace("\\\n", " ").split()
+    assert wanted and env == wanted
 
 
 def test_without_an_init_system_docker_is_not_started_and_the_smoke_check_is_skip(flow):
@@ -129,7 +137,8 @@ def test_where_dockerd_answers_the_image_is_pulled_from_the_lab_registry(with_do
         )
         assert image.returncode == 0, image.stderr
         assert "io.r9700ctl.lab.stand-in" in image.stdout
-        assert f"{name}: container smoke check: SKIP: no /dev/kfd on the node" in done.stdout
+        # The stand-in image has no torch: nothing to ask, so SKIP with that reason, never a verdict.
+        assert f"{name}: container smoke check: SKIP: no torch in {IMAGE} (ModuleNotFoundError" in done.stdout
     log = (Path(lab.directory) / "logs" / "registry.log").read_text()
     assert f"/v2/rocm/pytorch/manifests/{IMAGE.split(':')[1]}" in log
     assert {h["status"] for h in hosts(report).values()} == {"CHANGED"}
@@ -160,7 +169,10 @@ def test_validate_runtime_container_produces_each_nodes_report_from_inside_the_i
         # The agent ran in the container: its hostname is the container's, not the node's.
         assert node["report"]["node"] != name
         row = next(line for line in done.stdout.splitlines() if line.split()[:1] == [name])
-        assert f"container {IMAGE}" in row, done.stdout
+        assert row.split()[2] == "container", done.stdout  # the image is named below the table
+    ran_in = [line for line in done.stdout.splitlines() if line.endswith(f": the agent ran in {IMAGE}")]
+    assert len(ran_in) == 1, done.stdout
+    assert sorted(ran_in[0].split(":")[0].split(", ")) == sorted(name for name, _ in lab.nodes)
 
 
 def test_verify_checks_the_containers_on_both_nodes(with_dockerd, tmp_path):

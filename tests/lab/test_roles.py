@@ -175,7 +175,8 @@ def test_forcing_an_unsupported_release_passes_preflight_with_a_loud_warning(lab
     )
     text = " ".join((out.stdout + out.stderr).split())
     assert out.returncode == 0, text
-    assert "FORCED by r9700_allow_unsupported: ROCm 6.3.2 does not support gfx1201" in text
+    forced = "FORCED by r9700_allow_unsupported: ROCm 6.3.2 does not support gfx1201"
+    assert f"{node}: WARNING rocm.version: {forced}" in text, text  # a warning gets its line in a pipe
     assert snapshot(lab, node) == before
 
 
@@ -238,7 +239,9 @@ def test_an_apt_lock_held_with_flock_makes_preflight_wait_then_name_the_holder(m
     assert started.returncode == 0, started.stderr
     pid = int(started.stdout.strip())
     try:
-        time.sleep(1)
+        deadline = time.monotonic() + 30  # until the holder has the lock, not a fixed pause
+        while lab.ssh("node1", "sudo flock -n /var/lib/dpkg/lock-frontend true").returncode == 0:
+            assert time.monotonic() < deadline, "the lock holder never took the lock"
         start = time.monotonic()
         out, report = provision(lab.inventory, tmp_path, "-e", "r9700_apt_lock_timeout=8")
         waited = time.monotonic() - start

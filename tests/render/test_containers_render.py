@@ -218,3 +218,54 @@ def test_docker_repository_option_is_deb822_signed_with_a_checked_key():
     }
     with pytest.raises(AssertFailed, match=r"is not\s+9DC858229FC7DD38854AE2D88D81803C0EBFCD88"):
         run(context(r9700_docker_source="docker"), wrong)
+
+
+def _smoke(stdout: dict, rc: int = 0) -> dict:
+    ctx = context()
+    ctx["ansible_facts"] = {**ctx["ansible_facts"], "getent_group": {"render": ["x", "993", ""]}}
+    regs = {
+        **registered(dockerd=True, image=True, kfd=True),
+        "__r9700_containers_smoke": {"rc": rc, "stdout_lines": [json.dumps(stdout)], "stderr": "boom"},
+    }
+    return run(ctx, regs)
+
+
+def test_the_smoke_check_passes_only_with_every_gpu_its_gfx_target_and_the_host_render_gid():
+    role = _smoke({"count": 4, "gfx": ["gfx1201"] * 4, "groups": [0, 44, 993]})
+    judged = role.task("Smoke | Judge what torch saw")
+    assert not judged.skipped and "PASS" in judged.args["success_msg"]
+    assert role.task("Smoke | Ask torch in the image").args["argv"][:2] == [
+        "/usr/local/bin/r9700-run",
+        "python3",
+    ]
+    assert (
+        role.vars["r9700_containers_status"]["smoke"]
+        .strip()
+        .startswith("PASS: torch sees 4 GPU(s) of gfx1201")
+    )
+
+
+@pytest.mark.parametrize(
+    "seen",
+    [
+        {"count": 3, "gfx": ["gfx1201"] * 3, "groups": [993]},  # a GPU missing in the container
+        {"count": 4, "gfx": ["gfx1100"] * 4, "groups": [993]},  # another target than preflight found
+        {"count": 4, "gfx": ["gfx1201"] * 4, "groups": [0, 44]},  # the image's render gid, not the host's
+    ],
+)
+def test_the_smoke_check_fails_with_what_torch_saw(seen):
+    with pytest.raises(AssertFailed, match="container smoke check FAIL"):
+        _smoke(seen)
+    with pytest.raises(AssertFailed, match="boom"):
+        _smoke({}, rc=1)
+
+
+def test_an_image_without_torch_is_skip_with_the_reason_not_a_verdict():
+    role = _smoke({"torch": False, "error": "ModuleNotFoundError: No module named 'torch'"})
+    assert role.task("Smoke | Judge what torch saw").skipped
+    skip = role.task("Smoke | SKIP the container smoke check").args["msg"]
+    assert skip == (
+        "container smoke check: SKIP: no torch in "
+        "rocm/pytorch:rocm7.1.1_ubuntu24.04_py3.12_pytorch_release_2.9.1 "
+        "(ModuleNotFoundError: No module named 'torch'): nothing to ask"
+    )

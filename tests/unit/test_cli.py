@@ -165,3 +165,13 @@ def test_a_bad_invocation_is_one_line_and_exit_64(
     args: list[str], line: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert run_main(monkeypatch, capsys, *args) == (64, "", line)
+
+
+@pytest.mark.parametrize("args", [[], ["lab"], ["monitoring"]], ids=["root", "lab", "monitoring"])
+def test_a_group_without_a_command_prints_its_help_not_an_error(
+    args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_main(monkeypatch, capsys, *args)
+    assert (code, err) == (0, "")
+    assert out.startswith(f"Usage: r9700ctl {' '.join(args)}".rstrip() + " [OPTIONS] COMMAND [ARGS]...")
+    assert "Commands:" in out

@@ -189,7 +189,10 @@ def test_a_collect_directory_gets_one_report_per_node_and_a_summary(tmp_path):
 
     assert result.exit_code == 2
     assert result.output.index("(node node1)") < result.output.index("(node node2)")
-    assert result.output.splitlines()[-1] == "2 bundles: 1 failed, 0 with warnings only (failed: node2)"
+    assert (
+        result.output.splitlines()[-1]
+        == "2 bundles: 1 passed, 1 failed, 0 with warnings only (failed: node2)"
+    )
 
 
 def test_notes_are_hidden_unless_verbose():
@@ -315,13 +318,17 @@ def test_ctrl_c_ends_a_run_at_once_with_exit_130(tmp_path):
         env=dict(os.environ, NO_COLOR="1"),
     )
     try:
-        time.sleep(2)
+        server.settimeout(60)
+        connection, _ = server.accept()
+        connection.settimeout(60)
+        assert connection.recv(64).startswith(b"SSH-")  # doctor's own banner: it now waits for ours
         started = time.monotonic()
         child.send_signal(signal.SIGINT)
         out, err = child.communicate(timeout=30)
     finally:
         child.kill()
         server.close()
+    connection.close()
 
     assert child.returncode == 130
     assert time.monotonic() - started < 10

@@ -417,7 +417,7 @@ def test_an_unreachable_host_is_reported_and_the_others_still_run(
         ["deadnode", "UNREACHABLE"],
     ]
     assert any(
-        line.startswith("deadnode: UNREACHABLE at 'Gathering Facts': Failed to connect to the host via ssh")
+        line.startswith("deadnode: UNREACHABLE: ssh: connect to host 127.0.0.1 port 9: Connection refused (")
         for line in lines
     ), result.output
     document = json.loads(report.read_text())
@@ -645,11 +645,17 @@ def test_the_plain_log_shows_changes_and_failures_with_their_own_counts_and_a_he
     plain.heartbeat()  # said once per heartbeat period
     event("Ensure the ROCm packages are installed", "changed", items=(2, 3))
     event("Ensure nothing else changed", "ok")
+    event(
+        "Preflight | Judge the node",
+        "ok",
+        warnings=("node1: rocm.version: FORCED by r9700_allow_unsupported",),
+    )
     event("Validating arguments against arg spec 'main' - Set up access", "failed", role="r9700_access",
           message="r9700_render_group must be a string")  # fmt: skip
     assert out.getvalue().splitlines() == [
         "node1: still at Ensure the ROCm packages are installed (31s)",
         "node1: changed Ensure the ROCm packages are installed (2 of 3 items changed)",
+        "node1: WARNING rocm.version: FORCED by r9700_allow_unsupported",
         "node1: FAILED checking the role's variables (r9700_access): r9700_render_group must be a string",
     ]
 
@@ -661,3 +667,34 @@ def test_the_summary_names_the_rocm_release_each_host_has() -> None:
     installed = HostResult("node1", versions={"before": {}, "after": {"rocm-core": "7.1.1.70101-38~24.04"}})
     assert rocm_release(installed) == "7.1.1"
     assert rocm_release(HostResult("node2")) == "-"  # failed before ROCm, or nothing recorded
+
+
+def test_the_summary_table_is_whole_in_a_pipe_and_fits_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pipe has no width: the table keeps its natural width (the error whole, one line per host);
+    a terminal of 80 columns gets the error cut with an ellipsis, still one line per host."""
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from r9700ctl.cli.app import Application
+    from r9700ctl.report import print_plain
+    from r9700ctl.report.provision import summary_table
+    from r9700ctl.runner import FailedTask, HostResult
+
+    error = "apt-get install rocm: E: Unable to locate package rocm-hip-sdk (the ROCm source is missing) " * 2
+    host = HostResult("node1", ok=3, failed=1, started=True, failed_tasks=[FailedTask("Install ROCm", error)])
+    outcome = SimpleNamespace(hosts=[host])
+    monkeypatch.delenv("COLUMNS", raising=False)
+    piped = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", piped)
+    console = Application().console()
+    print_plain(console, summary_table(outcome, plain=True, width=console.width))  # type: ignore[arg-type]
+    rows = piped.getvalue().splitlines()
+    assert len(rows) == 2 and rows[1].startswith("node1") and rows[1].endswith(error.strip())
+
+    screen = io.StringIO()
+    terminal = Console(file=screen, width=80, force_terminal=True, color_system=None)
+    terminal.print(summary_table(outcome, plain=False, width=80))  # type: ignore[arg-type]
+    lines = screen.getvalue().splitlines()
+    assert len(lines) == 2 and lines[1].rstrip().endswith("…") and max(len(line) for line in lines) <= 80

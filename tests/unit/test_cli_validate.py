@@ -163,3 +163,49 @@ def test_a_report_format_cannot_go_to_stdout(tmp_path):
     result = r9700ctl("validate", "--local", "--html", "-")
     assert result.returncode == 64
     assert result.stderr == "error: -: --html writes a file, not standard output (give --html a file name)\n"
+
+
+def test_a_fleet_with_no_reachable_node_says_why_and_points_at_no_empty_directory(tmp_path):
+    inventory = tmp_path / "inventory.ini"
+    inventory.write_text(
+        "[r9700_nodes]\nghost ansible_host=127.0.0.1 ansible_port=1 "
+        "ansible_ssh_common_args='-o ConnectTimeout=5 -o BatchMode=yes'\n"
+    )
+    result = r9700ctl("validate", str(inventory), "--no-history")
+    assert result.returncode == 3, result.stdout + result.stderr
+    row = next(line for line in result.stdout.splitlines() if line.split()[:1] == ["ghost"])
+    # The connection failure, not the task that met it ("Validate | Ensure a private scratch ...").
+    assert "UNREACHABLE" in row and "ssh: connect to host" in row and "Validate |" not in row
+    assert result.stdout.splitlines()[-1] == (
+        "fleet: ERROR (exit 3); no node wrote a report "
+        "(`r9700ctl doctor INVENTORY` checks reachability and sudo)"
+    )
+
+
+def test_the_fleet_table_keeps_node_status_and_finding_readable_in_80_columns_with_an_image():
+    # The image's full name once crowded node, status and finding out of the demo's table.
+    from rich.console import Console
+
+    from r9700ctl.cli.validate import _image_lines, _nodes_table
+    from r9700ctl.fleet import FleetJudgement
+    from r9700ctl.validate import FleetReport, NodeOutcome
+
+    image = "rocm/pytorch:rocm7.1.1_ubuntu24.04_py3.12_pytorch_release_2.9.1"
+    finding = {"id": "pcie.link", "subject": "gpu0", "status": "WARN", "hint": "reseat the card"}
+    nodes = [
+        NodeOutcome("node1", "WARN", {"results": [finding]}, runtime="container", image=image),
+        NodeOutcome(
+            "node2", "PASS", {"results": [{"id": "x", "status": "PASS"}]}, runtime="container", image=image
+        ),
+        NodeOutcome(
+            "ghost", "UNREACHABLE", None, error="ssh: connect to host 10.0.0.9 port 22: Connection refused"
+        ),
+    ]
+    report = FleetReport("config", nodes, FleetJudgement(results=[], compared=0, note=""), Path("/r"))
+    console = Console(width=80, record=True)
+    console.print(_nodes_table(report))
+    rows = {line.split()[0]: line.split() for line in console.export_text().splitlines() if line.strip()}
+    assert rows["node1"][1:3] == ["WARN", "container"] and "pcie.link" in rows["node1"]
+    assert rows["node2"][1:3] == ["PASS", "container"]
+    assert rows["ghost"][1:3] == ["UNREACHABLE", "-"] and "ssh:" in rows["ghost"]
+    assert _image_lines(report) == [f"node1, node2: the agent ran in {image}"]

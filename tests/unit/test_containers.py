@@ -191,3 +191,10 @@ def test_without_a_configuration_it_says_to_provision_and_exits_3(tmp_path):
     done = run_wrapper(tmp_path / "absent.json", "true", cwd=tmp_path)
     assert done.returncode == 3 and "provision the node" in done.stderr
     assert run_wrapper(_config(tmp_path), "--bogus", cwd=tmp_path).returncode == 64
+
+
+def test_from_the_root_directory_nothing_is_mounted_on_slash(tmp_path):
+    """docker refuses '/' as a destination; Ansible's smoke check runs the wrapper from '/'."""
+    argv = shlex.split(run_wrapper(_config(tmp_path), "-n", "true", cwd=Path("/")).stdout)
+    assert "/:/" not in argv and "-w" not in argv
+    assert argv[-2:] == [IMAGE, "true"]

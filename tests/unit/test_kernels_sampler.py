@@ -169,7 +169,9 @@ def test_sampler_thread_keeps_sampling_after_a_failed_read():
     """A failed read is evidence (errors), never the end of sampling or of the load."""
     source = _FlakySource()
     probe = sampler.Sampler(source, interval_s=0.02).start()
-    time.sleep(0.3)
+    deadline = time.monotonic() + 30
+    while len(probe.samples) < 3 and time.monotonic() < deadline:  # a wait on the condition
+        time.sleep(0.01)
     samples = probe.stop()
     assert len(samples) >= 3
     assert probe.errors == ["OSError: device busy"]

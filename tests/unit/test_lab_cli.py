@@ -65,7 +65,11 @@ def test_an_unknown_recording_is_bad_input_naming_the_known_ones(tmp_path):
 
 def test_status_of_a_directory_without_a_lab_exits_3(tmp_path):
     result = r9700ctl("lab", "status", "--dir", str(tmp_path))
-    assert (result.returncode, result.stdout, result.stderr) == (3, f"no lab in {tmp_path}\n", "")
+    assert (result.returncode, result.stdout, result.stderr) == (
+        3,
+        f"no lab in {tmp_path} (start one: sudo r9700ctl lab up --dir {tmp_path})\n",
+        "",
+    )
     as_json = r9700ctl("lab", "status", "--dir", str(tmp_path), "--json")
     assert as_json.returncode == 3
     data = json.loads(as_json.stdout)

@@ -329,3 +329,18 @@ def test_ctrl_c_stops_ansible_and_names_the_hosts_left_mid_way(tmp_path: Path, i
 
 def _sleep_running(marker: str) -> bool:
     return any(process.info["cmdline"] == ["sleep", marker] for process in psutil.process_iter(["cmdline"]))
+
+
+def test_an_unreachable_hosts_first_error_is_the_connection_failure_not_the_task_that_met_it() -> None:
+    from r9700ctl.runner import FailedTask, HostResult
+
+    host = HostResult(host="n1", unreachable=1, started=True)
+    host.failed_tasks.append(
+        FailedTask(
+            task="Validate | Ensure a private scratch directory exists on the node.",
+            message="Failed to connect to the host via ssh: "
+            "ssh: connect to host 10.0.0.5 port 22: Connection refused",
+            unreachable=True,
+        )
+    )
+    assert host.first_error == "ssh: connect to host 10.0.0.5 port 22: Connection refused"

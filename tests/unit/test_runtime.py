@@ -136,7 +136,7 @@ def test_a_node_without_torch_is_no_report_with_the_reason_and_the_runtime(tmp_p
 def test_the_fleet_table_names_each_nodes_runtime_and_image_in_full():
     from rich.console import Console
 
-    from r9700ctl.cli.validate import _nodes_table
+    from r9700ctl.cli.validate import _image_lines, _nodes_table
     from r9700ctl.fleet import FleetJudgement
     from r9700ctl.validate import FleetReport, NodeOutcome
 
@@ -149,6 +149,8 @@ def test_the_fleet_table_names_each_nodes_runtime_and_image_in_full():
     console = Console(width=200, record=True, color_system=None)
     console.print(_nodes_table(report))
     lines = console.export_text().splitlines()
-    assert f"container {image}" in next(line for line in lines if line.split()[:1] == ["node1"])
+    # The column says where the agent ran; the line below the table names the image in full.
+    assert next(line for line in lines if line.split()[:1] == ["node1"]).split()[2] == "container"
+    assert _image_lines(report) == [f"node1: the agent ran in {image}"]
     node2 = next(line for line in lines if line.split()[:1] == ["node2"])
     assert node2.split()[2] == "none" and "could not run: no torch on the node" in node2

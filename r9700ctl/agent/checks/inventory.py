@@ -7,11 +7,12 @@ inventory are kept beside the journal, so a missing card is named by its address
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from r9700ctl.agent.atomic import write_atomic
 from r9700ctl.agent.checks import register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, CheckResult
@@ -39,13 +40,8 @@ def _last_inventory(state_dir: Path | None) -> list[str]:
 def _save_inventory(state_dir: Path | None, addresses: list[str]) -> None:
     if state_dir is None:
         return
-    path = state_dir / INVENTORY_FILE
-    tmp = path.with_suffix(".tmp")
-    try:
-        tmp.write_text(json.dumps({"pci_addresses": addresses}) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        pass  # the inventory memory is a convenience; never fail a run over it
+    with contextlib.suppress(OSError):  # the inventory memory is a convenience; never fail a run over it
+        write_atomic(state_dir / INVENTORY_FILE, json.dumps({"pci_addresses": addresses}) + "\n")
 
 
 def _count_result(ctx: AgentContext, addresses: list[str]) -> CheckResult:

@@ -1,0 +1,33 @@
+"""The one atomic file writer (standard library only: the agent ships it to nodes).
+
+A temporary file beside the target, fsync'd, then renamed over it: a reader (a scraper, CI, the
+next run, `lab down` after a crash) sees the old file or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+
+def write_atomic(path: Path | str, data: str | bytes, mode: int | None = None) -> Path:
+    """Write `data` to `path` atomically; `mode` sets the permissions (default: the umask's)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666 if mode is None else mode)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)  # O_CREAT's mode is filtered by the umask
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    return path

@@ -271,7 +271,8 @@ class _Tree:
         for index, (start, size, flags) in enumerate(resources):
             table[index] = (start, start + size - 1, flags) if size else (0, 0, 0)
         self.write(path / "resource", "".join(f"0x{a:016x} 0x{b:016x} 0x{c:016x}\n" for a, b, c in table))
-        self.write(path / "config", config, 0o644)
+        # Only root reads past the first 64 bytes of a real config space; here the file is root-only.
+        self.write(path / "config", config, 0o600)
         self.link(Path("bus/pci/devices") / address, path)
         if driver:
             (self.root / "bus/pci/drivers" / driver).mkdir(parents=True, exist_ok=True)

@@ -193,9 +193,8 @@ def test_without_a_configuration_it_says_to_provision_and_exits_3(tmp_path):
     assert run_wrapper(_config(tmp_path), "--bogus", cwd=tmp_path).returncode == 64
 
 
-def test_from_the_root_directory_nothing_is_mounted_because_docker_refuses_slash(tmp_path):
-    """The smoke check once ran r9700-run from /: docker rejects `-v /:/` (destination can't be /)."""
-    done = run_wrapper(_config(tmp_path), "-n", "true", cwd=Path("/"))
-    argv = shlex.split(done.stdout)
-    assert "-v" not in argv and "-w" not in argv and argv[-2:] == [IMAGE, "true"]
-    assert "the current directory is /: not mounted" in done.stderr
+def test_from_the_root_directory_nothing_is_mounted_on_slash(tmp_path):
+    """docker refuses '/' as a destination; Ansible's smoke check runs the wrapper from '/'."""
+    argv = shlex.split(run_wrapper(_config(tmp_path), "-n", "true", cwd=Path("/")).stdout)
+    assert "/:/" not in argv and "-w" not in argv
+    assert argv[-2:] == [IMAGE, "true"]

@@ -225,7 +225,12 @@ def _smoke(stdout: dict, rc: int = 0) -> dict:
     ctx["ansible_facts"] = {**ctx["ansible_facts"], "getent_group": {"render": ["x", "993", ""]}}
     regs = {
         **registered(dockerd=True, image=True, kfd=True),
-        "__r9700_containers_smoke": {"rc": rc, "stdout_lines": [json.dumps(stdout)], "stderr": "boom"},
+        "__r9700_containers_smoke": {
+            "rc": rc,
+            "stdout_lines": [json.dumps(stdout)],
+            "stderr": "docker: boom",
+            "stderr_lines": ["docker: boom", "See 'docker run --help'."],
+        },
     }
     return run(ctx, regs)
 
@@ -254,7 +259,7 @@ def test_the_smoke_check_passes_only_with_every_gpu_its_gfx_target_and_the_host_
     ],
 )
 def test_the_smoke_check_fails_with_what_torch_saw(seen):
-    with pytest.raises(AssertFailed, match="container smoke check FAIL"):
+    with pytest.raises(AssertFailed, match=r"container\s+smoke check FAIL"):
         _smoke(seen)
     with pytest.raises(AssertFailed, match="boom"):
         _smoke({}, rc=1)

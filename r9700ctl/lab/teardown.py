@@ -62,13 +62,19 @@ def down(directory: Path, progress: Callable[[str], None] | None = None) -> Down
     aptrepo.stop_agent(directory / "gnupg")
     network_left = []
     with locks.lab_ids():  # no parallel `up` may take the id between the check, removal and recheck
-        if network_is_ours(lab):
+        # Cgroups are named after the lab id like the network (r9700ctl/lab/dockerd.py): a stale
+        # lab.json's are a newer lab's, so they follow the same rule.
+        ours = network_is_ours(lab)
+        if ours:
             _stop_namespace_processes(names, result)
+            _remove_cgroups(lab, result)
             _remove_network(names, result)
-            network_left = _network_leftovers(names)
-            report(f"processes and network of lab {names.prefix} removed")
+            network_left = _network_leftovers(names) + _cgroup_leftovers(lab)
+            report(f"processes, cgroups and network of lab {names.prefix} removed")
         else:
-            report(f"processes removed; network {names.prefix}* is not this lab's any more: left alone")
+            report(
+                f"processes removed; network and cgroups of {names.prefix} are not this lab's any more: left alone"
+            )
     _unmount_all(directory, result)
     _remove_files(directory, lab, result)
     result.left = network_left + leftovers(directory, lab)
@@ -116,8 +122,6 @@ def _stop_nodes(directory: Path, lab: state.LabState, result: DownReport) -> Non
         if not processes.wait_gone(unshare, 5.0):
             processes.stop(unshare, grace=5.0, sig=signal.SIGKILL)
         result.removed.append(f"process {unshare} ({entry.name}, with everything in its PID namespace)")
-    for entry in lab.nodes:  # the node's cgroups and dockerd's below them (r9700ctl/lab/dockerd.py)
-        dockerd.remove_cgroups(entry.cgroups)
 
 
 def _stop_namespace_processes(names: LabNames, result: DownReport) -> None:
@@ -126,6 +130,18 @@ def _stop_namespace_processes(names: LabNames, result: DownReport) -> None:
         for pid in network.netns_pids(ns):
             processes.stop(pid, grace=2.0)
             result.removed.append(f"process {pid} (inside network namespace {ns})")
+
+
+def _remove_cgroups(lab: state.LabState, result: DownReport) -> None:
+    """The nodes' cgroups and dockerd's below them, once the nodes' processes are gone."""
+    for entry in lab.nodes:
+        present = [c for c in entry.cgroups if Path(c).exists()]
+        dockerd.remove_cgroups(present)
+        result.removed += [f"cgroup {c}" for c in present if not Path(c).exists()]
+
+
+def _cgroup_leftovers(lab: state.LabState) -> list[str]:
+    return [f"cgroup {c}" for entry in lab.nodes for c in entry.cgroups if Path(c).exists()]
 
 
 def _remove_network(names: LabNames, result: DownReport) -> None:
@@ -223,7 +239,7 @@ def _network_leftovers(names: LabNames) -> list[str]:
 
 
 def leftovers(directory: Path, lab: state.LabState) -> list[str]:
-    """Mounts, processes and files of this lab that still exist (network: _network_leftovers)."""
+    """Mounts, processes and files of this lab that still exist (network, cgroups: checked where ours)."""
     left = [f"mount {point}" for point in mounts_under(directory)]
     pids = [(n.name, n.pid) for n in lab.nodes] + [
         ("mirror", lab.mirror_pid),
@@ -232,7 +248,6 @@ def leftovers(directory: Path, lab: state.LabState) -> list[str]:
     ]
     left += [f"process {pid} ({label})" for label, pid in pids if processes.verified(pid, f"{directory}/")]
     left += [f"process {pid} (ssh to the lab)" for pid in _lab_ssh_clients(directory, lab)]
-    left += [f"cgroup {c}" for entry in lab.nodes for c in entry.cgroups if Path(c).exists()]
     left += [f"{'directory' if n in _DIRS else 'file'} {directory / n}" for n in _lab_files(directory)]
     if lab.control_dir and Path(lab.control_dir).exists():
         left.append(f"directory {lab.control_dir}")

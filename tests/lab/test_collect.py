@@ -4,7 +4,7 @@ A lab of this module's own (make_lab): node1 gets the stand-in ROCm packages fro
 (their rocminfo and amd-smi replay a real R9700 recording) and a profile.d file that exports the
 magazine article's HSA_OVERRIDE_GFX_VERSION=9.4.2 next to a secret; node2 stays bare, so its
 tools are absent. Nothing may fail on an absent tool, no secret may reach a bundle, and the
-diagnosis of the collected bundle must name the same GPUs as the recording the stand-ins replay.
+diagnosis of the collected bundle must name the GPUs of the machine the node presents.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from r9700ctl.bundle import diagnose_bundle, diagnose_path
-from r9700ctl.lab import NodeOptions
+from r9700ctl.lab import NodeOptions, machine
 from r9700ctl.lab import recordings as lab_recordings
 
 pytestmark = pytest.mark.timeout(900)
@@ -154,13 +154,17 @@ def test_doctor_on_the_collected_bundles_names_the_recorded_gpus_and_the_bad_ove
     fleet = diagnose_path(out)
     node1 = next(b for b in fleet.bundles if b.node == "node1")
 
-    recorded = lab_recordings.recorded_root() / (lab.recordings or "")
-    if lab.recordings and (recorded / "rocminfo.txt").is_file():
-        expected = [(g.bdf, g.pci_id, g.gfx) for g in diagnose_bundle(recorded).gpus if g.discrete]
-        assert [(g.bdf, g.pci_id, g.gfx) for g in node1.gpus if g.discrete] == expected
-        override = next(f for f in node1.findings if f.id == "env.hsa_override")
-        assert override.severity == "FAIL"
-        assert override.evidence[0].file == "env.txt"
+    # The stand-in rocminfo prints the node's own machine (r9700ctl/lab/machine.py): the recorded
+    # R9700 agent once per card, at the PCI addresses the node's sysfs shows.
+    recorded = diagnose_bundle((lab_recordings.recorded_root() / machine.ROCMINFO_RECORDING).parent)
+    card = next(g for g in recorded.gpus if g.discrete)
+    presented = machine.build(lab.gpus)
+    expected = [(bdf, card.pci_id, card.gfx) for bdf in presented.gpu_addresses]
+    assert [(g.bdf, g.pci_id, g.gfx) for g in node1.gpus if g.discrete] == expected
+    assert (card.pci_id, card.gfx) == ("1002:7551", "gfx1201")
+    override = next(f for f in node1.findings if f.id == "env.hsa_override")
+    assert override.severity == "FAIL"
+    assert override.evidence[0].file == "env.txt"
     node2 = next(b for b in fleet.bundles if b.node == "node2")
     assert any("rocminfo.txt: rocminfo: command not found" in str(n) for n in node2.not_judged)
 

@@ -79,8 +79,10 @@ def test_a_node_sees_only_its_own_processes_and_cannot_change_the_host_kernel(la
     disks = lab.ssh("node1", "ls /dev")
     assert sorted(disks.stdout.split()) == sorted(
         [
+            "dri",  # the stand-in GPU's device nodes (r9700ctl/lab/machine.py), no disk of the host
             "fd",
             "full",
+            "kfd",
             "null",
             "ptmx",
             "pts",

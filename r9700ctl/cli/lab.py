@@ -162,7 +162,7 @@ def status(app: Application, *, directory: Path, json_path: str | None) -> None:
     Exit code: 0 when every part is up, 2 when something is down, 3 when DIR holds no lab.
 
     \b
-    Examples:
+    Example:
       r9700ctl lab status --dir /tmp/lab
       r9700ctl lab status --dir /tmp/lab --json -            # JSON on standard output
       r9700ctl lab status --dir /tmp/lab --json status.json  # the text, and JSON in a file

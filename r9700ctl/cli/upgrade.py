@@ -165,25 +165,22 @@ def kernel_upgrade(app: Application, **options: Any) -> None:
     package: linux-image-generic, -generic-hwe-24.04, -aws, -amd64, ...) together with the
     matching headers meta package; build amdgpu for the new kernel with DKMS and check
     `dkms status` for it BEFORE any reboot. A new kernel without an amdgpu module is never
-    booted: the node fails with the DKMS error and keeps running its old kernel. Otherwise
-    the new kernel is held again and the node reboots into it (where it can), then it is
-    validated at --gate-level and returned.
+    booted: the node fails with the DKMS error, the new kernel's packages are removed again
+    and the line's meta packages step back, so the next boot is still the running kernel.
+    Otherwise the new kernel is held again and the node reboots into it (where it can),
+    then it is validated at --gate-level and returned. --check asks apt what it would
+    install (apt-get -s, with the package lists each node has) and shows per node the
+    running kernel, the one it would move to and whether it reboots; nothing changes.
 
     
     Examples:
+      r9700ctl kernel-upgrade inventory.ini --check
       r9700ctl kernel-upgrade inventory.ini --serial 1
       r9700ctl kernel-upgrade inventory.ini --serial 25% --gate-level quick
 
     
     Exit codes: as r9700ctl upgrade.
     """
-    if options.pop("check", False):
-        from r9700ctl.errors import BadInput
-
-        raise BadInput(
-            what="kernel-upgrade has no --check: the new kernel is known only once apt has installed it",
-            hint="see what apt would install with `apt list --upgradable 'linux-*'` on a node",
-        )
     _run(app, "kernel-upgrade", **options)
 
 

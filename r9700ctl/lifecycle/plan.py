@@ -94,6 +94,17 @@ class NodePlan:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def kernel_line(self) -> str:
+        """One line of kernel-upgrade --check."""
+        if self.action in (REFUSED, UNREACHABLE):
+            return f"{self.host}: {self.action.upper()}: {self.why}"
+        if self.action == NOTHING:
+            return f"{self.host}: nothing to do, kernel {self.from_release or '?'} is the newest of its line"
+        return (
+            f"{self.host}: kernel {self.from_release or '?'} -> {self.to_release} ({self.why}); amdgpu built "
+            f"by DKMS and checked before the reboot; reboot: {self.reboot}"
+        )
+
     def line(self) -> str:
         """One line of the --check plan."""
         if self.action in (REFUSED, UNREACHABLE):
@@ -149,6 +160,23 @@ def plan_node(
     plan.downgrade = bool(plan.from_release) and version_key(plan.to_release) < version_key(plan.from_release)
     if plan.from_driver != plan.to_driver and str(resolved.get("driver_source") or "dkms") == "dkms":
         plan.reboot = _reboot(info, resolved, reboot_allowed)
+    return plan
+
+
+def plan_kernel(host: str, info: dict[str, Any]) -> NodePlan:
+    """kernel-upgrade --check for one node, from r9700-lifecycle kernel-plan (apt-get -s of its line)."""
+    found = info.get("kernel_plan") or {}
+    running = str(found.get("running") or info.get("kernel") or "")
+    plan = NodePlan(host=host, action=MOVE, from_release=running)
+    if found.get("error"):
+        return _refused(plan, str(found["error"]))
+    plan.to_release = str(found.get("to") or "")
+    if not plan.to_release:
+        plan.action = NOTHING
+        return plan
+    installs = found.get("installs") or {}
+    plan.why = "installs " + (", ".join(f"{n} {v}" for n, v in sorted(installs.items())) or "nothing new")
+    plan.reboot = _reboot(info, {}, True)
     return plan
 
 

@@ -119,7 +119,7 @@ def run(options: LifecycleOptions, progress: Progress = lambda _: None) -> Lifec
     checked = inventory_module.load_inventory(options.inventory, group=options.group, limit=options.limit)
     size = planning.batch_size(options.serial, len(checked.hosts))
 
-    if options.mode == KERNEL:
+    if options.mode == KERNEL and not options.check:
         # Each node follows its own kernel line; the playbook finds and checks the new kernel.
         plans = [
             NodePlan(host=h, action=planning.MOVE, to_release="newest kernel") for h in checked.host_names
@@ -200,9 +200,13 @@ def make_plans(
         extra["r9700_rocm_version"] = options.rocm
     else:
         extra["r9700_lifecycle_plan_preflight"] = False
+    if options.mode == KERNEL:
+        # kernel-upgrade --check: apt-get -s of each node's kernel line (r9700-lifecycle kernel-plan).
+        extra["r9700_lifecycle_plan_kernel"] = True
     progress(
         "plan: reading each node's state"
         + (" and resolving the target release" if options.mode == UPGRADE else "")
+        + (" and simulating its kernel upgrade" if options.mode == KERNEL else "")
     )
     result = runner.run_playbook(
         runner.RunRequest(
@@ -226,6 +230,8 @@ def make_plans(
             plans.append(planning.refused(host, seen.first_error, seen.lifecycle))
         elif options.mode == UPGRADE:
             plans.append(planning.plan_node(host, seen.lifecycle, seen.resolved, manifest=manifest))
+        elif options.mode == KERNEL:
+            plans.append(planning.plan_kernel(host, seen.lifecycle))
         else:
             previous = (seen.lifecycle.get("state_prev") or {}).get("rocm_version")
             if not previous:
@@ -258,7 +264,12 @@ def move(
     from r9700ctl.runner import UNREACHABLE as RUN_UNREACHABLE
 
     progress(f"moving {', '.join(hosts)} to ROCm {release}")
-    variables = {"r9700_rocm_version": release, "r9700_lifecycle_force": options.force}
+    variables = {
+        "r9700_rocm_version": release,
+        "r9700_lifecycle_force": options.force,
+        # Managed packages the state rolled back to did not have are purged (role r9700_lifecycle).
+        "r9700_lifecycle_rollback": options.mode == ROLLBACK,
+    }
     done = provision(
         ProvisionOptions(
             inventory=options.inventory,

@@ -10,6 +10,8 @@ def plan_lines(outcome: LifecycleOutcome) -> list[str]:
     options = outcome.options
     gate = f"validate --level {options.gate_level}"
     head = f"plan ({options.mode}, batches of {outcome.batch_size}, each node gated by {gate}):"
+    if options.mode == "kernel-upgrade" and options.check:
+        return [head, *(f"  {plan.kernel_line()}" for plan in outcome.plans)]
     if options.mode == "kernel-upgrade":
         what = (
             "the newest kernel of its line, its headers, the amdgpu DKMS build (dkms status before a reboot)"

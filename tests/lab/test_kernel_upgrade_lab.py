@@ -47,6 +47,16 @@ def test_a_new_kernel_whose_dkms_build_fails_is_refused_before_any_reboot(
     assert setup.returncode == 0, setup.stdout + setup.stderr
     running = lab.ssh("node1", "uname -r").stdout.strip()
 
+    # --check: apt's simulation names the kernel the line moves to; nothing changes.
+    check = r9700ctl(tmp_path, "kernel-upgrade", str(lab.inventory), "--check", "--gate-level", "config")
+    said = check.stdout + check.stderr
+    assert check.returncode == 0, said
+    assert f"  node1: kernel {running} -> {NEXT_KERNEL} (installs " in said, said
+    assert f"linux-image-{NEXT_KERNEL} " in said and "linux-image-lab 2.0" in said, said
+    assert "reboot: needed, not done here: no init system" in said and "--check: nothing was changed" in said
+    unchanged = lab.ssh("node1", "dpkg-query -W -f='${Version}' linux-image-lab")
+    assert unchanged.stdout == "1.0", unchanged.stdout + unchanged.stderr
+
     done = r9700ctl(tmp_path, "kernel-upgrade", str(lab.inventory), "--gate-level", "config")
     out = done.stdout + done.stderr
     assert done.returncode == 2, out

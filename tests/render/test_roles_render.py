@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from role_render_harness import AssertFailed, RoleRender, fixture_lines, host_context
 
 MIRROR = "http://10.213.0.1:8080"
@@ -434,7 +435,11 @@ def test_the_default_set_is_the_rocm_meta_package_and_runtime_only_uses_the_mani
 def lifecycle_state(ctx: dict[str, Any]) -> dict[str, Any]:
     """The state r9700_lifecycle's state step hands its node script (the --new JSON)."""
     registered = {"__r9700_lifecycle_dpkg": {"stdout_lines": fixture_lines("dpkg-query-installed.txt")}}
-    render = RoleRender("r9700_lifecycle", ctx, registered).run("tasks/state.yml")
+    # tasks/main.yml loads the per-OS vars before it imports the step.
+    role_vars = yaml.safe_load(
+        (Path(__file__).resolve().parents[2] / "roles/r9700_lifecycle/vars/Debian.yml").read_text()
+    )
+    render = RoleRender("r9700_lifecycle", {**role_vars, **ctx}, registered).run("tasks/state.yml")
     argv = shlex.split(render.task("State | Write /etc/r9700ctl/state.json").args["cmd"])
     return json.loads(argv[argv.index("--new") + 1])
 
@@ -462,6 +467,8 @@ def test_state_json_records_versions_and_stays_byte_identical_on_a_second_run(tm
     assert state["repositories"]["paths"] == paths
     assert state["image"].startswith("rocm/pytorch:rocm7.1.1_")
     assert state["kernel"] and "time" not in state
+    # Asked about, so that its absence says "not installed" to a later rollback.
+    assert state["release_packages"] == ["mesa-amdgpu-va-drivers"]
 
     new = json.dumps(state)
     assert node_script(tmp_path, "state", "--new", new, "--time", "2026-12-01T10:00:00Z")["changed"]

@@ -333,3 +333,25 @@ def test_rollback_purges_the_managed_packages_the_state_it_returns_to_did_not_ha
     del previous["release_packages"], previous["installed"]["mesa-amdgpu-va-drivers"]
     write(tmp_path, "/etc/r9700ctl/state.prev.json", json.dumps(previous))
     assert node(tmp_path, "rollback-packages", "--dry-run")["purge"] == []
+
+
+def test_kernel_plan_reads_what_apt_would_install_from_its_simulation() -> None:
+    """`apt-get install -s` prints Inst NAME [OLD] (NEW ...): the new kernel is the image package."""
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.SourceFileLoader("r9700_lifecycle_node", str(SCRIPT))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    assert spec
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    simulated = (
+        "NOTE: This is only a simulation!\n"
+        "Inst linux-image-6.99.1-1-lab (6.99.1-1 lab:lab/bookworm [amd64])\n"
+        "Inst linux-image-lab [1.0] (2.0 lab:lab/bookworm [amd64])\n"
+        "Conf linux-image-6.99.1-1-lab (6.99.1-1 lab:lab/bookworm [amd64])\n"
+    )
+    assert module.parse_simulation(simulated) == {
+        "linux-image-6.99.1-1-lab": "6.99.1-1",
+        "linux-image-lab": "2.0",
+    }

@@ -248,3 +248,27 @@ def test_a_refused_kernel_names_what_was_undone_so_the_node_boots_its_running_ke
     assert not step.ok and not step.lost
     assert step.why.startswith("Kernel | Refuse: not rebooted: ")
     assert step.why.endswith(f"(kept bootable: {undone})")
+
+
+def test_kernel_upgrade_check_shows_the_running_and_the_next_kernel_per_node() -> None:
+    """kernel-upgrade --check: from r9700-lifecycle kernel-plan (apt-get -s of the node's line)."""
+    simulated = {
+        "running": "6.8.0-49-generic",
+        "to": "6.8.0-51-generic",
+        "installs": {"linux-image-6.8.0-51-generic": "6.8.0-51.52", "linux-image-generic": "6.8.0-51.52"},
+        "error": "",
+    }
+    plan = planning.plan_kernel("node1", {"kernel_plan": simulated, "systemd": True})
+    assert plan.kernel_line() == (
+        "node1: kernel 6.8.0-49-generic -> 6.8.0-51-generic (installs linux-image-6.8.0-51-generic "
+        "6.8.0-51.52, linux-image-generic 6.8.0-51.52); amdgpu built by DKMS and checked before the "
+        "reboot; reboot: yes"
+    )
+    newest = planning.plan_kernel("node2", {"kernel_plan": {**simulated, "to": "", "installs": {}}})
+    assert newest.action == planning.NOTHING
+    assert newest.kernel_line() == "node2: nothing to do, kernel 6.8.0-49-generic is the newest of its line"
+    no_line = planning.plan_kernel("node3", {"kernel_plan": {**simulated, "error": "no kernel meta package"}})
+    assert (
+        no_line.action == planning.REFUSED
+        and no_line.kernel_line() == "node3: REFUSED: no kernel meta package"
+    )

@@ -1,9 +1,15 @@
 """Every template and task file of the provisioning roles, rendered for a matrix of nodes.
 
-Ubuntu 22.04, 24.04 and Debian 12; 1, 4 and 8 R9700s; with and without a mirror; with and
-without an HSA override. The values come from the real preflight judge and the real
-manifest; registered results come from recorded tool outputs (tests/render/fixtures/).
-Shell fragments the roles write are executed by a real /bin/sh.
+Ubuntu 24.04 and 22.04 (AMD's systems for the R9700); 1, 4 and 8 R9700s; with and without a
+mirror; with and without an HSA override. Files are rendered by Ansible's own template lookup
+and conditions judged by Ansible's own conditional (role_render_harness.py says what is the
+harness's); the values come from the real preflight judge and the real manifest; registered
+results come from recorded tool outputs (tests/render/fixtures/). Shell fragments the roles
+write are executed by a real /bin/sh.
+
+Nothing here runs a module, so nothing here proves a second run changes nothing: real
+ansible-playbook runs against the lab's nodes (Debian 12) do, in
+tests/lab/test_provision.py::test_a_second_provision_changes_nothing_on_any_host.
 """
 
 from __future__ import annotations
@@ -24,9 +30,7 @@ MIRROR = "http://10.213.0.1:8080"
 TEST_KEY_FPR = "DB4CCF23AC5D3E2846037EB801190F9BDF85CB5A"  # the key in fixtures/gpg-show-keys-colons.txt
 AMDGPU_DKMS = "1:6.16.6.30200100-2255209.22.04"
 ROCM_711 = "7.1.1.70101-38~22.04"
-MATRIX = list(
-    product(["ubuntu-24.04", "ubuntu-22.04", "debian-12"], [1, 4, 8], [None, MIRROR], ["", "12.0.1"])
-)
+MATRIX = list(product(["ubuntu-24.04", "ubuntu-22.04"], [1, 4, 8], [None, MIRROR], ["", "12.0.1"]))
 MATRIX_IDS = [
     f"{o}-{g}gpu-{'mirror' if m else 'amd'}-{'override' if h else 'plain'}" for o, g, m, h in MATRIX
 ]
@@ -105,7 +109,7 @@ def test_every_role_renders_for_the_node_matrix(os_key, gpus, mirror, override, 
     """No template or task expression may fail to render for a supported node shape."""
     ctx = context(os_key, gpus, mirror, override)
     resolved = ctx["r9700_resolved"]
-    suite = {"ubuntu-24.04": "noble", "ubuntu-22.04": "jammy", "debian-12": "jammy"}[os_key]
+    suite = {"ubuntu-24.04": "noble", "ubuntu-22.04": "jammy"}[os_key]
     assert resolved["suite"] == suite and resolved["discrete_gpus"] == gpus
 
     repos = RoleRender("r9700_repos", ctx, repos_registered()).run()
@@ -255,8 +259,10 @@ def test_legacy_sources_are_removed_before_apt_is_first_asked_for_anything():
     ]
 
 
-def test_apt_lists_are_refreshed_after_a_change_and_not_on_an_unchanged_second_run():
-    """No cache_valid_time after adding a repository, and changed=0 when nothing changed."""
+def test_apt_lists_are_refreshed_after_a_change_and_not_when_apt_already_reads_the_sources():
+    """No cache_valid_time after adding a repository; no refresh (and no key conversion) when no source
+    changed and `apt-cache policy` (recorded) already lists them. The conditions only: that a second
+    provision reports changed=0 is tests/lab/test_provision.py's, with real runs."""
     first = RoleRender("r9700_repos", context(mirror=MIRROR), repos_registered(changed=True)).run()
     assert not first.task("Configure | Refresh apt's lists").skipped
     assert "cache_valid_time" not in first.task("Configure | Refresh apt's lists").args
@@ -387,7 +393,8 @@ def test_a_node_that_may_not_reboot_reports_reboot_required(ctx_over):
 
 
 def test_no_recorded_reason_means_no_reboot():
-    """A second run of a provisioned node must not reboot it (R1)."""
+    """No reason recorded, no reboot: the reboot step's condition (that a second provision reboots
+    nothing, R1, is tests/lab/test_provision.py::test_a_second_provision_changes_nothing_on_any_host)."""
     run = reboot_render(None)
     assert run.task("Reboot | Reboot the node").skipped
     assert "r9700_reboot_pending" not in run.vars
@@ -449,10 +456,12 @@ def node_script(root: Path, *args: str) -> dict[str, Any]:
     return json.loads(done.stdout)
 
 
-def test_state_json_records_versions_and_stays_byte_identical_on_a_second_run(tmp_path):
+def test_state_json_records_versions_and_the_node_script_keeps_the_previous_one_on_a_change(tmp_path):
     """Issue 13: versions, repositories, image and kernel go to state.json with the time it was
-    written; a second run with nothing changed rewrites neither file; a change keeps the old
-    file as state.prev.json, which is what rollback returns to."""
+    written. The role's node script (real code, run here) leaves the file alone when handed the
+    same state and keeps the old file as state.prev.json, which is what rollback returns to, when
+    handed another. Whether a real second provision hands it the same state is the lab's test
+    (tests/lab/test_provision.py::test_a_second_provision_changes_nothing_on_any_host)."""
     rocm = RoleRender("r9700_rocm", context(), rocm_registered()).run()
     assert rocm.vars["r9700_versions"]["after"]["rocm-core"] == ROCM_711
     state = lifecycle_state({**context(), "r9700_versions": rocm.vars["r9700_versions"]})

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import shlex
 import subprocess
+import sys
 from itertools import product
 from pathlib import Path
 from typing import Any
@@ -579,6 +581,49 @@ def all_three(tmp_path: Path, **host_vars: Any) -> dict[str, str]:
     names = sorted({*from_session, *from_manager, "HSA_OVERRIDE_GFX_VERSION", "HSA_FORCE_FINE_GRAIN_PCIE"})
     assert from_session == from_manager == profile_values(tmp_path, names)
     return from_session
+
+
+@pytest.mark.timeout(120)
+def test_the_files_are_byte_for_byte_those_ansibles_template_module_writes(tmp_path):
+    """The harness's files are the template module's: a real ansible-playbook run (connection local,
+    writing into tmp_path) renders r9700_env's three templates from the same variables, and every file
+    is the same bytes as the harness's (blocks, loops, trailing newlines, ansible_managed)."""
+    ctx = context(r9700_rocm_version="7.2.3", r9700_env_extra={"NCCL_SOCKET_IFNAME": "^docker0,lo"})
+    env = RoleRender("r9700_env", ctx).run()
+    harness = {
+        "profile": env.task("Configure | Write the login-shell environment").files[PROFILE],
+        "session": env.task("Configure | Write the systemd user-manager environment").files[SESSION],
+        "manager": env.task("Configure | Write the system manager's DefaultEnvironment").files[MANAGER],
+    }
+    # The host's variables as a play's vars file; Ansible sets its own magic and connection ones.
+    variables = {k: v for k, v in env.vars.items() if not k.startswith("ansible_") and k != "role_path"}
+    variables.pop("inventory_hostname")
+    (tmp_path / "vars.json").write_text(json.dumps(variables))
+    templates = env.base / "templates"
+    sources = {
+        "profile": "r9700.sh.j2",
+        "session": "90-r9700.conf.j2",
+        "manager": "system.conf.d-90-r9700.conf.j2",
+    }
+    tasks = [
+        {"ansible.builtin.template": {"src": str(templates / src), "dest": str(tmp_path / name)}}
+        for name, src in sources.items()
+    ]
+    play = [{"hosts": "localhost", "gather_facts": False, "vars_files": ["vars.json"], "tasks": tasks}]
+    (tmp_path / "play.yml").write_text(json.dumps(play))
+    ansible_playbook = Path(sys.executable).with_name("ansible-playbook")
+    interpreter = f"ansible_python_interpreter={sys.executable}"  # this venv's, not the PATH's
+    done = subprocess.run(
+        [str(ansible_playbook), "-i", "localhost,", "-c", "local", "-e", interpreter, "play.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        env={**os.environ, "ANSIBLE_NOCOLOR": "1"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert {name: (tmp_path / name).read_text() for name in sources} == harness
 
 
 def test_the_three_files_carry_one_list_for_login_shells_user_managers_and_system_services(tmp_path):

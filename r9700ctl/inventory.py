@@ -71,7 +71,7 @@ def load_inventory(
     _check_path(path)
     extra_vars = dict(extra_vars or {})
     known = variables.known_variables(roles_dir)
-    _check_extra_vars(extra_vars, known)
+    _check_extra_vars(extra_vars, known, roles_dir)
 
     with _quiet_ansible():
         manager, variable_manager = _parse(path.resolve())
@@ -92,7 +92,9 @@ def load_inventory(
         )
 
     with _quiet_ansible():
-        hosts = [_checked_host(host, variable_manager, extra_vars, known, path) for host in members]
+        hosts = [
+            _checked_host(host, variable_manager, extra_vars, known, path, roles_dir) for host in members
+        ]
         _check_unique_addresses(hosts, path)
         selected = _apply_limit(manager, hosts, group, limit)
     return Inventory(path=path, group=group, hosts=selected, groups=groups, limit=limit)
@@ -160,7 +162,11 @@ def _check_path(path: Path) -> None:
         )
 
 
-def _check_extra_vars(extra_vars: Mapping[str, Any], known: Mapping[str, variables.KnownVariable]) -> None:
+def _check_extra_vars(
+    extra_vars: Mapping[str, Any],
+    known: Mapping[str, variables.KnownVariable],
+    roles_dir: Path | None = None,
+) -> None:
     for name in extra_vars:
         if name in SECRET_VARIABLES:
             raise BadInput(
@@ -168,7 +174,7 @@ def _check_extra_vars(extra_vars: Mapping[str, Any], known: Mapping[str, variabl
                 hint="use --ask-become-pass, or SSH keys for the connection",
             )
         _check_name(str(name), known, where="--extra-vars")
-    _check_values(extra_vars, where_of=lambda name: "--extra-vars", subject="")
+    _check_values(extra_vars, where_of=lambda name: "--extra-vars", subject="", roles_dir=roles_dir)
 
 
 def _checked_host(
@@ -177,6 +183,7 @@ def _checked_host(
     extra_vars: Mapping[str, Any],
     known: Mapping[str, variables.KnownVariable],
     path: Path,
+    roles_dir: Path | None = None,
 ) -> InventoryHost:
     from ansible.errors import AnsibleError
 
@@ -194,16 +201,17 @@ def _checked_host(
         effective,
         where_of=lambda name: "--extra-vars" if name in extra_vars else _origin(own[name], path),
         subject=host.name,
+        roles_dir=roles_dir,
     )
 
     address = str(host_vars.get("ansible_host") or host.name)
     port = _port(host_vars, host.name, path)
     kept = {
-        name: _plain(value)
+        name: variables.plain(value)
         for name, value in host_vars.items()
         if str(name).startswith((variables.PREFIX, "ansible_")) and name not in ("ansible_facts",)
     }
-    kept.update({k: _plain(v) for k, v in extra_vars.items() if str(k).startswith(variables.PREFIX)})
+    kept.update({k: variables.plain(v) for k, v in extra_vars.items() if str(k).startswith(variables.PREFIX)})
     return InventoryHost(name=host.name, address=address, port=port, vars=kept)
 
 
@@ -231,16 +239,15 @@ def _check_name(
     )
 
 
-def _check_values(values: Mapping[str, Any], where_of: Callable[[str], str], subject: str) -> None:
+def _check_values(
+    values: Mapping[str, Any], where_of: Callable[[str], str], subject: str, roles_dir: Path | None = None
+) -> None:
+    """Each value as the roles' argument specs take it (Ansible's own validator), then the release."""
     owner = f"{subject}: " if subject else ""
-    if "r9700_expected_gpus" in values:
-        value = values["r9700_expected_gpus"]
-        if _as_count(value) is None:
-            raise BadInput(
-                what=f"{owner}r9700_expected_gpus must be an integer >= 1, not {_shown(value)}",
-                where=where_of("r9700_expected_gpus"),
-                hint="set it to the number of R9700 cards in the host, for example r9700_expected_gpus=4",
-            )
+    _, bad = variables.check_values(values, roles_dir)
+    if bad:
+        first = bad[0]
+        raise BadInput(what=f"{owner}{first.what()}", where=where_of(first.name), hint=first.fix())
     if "r9700_rocm_version" in values:
         _check_rocm_version(values["r9700_rocm_version"], owner, where_of("r9700_rocm_version"))
 
@@ -492,35 +499,5 @@ def _port(host_vars: Mapping[str, Any], name: str, path: Path) -> int:
         ) from None
 
 
-def _as_count(value: Any) -> int | None:
-    """An integer >= 1 given as int or digits (-e key=value gives strings); booleans are not counts."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        number = int(value)
-    elif isinstance(value, str) and value.strip().isdigit():
-        number = int(value.strip())
-    else:
-        return None
-    return number if number >= 1 else None
-
-
 def _shown(value: Any) -> str:
-    return repr(_plain(value))
-
-
-def _plain(value: Any) -> Any:
-    """Strip Ansible's tag types so values print and serialize as plain Python."""
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return str(value)
+    return repr(variables.plain(value))

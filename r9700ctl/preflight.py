@@ -19,8 +19,6 @@ from r9700ctl.agent import power
 from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult
 from r9700ctl.manifest import AMD_PCI_VENDOR, Manifest, version_key
 
-DRIVER_SOURCES = ("dkms", "inbox", "present")
-RUNTIME_CHOICES = ("auto", "true", "false")
 GB = 1000**3
 # "ROCm doesn't currently support integrated graphics. Should your system have an AMD IGP installed,
 # disable it in the BIOS prior to using ROCm. If the driver can enumerate the IGP, the ROCm runtime
@@ -82,19 +80,13 @@ class Settings:
 
     @classmethod
     def from_vars(cls, host_vars: Mapping[str, Any]) -> tuple[Settings, list[Check]]:
-        """Settings from r9700_* host variables; bad values come back as FAIL checks."""
+        """Settings from r9700_* host variables; bad values come back as FAIL checks.
+
+        `host_vars` are checked against the roles' argument specs first (`checked_vars`): a bad
+        value is a FAIL there and unset here, so it is reported once.
+        """
         problems: list[Check] = []
         s = cls()
-
-        def bad(name: str, value: Any, want: str) -> None:
-            problems.append(
-                Check(
-                    "settings",
-                    FAIL,
-                    f"{name}={value!r} is not {want}",
-                    f"set {name} to {want} in the inventory",
-                )
-            )
 
         def get(name: str) -> Any:
             value = host_vars.get(name)
@@ -102,56 +94,22 @@ class Settings:
 
         if get("r9700_rocm_version") is not None:
             s.rocm_version = str(host_vars["r9700_rocm_version"]).strip()
-        for attr, name in (("allow_unsupported", "r9700_allow_unsupported"),):
-            value = get(name)
-            if value is not None:
-                parsed = _as_bool(value)
-                if parsed is None:
-                    bad(name, value, "true or false")
-                else:
-                    setattr(s, attr, parsed)
-        value = get("r9700_expected_gpus")
-        if value is not None:
-            try:
-                s.expected_gpus = int(value)
-                if s.expected_gpus < 1:
-                    raise ValueError
-            except (TypeError, ValueError):
-                s.expected_gpus = None
-                bad("r9700_expected_gpus", value, "a whole number of GPUs, 1 or more")
-        for attr, name in (
-            ("min_free_gb", "r9700_min_free_gb"),
-            ("apt_lock_timeout", "r9700_apt_lock_timeout"),
-        ):
-            value = get(name)
-            if value is not None:
-                try:
-                    number = float(value)
-                    if number < 0:
-                        raise ValueError
-                    setattr(s, attr, number)
-                except (TypeError, ValueError):
-                    bad(name, value, "a number, 0 or more")
-        value = get("r9700_driver_source")
-        if value is not None:
-            if str(value) in DRIVER_SOURCES:
-                s.driver_source = str(value)
-            else:
-                bad("r9700_driver_source", value, "one of " + ", ".join(DRIVER_SOURCES))
-        value = get("r9700_apply_runtime")
-        if value is not None:
-            text = str(value).lower()
-            parsed = _as_bool(value) if text != "auto" else None
-            if text == "auto":
-                s.apply_runtime = "auto"
-            elif parsed is None:
-                bad("r9700_apply_runtime", value, "auto, true or false")
-            else:
-                s.apply_runtime = "true" if parsed else "false"
-        value = get("r9700_known_issue_workarounds_skip")
-        if value is not None:
-            items = value if isinstance(value, (list, tuple)) else str(value).replace(",", " ").split()
-            s.known_issue_workarounds_skip = tuple(str(item).strip() for item in items if str(item).strip())
+        if get("r9700_allow_unsupported") is not None:
+            s.allow_unsupported = bool(get("r9700_allow_unsupported"))
+        if get("r9700_expected_gpus") is not None:
+            s.expected_gpus = int(get("r9700_expected_gpus"))
+        if get("r9700_min_free_gb") is not None:
+            s.min_free_gb = float(get("r9700_min_free_gb"))
+        if get("r9700_apt_lock_timeout") is not None:
+            s.apt_lock_timeout = float(get("r9700_apt_lock_timeout"))
+        if get("r9700_driver_source") is not None:
+            s.driver_source = str(get("r9700_driver_source"))
+        runtime = get("r9700_apply_runtime")
+        if runtime is not None:  # the spec's choices: auto, true, false (YAML's or text)
+            s.apply_runtime = str(runtime).lower()
+        skip = get("r9700_known_issue_workarounds_skip")
+        if skip is not None:
+            s.known_issue_workarounds_skip = tuple(str(item).strip() for item in skip if str(item).strip())
         s.power_cap_w, s.power_cap_w_by_gpu, cap_problems = power.parse_caps(
             host_vars.get("r9700_power_cap_w"), host_vars.get("r9700_power_cap_w_by_gpu")
         )
@@ -162,6 +120,15 @@ class Settings:
                 Check("settings", FAIL, problem, "correct it in the inventory (see r9700_power's README)")
             )
         return s, problems
+
+
+def checked_vars(host_vars: Mapping[str, Any]) -> tuple[dict[str, Any], list[Check]]:
+    """Host variables as the roles take them: Ansible's ArgumentSpecValidator against the roles'
+    meta/argument_specs.yml (r9700ctl/variables.py); each bad value is one FAIL with its fix."""
+    from r9700ctl import variables
+
+    values, bad = variables.check_values(host_vars)
+    return values, [Check("settings", FAIL, b.what(), b.fix("in the inventory")) for b in bad]
 
 
 @dataclass
@@ -261,7 +228,9 @@ class Verdict:
 
 def judge(facts: Mapping[str, Any], host_vars: Mapping[str, Any], manifest: Manifest) -> Verdict:
     """All preflight checks for one node, plus the values later roles use."""
-    settings, checks = Settings.from_vars(host_vars)
+    host_vars, checks = checked_vars(host_vars)
+    settings, problems = Settings.from_vars(host_vars)
+    checks.extend(problems)
     res = Resolved(driver_source=settings.driver_source)
     os_facts = facts.get("os") or {}
     res.os_key = str(os_facts.get("key") or "")
@@ -333,17 +302,6 @@ def _compose_environment(
     res.hsa_override_gfx_version = plan.hsa_override
     res.rocr_visible_devices = plan.rocr_visible_devices
     return problems + plan.checks
-
-
-def _as_bool(value: Any) -> bool | None:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "yes", "on", "1"):
-        return True
-    if text in ("false", "no", "off", "0"):
-        return False
-    return None
 
 
 def _check_os(res: Resolved, manifest: Manifest) -> Check:

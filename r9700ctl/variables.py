@@ -1,16 +1,22 @@
-"""The r9700_* variables r9700ctl knows: the one list the inventory check compares against.
+"""The r9700_* variables r9700ctl knows, and whether a value is one a role accepts.
 
 Every variable a user may set lives in some role's defaults/main.yml (the role's whole
 interface) or its meta/argument_specs.yml; this module reads them all, so a new role
 variable is known the moment its role declares it. A few variables belong to no role:
 the inventory-only ones below, and the ones r9700ctl itself passes to every run.
+
+Values are judged by Ansible's own ArgumentSpecValidator against the roles'
+meta/argument_specs.yml (the check Ansible runs when a role starts), so the inventory check
+and preflight accept and convert exactly what the roles will; only what a spec cannot say
+(a lower bound) is added here.
 """
 
 from __future__ import annotations
 
 import difflib
 import functools
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,6 +108,149 @@ def _load_yaml(path: Path) -> Any:
             where=where,
             hint="the installed roles are damaged; reinstall r9700ctl",
         ) from exc
+
+
+# What an argument spec cannot express: the least value that makes sense.
+MINIMUM: dict[str, float] = {
+    "r9700_expected_gpus": 1,
+    "r9700_min_free_gb": 0,
+    "r9700_apt_lock_timeout": 0,
+}
+_KIND = {
+    "int": "a whole number",
+    "float": "a number",
+    "bool": "true or false",
+    "str": "a string",
+    "path": "a path",
+    "list": "a list",
+    "dict": "a mapping of NAME: value",
+}
+
+
+@dataclass(frozen=True)
+class BadValue:
+    """A value the roles' argument spec refuses: the variable, what was given, what is allowed."""
+
+    name: str
+    value: Any
+    allowed: str
+    purpose: str = ""  # the spec's description, first sentence: what the variable is for
+
+    def what(self) -> str:
+        return f"{self.name}={plain(self.value)!r} is not {self.allowed}"
+
+    def fix(self, place: str = "") -> str:
+        """'set NAME to ALLOWED [PLACE]: what it is for'; PLACE e.g. 'in the inventory'."""
+        text = f"set {self.name} to {self.allowed}" + (f" {place}" if place else "")
+        return f"{text}: {self.purpose}" if self.purpose else text
+
+
+def role_specs(roles_dir: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Option spec (type, choices, elements, ...) of every variable of the roles' `main` entry points."""
+    if roles_dir is None:
+        from r9700ctl.paths import content_dir
+
+        roles_dir = content_dir("roles")
+    return dict(_role_specs(roles_dir.resolve()))
+
+
+@functools.lru_cache(maxsize=4)
+def _role_specs(roles_dir: Path) -> tuple[tuple[str, dict[str, Any]], ...]:
+    found: dict[str, dict[str, Any]] = {}
+    roles = sorted(p for p in roles_dir.iterdir() if p.is_dir()) if roles_dir.is_dir() else []
+    for role in roles:
+        specs = _load_yaml(role / "meta" / "argument_specs.yml")
+        if not isinstance(specs, dict):
+            continue
+        entry = (specs.get("argument_specs") or {}).get("main") or {}
+        for name, option in (entry.get("options") or {}).items():
+            if isinstance(option, dict):
+                found.setdefault(str(name), dict(option))
+    return tuple(sorted(found.items()))
+
+
+def check_values(
+    values: Mapping[str, Any], roles_dir: Path | None = None
+) -> tuple[dict[str, Any], list[BadValue]]:
+    """`values` as the roles receive them (converted the way Ansible converts them) and the bad ones.
+
+    Names no role declares pass through unchanged (the inventory check refuses unknown names);
+    a bad value is left out of the answer, so callers see it as unset. None and "" mean unset
+    (an INI `name=`), and a Jinja expression is judged by Ansible once it is templated.
+    """
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+    specs = role_specs(roles_dir)
+    checked: dict[str, Any] = {}
+    bad: list[BadValue] = []
+    for name, value in values.items():
+        spec = specs.get(name)
+        if spec is None or value is None or value == "" or _templated(value):
+            checked[name] = value
+            continue
+        option = {k: v for k, v in spec.items() if k not in ("description", "default", "required")}
+        result = ArgumentSpecValidator({name: option}).validate({name: plain(value)})
+        converted = result.validated_parameters.get(name)
+        least = MINIMUM.get(name)
+        too_small = least is not None and not result.error_messages and converted < least
+        # Python's bool is an int, and Ansible takes True as 1; as a count or a size it is a mistake.
+        if (
+            result.error_messages
+            or too_small
+            or (isinstance(value, bool) and spec.get("type") in ("int", "float"))
+        ):
+            bad.append(BadValue(name, value, _allowed(spec, least), _purpose(spec)))
+            continue
+        checked[name] = converted
+    return checked, bad
+
+
+def _allowed(spec: Mapping[str, Any], least: float | None) -> str:
+    choices = spec.get("choices")
+    if choices:
+        # [auto, true, false, "true", "false"] reads as "auto, true or false"
+        shown = list(dict.fromkeys(str(c).lower() if isinstance(c, bool) else str(c) for c in choices))
+        return "one of " + ", ".join(shown)
+    kind = str(spec.get("type") or "str")
+    text = _KIND.get(kind, "any value")
+    if kind == "list" and spec.get("elements"):
+        elements = str(spec["elements"])
+        text += " of " + {"str": "strings", "int": "whole numbers", "dict": "mappings"}.get(
+            elements, elements
+        )
+    if least is not None:
+        text += f", {least:g} or more"
+    return text
+
+
+def _purpose(spec: Mapping[str, Any]) -> str:
+    text = spec.get("description") or ""
+    if isinstance(text, list):
+        text = " ".join(str(line) for line in text)
+    text = " ".join(str(text).split()).removeprefix("I(Advanced) ")
+    text = re.sub(r"\b[CIB]\(([^)]*)\)", r"\1", text)  # ansible-doc markup: C(auto) -> auto
+    first = text.split(". ")[0].rstrip(".")
+    if len(first) > 1 and first[1].islower():  # "Number of ..." -> "number of ...", "PCIe" stays
+        first = first[0].lower() + first[1:]
+    return first
+
+
+def _templated(value: Any) -> bool:
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+def plain(value: Any) -> Any:
+    """Ansible's tagged str/int/dict types as plain Python (for the validator, messages, JSON)."""
+    if isinstance(value, bool) or value is None:
+        return value
+    for kind in (str, int, float):
+        if isinstance(value, kind):
+            return kind(value)
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return str(value)
 
 
 def closest(name: str, candidates: Iterable[str]) -> str | None:

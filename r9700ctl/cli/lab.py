@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -149,31 +148,45 @@ def _render_up(info, seconds: float) -> None:
 
 @lab.command()
 @dir_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (schema r9700ctl.lab.status/1).")
+@click.option(
+    "--json",
+    "json_path",
+    metavar="PATH",
+    help="Also write the status as JSON (schema r9700ctl.lab.status/1) to PATH; '-' prints it "
+    "instead of the text.",
+)
 @click.pass_obj
-def status(app: Application, *, directory: Path, as_json: bool) -> None:
+def status(app: Application, *, directory: Path, json_path: str | None) -> None:
     """Show what of the lab in DIR is running.
 
     Exit code: 0 when every part is up, 2 when something is down, 3 when DIR holds no lab.
 
     \b
     Example:
-      r9700ctl lab status --dir /tmp/lab --json
+      r9700ctl lab status --dir /tmp/lab
+      r9700ctl lab status --dir /tmp/lab --json -            # JSON on standard output
+      r9700ctl lab status --dir /tmp/lab --json status.json  # the text, and JSON in a file
     """
     from r9700ctl import lab as lab_api
+    from r9700ctl.cli.options import check_json_path, write_json_output
 
+    check_json_path(json_path)
     result = lab_api.status(directory)
-    if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
-    elif not result.exists:
-        click.echo(f"no lab in {result.directory} (start one: sudo r9700ctl lab up --dir {result.directory})")
-    else:
-        verdict = "up" if result.healthy else f"NOT healthy (phase {result.phase})"
-        click.echo(f"lab r97l{result.lab_id} in {result.directory}: {verdict}, subnet {result.subnet}")
-        for component in result.components:
-            click.echo(f"  {component.name:<8} {component.state:<5} {component.detail}")
+    write_json_output(json_path, result.to_json())
+    if json_path != "-":  # '-': the JSON alone, so it can be piped
+        _render_status(result)
     code = EXIT_OK if result.healthy else (EXIT_FAIL if result.exists else EXIT_CANNOT_RUN)
     raise click.exceptions.Exit(code)
+
+
+def _render_status(result) -> None:
+    if not result.exists:
+        click.echo(f"no lab in {result.directory} (start one: sudo r9700ctl lab up --dir {result.directory})")
+        return
+    verdict = "up" if result.healthy else f"NOT healthy (phase {result.phase})"
+    click.echo(f"lab r97l{result.lab_id} in {result.directory}: {verdict}, subnet {result.subnet}")
+    for component in result.components:
+        click.echo(f"  {component.name:<8} {component.state:<5} {component.detail}")
 
 
 @lab.command()

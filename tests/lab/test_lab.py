@@ -197,7 +197,7 @@ def test_status_reports_every_part_up(lab):
     assert result.healthy, result.to_json()
     assert [c.name for c in result.components] == ["bridge", "mirror", "proxy", "registry", "node1", "node2"]
     cli = subprocess.run(
-        [sys.executable, "-m", "r9700ctl", "lab", "status", "--dir", str(lab.directory), "--json"],
+        [sys.executable, "-m", "r9700ctl", "lab", "status", "--dir", str(lab.directory), "--json", "-"],
         capture_output=True,
         text=True,
         timeout=60,

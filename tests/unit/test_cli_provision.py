@@ -139,15 +139,28 @@ def bad_input_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
     case(
         "expected GPUs not an integer",
         [str(p)],
-        f"{p}:2: node1: r9700_expected_gpus must be an integer >= 1, not 'four' "
-        "(set it to the number of R9700 cards in the host, for example r9700_expected_gpus=4)",
+        f"{p}:2: node1: r9700_expected_gpus='four' is not a whole number, 1 or more {GPUS_FIX}",
     )
     p = ini(tmp, GOOD_NODES + "[r9700_nodes:vars]\nr9700_expected_gpus=0\n", "gpus0.ini")
     case(
         "expected GPUs below one",
         [str(p)],
-        f"{p}:5: node1: r9700_expected_gpus must be an integer >= 1, not 0 "
-        "(set it to the number of R9700 cards in the host, for example r9700_expected_gpus=4)",
+        f"{p}:5: node1: r9700_expected_gpus=0 is not a whole number, 1 or more {GPUS_FIX}",
+    )
+    p = ini(tmp, GOOD_NODES + "[r9700_nodes:vars]\nr9700_driver_source=rpm\n", "source.ini")
+    case(
+        "a value outside the argument spec's choices",
+        [str(p)],
+        f"{p}:5: node1: r9700_driver_source='rpm' is not one of dkms, inbox, present "
+        "(set r9700_driver_source to one of dkms, inbox, present: where the amdgpu kernel driver comes from)",
+    )
+    p = ini(tmp, GOOD_NODES + "[r9700_nodes:vars]\nr9700_validate_timeout=long\n", "timeout.ini")
+    case(
+        "a value of another role's spec",
+        [str(p)],
+        f"{p}:5: node1: r9700_validate_timeout='long' is not a whole number "
+        "(set r9700_validate_timeout to a whole number: seconds the agent may run before it is stopped "
+        "(exit status 124 recorded))",
     )
     p = ini(tmp, GOOD_NODES + "[r9700_nodes:vars]\nr9700_rocm_version=6.3.9\n", "rocm.ini")
     case(
@@ -193,8 +206,8 @@ def bad_input_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
     case(
         "bad value in host_vars",
         [str(p)],
-        f"{hv_dir / 'host_vars' / 'node2.yml'}:2: node2: r9700_expected_gpus must be an integer >= 1, not -1 "
-        "(set it to the number of R9700 cards in the host, for example r9700_expected_gpus=4)",
+        f"{hv_dir / 'host_vars' / 'node2.yml'}:2: node2: r9700_expected_gpus=-1 is not a whole number, "
+        f"1 or more {GPUS_FIX}",
     )
     good = ini(tmp, GOOD_NODES, "good.ini")
     case(
@@ -205,8 +218,7 @@ def bad_input_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
     case(
         "bad value in extra vars",
         [str(good), "-e", '{"r9700_expected_gpus": 2.5}'],
-        "--extra-vars: r9700_expected_gpus must be an integer >= 1, not 2.5 "
-        "(set it to the number of R9700 cards in the host, for example r9700_expected_gpus=4)",
+        f"--extra-vars: r9700_expected_gpus=2.5 is not a whole number, 1 or more {GPUS_FIX}",
     )
     case(
         "extra vars file missing",
@@ -250,6 +262,12 @@ def bad_input_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
     return cases
 
 
+# The fix for a bad r9700_expected_gpus: the allowed values, then the description from
+# roles/r9700_preflight/meta/argument_specs.yml.
+GPUS_FIX = (
+    "(set r9700_expected_gpus to a whole number, 1 or more: "
+    "number of discrete AMD GPUs each node must show; unset skips the comparison)"
+)
 BAD_INPUT_IDS = [
     "missing path",
     "a directory",
@@ -260,6 +278,8 @@ BAD_INPUT_IDS = [
     "empty group",
     "expected GPUs not an integer",
     "expected GPUs below one",
+    "a value outside the argument spec's choices",
+    "a value of another role's spec",
     "ROCm release not in the manifest lists the known ones",
     "two hosts on one address and port",
     "unknown r9700_ variable with a did-you-mean",

@@ -128,9 +128,20 @@ def test_a_rule_adds_entries_with_a_reason_and_a_user_null_removes_one(monkeypat
     assert "NCCL_PROTO" not in listed(judge(facts(), env_extra={"NCCL_PROTO": None}))
 
 
-def test_a_bad_r9700_p2p_value_is_a_settings_failure():
+def test_a_bad_r9700_p2p_value_is_a_settings_failure_from_the_roles_argument_spec():
+    """The choices come from roles/r9700_env/meta/argument_specs.yml, judged by Ansible's validator."""
     c = check(judge(facts(), p2p="sometimes"), "settings")
-    assert c.status == FAIL and "auto, on or off" in c.detail
+    assert c.status == FAIL
+    assert c.detail == "r9700_p2p='sometimes' is not one of auto, on, off, true, false"
+    assert c.fix.startswith("set r9700_p2p to one of auto, on, off, true, false in the inventory: PCIe")
+
+
+@pytest.mark.parametrize("text, mode", [("true", "on"), ("false", "off"), ("on", "on"), (True, "on")])
+def test_r9700_p2p_from_an_ini_inventory_or_yaml_means_on_and_off(text, mode):
+    """INI and -e give the text "true"; YAML gives a boolean: both pass the spec and mean on/off."""
+    v = judge(facts(), p2p=text)
+    assert [c for c in v.checks if c.id == "settings"] == []
+    assert v.resolved.p2p["mode"] == mode
 
 
 def test_yaml_booleans_for_r9700_p2p_mean_on_and_off():

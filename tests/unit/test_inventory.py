@@ -238,3 +238,70 @@ def test_every_variable_a_user_may_set_is_documented_in_group_vars_all() -> None
 def test_group_vars_all_documents_no_variable_that_does_not_exist() -> None:
     """A renamed or removed variable must leave the documentation too."""
     assert sorted(_documented_variables() - set(variables.known_variables())) == []
+
+
+def test_values_are_judged_by_the_roles_argument_spec_not_a_copy(tmp_path: Path, roles_dir: Path) -> None:
+    """The spec file is the one place a type or a choice lives: change it and the check follows."""
+    spec = roles_dir / "r9700_demo" / "meta" / "argument_specs.yml"
+    spec.write_text(
+        spec.read_text().replace("type: str", "type: str\n        choices: [red, blue]"),
+        encoding="utf-8",
+    )
+    variables._role_specs.cache_clear()
+    inventory = write(tmp_path / "inv.ini", "[r9700_nodes]\nnode1 r9700_demo_only_in_spec=green\n")
+    with pytest.raises(BadInput) as caught:
+        load_inventory(inventory, roles_dir=roles_dir)
+    assert caught.value.one_line() == (
+        f"{inventory}:2: node1: r9700_demo_only_in_spec='green' is not one of red, blue "
+        "(set r9700_demo_only_in_spec to one of red, blue: declared only in the spec , still known)"
+    )
+    spec.write_text(spec.read_text().replace("[red, blue]", "[red, blue, green]"), encoding="utf-8")
+    variables._role_specs.cache_clear()
+    assert load_inventory(inventory, roles_dir=roles_dir).host_names == ["node1"]
+
+
+def test_a_bad_boolean_names_host_value_and_what_is_allowed(tmp_path: Path, roles_dir: Path) -> None:
+    inventory = write(tmp_path / "inv.ini", "[r9700_nodes]\nnode1\nnode2 r9700_demo_enabled=maybe\n")
+    with pytest.raises(BadInput) as caught:
+        load_inventory(inventory, roles_dir=roles_dir)
+    assert caught.value.one_line() == (
+        f"{inventory}:3: node2: r9700_demo_enabled='maybe' is not true or false "
+        "(set r9700_demo_enabled to true or false: demo knob)"
+    )
+
+
+@pytest.mark.parametrize(
+    "values, converted",
+    [
+        ({"r9700_expected_gpus": "4"}, {"r9700_expected_gpus": 4}),  # INI and -e give text
+        ({"r9700_known_issue_workarounds_skip": "a,b"}, {"r9700_known_issue_workarounds_skip": ["a", "b"]}),
+        ({"r9700_env": '{"A": "1"}'}, {"r9700_env": {"A": "1"}}),
+        (
+            {"r9700_expected_gpus": "{{ groups['x'] | length }}"},
+            {"r9700_expected_gpus": "{{ groups['x'] | length }}"},
+        ),
+        ({"r9700_expected_gpus": ""}, {"r9700_expected_gpus": ""}),  # INI `name=`: unset
+    ],
+)
+def test_shipped_specs_convert_values_as_ansible_does(values: dict, converted: dict) -> None:
+    assert variables.check_values(values) == (converted, [])
+
+
+@pytest.mark.parametrize(
+    "name, value, allowed",
+    [
+        ("r9700_expected_gpus", 0, "a whole number, 1 or more"),  # the one bound a spec cannot say
+        ("r9700_expected_gpus", True, "a whole number, 1 or more"),  # Python's bool is an int
+        ("r9700_min_free_gb", "lots", "a number, 0 or more"),
+        ("r9700_driver_source", "rpm", "one of dkms, inbox, present"),
+        ("r9700_apply_runtime", "sometimes", "one of auto, true, false"),
+        ("r9700_known_issue_workarounds_skip", {"a": 1}, "a list of strings"),
+        ("r9700_psus", "two", "a mapping of NAME: value"),
+    ],
+)
+def test_shipped_specs_refuse_a_bad_value_with_what_is_allowed(
+    name: str, value: object, allowed: str
+) -> None:
+    checked, bad = variables.check_values({name: value})
+    assert name not in checked
+    assert [(b.name, b.value, b.allowed) for b in bad] == [(name, value, allowed)]

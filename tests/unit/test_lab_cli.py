@@ -70,11 +70,24 @@ def test_status_of_a_directory_without_a_lab_exits_3(tmp_path):
         f"no lab in {tmp_path} (start one: sudo r9700ctl lab up --dir {tmp_path})\n",
         "",
     )
-    as_json = r9700ctl("lab", "status", "--dir", str(tmp_path), "--json")
-    assert as_json.returncode == 3
-    data = json.loads(as_json.stdout)
+
+
+def test_status_json_dash_prints_the_json_alone_and_a_path_writes_it_beside_the_text(tmp_path):
+    """--json PATH as in every other command: '-' is standard output, a path is a file."""
+    as_json = r9700ctl("lab", "status", "--dir", str(tmp_path), "--json", "-")
+    assert (as_json.returncode, as_json.stderr) == (3, "")
+    data = json.loads(as_json.stdout)  # nothing but the document on stdout
     assert data["schema"] == "r9700ctl.lab.status/1"
     assert (data["exists"], data["healthy"]) == (False, False)
+    path = tmp_path / "status.json"
+    to_file = r9700ctl("lab", "status", "--dir", str(tmp_path), "--json", str(path))
+    assert (to_file.returncode, to_file.stdout) == (
+        3,
+        f"no lab in {tmp_path} (start one: sudo r9700ctl lab up --dir {tmp_path})\n",
+    )
+    assert json.loads(path.read_text()) == data
+    missing = r9700ctl("lab", "status", "--dir", str(tmp_path), "--json", str(tmp_path / "no" / "s.json"))
+    assert missing.returncode == 64 and missing.stderr.count("\n") == 1
 
 
 def test_missing_host_tools_are_named_with_the_apt_get_command(monkeypatch):

@@ -948,3 +948,48 @@ def test_an_environment_list_that_re_creates_a_known_issue_is_a_warning_naming_t
     assert v.ok  # a warning: provision goes on, the summary carries it
     default = judge(facts("ubuntu-24.04"))
     assert not any(c.id == "known_issue.hsa-ipc-mode-legacy" for c in default.checks)
+
+
+def test_preflight_takes_types_and_choices_from_the_roles_argument_spec(monkeypatch):
+    """No copy of the spec in preflight: a choice the spec gains is accepted, one it loses refused."""
+    from r9700ctl import variables
+
+    specs = variables.role_specs()
+    widened = {**specs, "r9700_driver_source": {**specs["r9700_driver_source"], "choices": ["dkms", "rpm"]}}
+    monkeypatch.setattr(variables, "role_specs", lambda roles_dir=None: widened)
+    assert [c for c in judge(facts(), driver_source="rpm").checks if c.id == "settings"] == []
+    c = check(judge(facts(), driver_source="inbox"), "settings")
+    assert (c.status, c.detail) == (FAIL, "r9700_driver_source='inbox' is not one of dkms, rpm")
+    fix = "set r9700_driver_source to one of dkms, rpm in the inventory: "
+    assert c.fix == fix + "where the amdgpu kernel driver comes from"
+
+
+@pytest.mark.parametrize(
+    "name, value, detail",
+    [
+        ("allow_unsupported", "maybe", "r9700_allow_unsupported='maybe' is not true or false"),
+        ("min_free_gb", -1, "r9700_min_free_gb=-1 is not a number, 0 or more"),
+        ("apt_lock_timeout", "soon", "r9700_apt_lock_timeout='soon' is not a number, 0 or more"),
+        ("apply_runtime", "yes please", "r9700_apply_runtime='yes please' is not one of auto, true, false"),
+    ],
+)
+def test_a_bad_preflight_variable_is_one_settings_failure_and_counts_as_unset(name, value, detail):
+    v = judge(facts(), **{name: value})
+    settings = [c for c in v.checks if c.id == "settings"]
+    assert [(c.status, c.detail) for c in settings] == [(FAIL, detail)]
+    assert not v.ok and v.refusal("node1").startswith(
+        f"node1: preflight refused, nothing changed: {detail} (fix: set "
+    )
+
+
+def test_preflight_variables_from_an_ini_inventory_are_converted_as_ansible_converts_them():
+    v = judge(
+        facts(),
+        expected_gpus="4",
+        min_free_gb="1",
+        allow_unsupported="yes",
+        known_issue_workarounds_skip="all",
+    )
+    assert [c for c in v.checks if c.id == "settings"] == []
+    assert check(v, "gpu.count").status == PASS
+    assert "need 1 GB" in check(v, "disk.root").detail

@@ -15,18 +15,21 @@ import json
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
+# The action's own parameters. The r9700_* values it passes on are "raw" here: their types and
+# choices live once, in the roles' meta/argument_specs.yml, which Ansible checks when the role
+# starts and preflight.judge checks again with the same validator (doctor runs no role).
 ARGUMENT_SPEC = {
     "python": {"type": "str", "default": "python3"},
-    "rocm_version": {"type": "str", "default": "auto"},
-    "allow_unsupported": {"type": "bool", "default": False},
-    "hsa_override_gfx_version": {"type": "str", "default": ""},
+    "rocm_version": {"type": "raw", "default": "auto"},
+    "allow_unsupported": {"type": "raw", "default": False},
+    "hsa_override_gfx_version": {"type": "raw", "default": ""},
     "expected_gpus": {"type": "raw", "default": None},
-    "min_free_gb": {"type": "float", "default": 30.0},
-    "driver_source": {"type": "str", "default": "dkms", "choices": ["dkms", "inbox", "present"]},
-    "apt_lock_timeout": {"type": "float", "default": 600.0},
+    "min_free_gb": {"type": "raw", "default": 30.0},
+    "driver_source": {"type": "raw", "default": "dkms"},
+    "apt_lock_timeout": {"type": "raw", "default": 600.0},
     "apt_update": {"type": "bool", "default": True},
-    "apply_runtime": {"type": "str", "default": "auto"},
-    "known_issue_workarounds_skip": {"type": "list", "elements": "str", "default": []},
+    "apply_runtime": {"type": "raw", "default": "auto"},
+    "known_issue_workarounds_skip": {"type": "raw", "default": []},
     # The r9700_env role's knobs: the environment list is composed and checked here, before any
     # change (r9700ctl/envlist.py). None = not given: the judge applies the role's defaults.
     "env": {"type": "raw", "default": None},
@@ -71,13 +74,19 @@ class ActionModule(ActionBase):
                 "through `r9700ctl provision`, or install r9700ctl into the same Python as Ansible"
             ) from exc
 
-        fact_args = {"apt_update": args["apt_update"], "lock_wait_s": args["apt_lock_timeout"]}
+        host = task_vars.get("inventory_hostname", "this host")
+        # The lock wait is needed before the judge runs: take it as the spec converts it.
+        wait, bad = preflight.checked_vars({"r9700_apt_lock_timeout": args["apt_lock_timeout"]})
+        if bad:
+            raise AnsibleActionFail(f"{host}: preflight refused, nothing changed: {bad[0].one_line()}")
+        lock_wait = wait["r9700_apt_lock_timeout"]
+        lock_wait = 600.0 if lock_wait in (None, "") else lock_wait
+        fact_args = {"apt_update": args["apt_update"], "lock_wait_s": lock_wait}
         python = args["python"]
         if python.startswith("auto"):  # Ansible's interpreter discovery keywords
             python = "python3"
         command, script = nodefacts.invocation(fact_args, python=python)
         out = self._low_level_execute_command(command, sudoable=True, in_data=script)
-        host = task_vars.get("inventory_hostname", "this host")
         if out.get("rc") != 0:
             stderr = (out.get("stderr") or out.get("stdout") or "").strip().splitlines()
             raise AnsibleActionFail(

@@ -331,7 +331,13 @@ def move_kernel(options: LifecycleOptions, hosts: list[str], progress: Progress)
         elif seen.status == runner.UNREACHABLE:
             results[host] = StepResult(ok=False, lost=True, why=f"unreachable: {seen.first_error}")
         elif seen.status == runner.FAILED:
-            results[host] = StepResult(ok=False, why=seen.first_error)
+            # A refused kernel: what the node did so that its next boot is the running kernel.
+            # (the runner keeps 300 characters of the task's message; this comes whole).
+            undone = str(seen.lifecycle.get("undone") or "").strip()
+            why = seen.first_error
+            if undone and undone not in why:
+                why = f"{why} (kept bootable: {undone})"
+            results[host] = StepResult(ok=False, why=why)
         else:
             pending = list(seen.reboot_reasons) if seen.reboot_pending else []
             results[host] = StepResult(ok=True, reboot_pending=pending)

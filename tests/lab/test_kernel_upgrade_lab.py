@@ -5,7 +5,8 @@ through the meta packages linux-image-lab / linux-headers-lab at version 1.0; ve
 brings linux-image-6.99.1-1-lab and its headers, which build nothing. Debian's real dkms runs
 the amdgpu build for the new kernel and fails; kernel-upgrade must install kernel and headers
 together, see `dkms status` without amdgpu for the new kernel, and refuse the reboot with the
-DKMS error named, leaving the node on its running kernel.
+DKMS error named, leaving the node on its running kernel: the new kernel's packages removed and
+the metas back at 1.0, so the next boot (GRUB's newest kernel) is still the running one.
 """
 
 from __future__ import annotations
@@ -55,9 +56,17 @@ def test_a_new_kernel_whose_dkms_build_fails_is_refused_before_any_reboot(
     )
     assert "(dkms status: 'nothing for this kernel'; DKMS said: " in out, out
     assert "reboot required" not in out
-    # Kernel and headers came together; the node was not asked to reboot into the new kernel.
-    installed = lab.ssh("node1", f"dpkg-query -W -f='${{Package}} ${{Status}}\\n' 'linux-*-{NEXT_KERNEL}'")
-    assert f"linux-image-{NEXT_KERNEL} install ok installed" in installed.stdout
-    assert f"linux-headers-{NEXT_KERNEL} install ok installed" in installed.stdout
+    # Kernel and headers came together (DKMS built against those headers and failed); on the
+    # refusal they went again and the line's metas stepped back, so GRUB's newest kernel, the
+    # one the next boot picks, is the running one: the node stays bootable with its driver.
+    assert f"removed linux-headers-{NEXT_KERNEL}, linux-image-{NEXT_KERNEL}; " in out, out
+    assert "returned linux-headers-lab to 1.0, linux-image-lab to 1.0" in out, out
+    assert f"the next boot is the running kernel {running}" in out, out
+    installed = lab.ssh("node1", "dpkg-query -W -f='${Package} ${Version} ${Status}\\n' 'linux-*'")
+    assert NEXT_KERNEL not in installed.stdout, installed.stdout
+    assert "linux-image-lab 1.0 install ok installed" in installed.stdout, installed.stdout
+    assert "linux-headers-lab 1.0 install ok installed" in installed.stdout, installed.stdout
+    boots = lab.ssh("node1", "ls /boot")
+    assert f"vmlinuz-{NEXT_KERNEL}" not in boots.stdout
     marker = lab.ssh("node1", "sudo cat /var/lib/r9700ctl/reboot-required")
     assert "kernel" not in marker.stdout

@@ -236,3 +236,100 @@ def test_kernels_names_the_line_its_headers_and_which_kernel_has_amdgpu(tmp_path
         "linux-image-generic-hwe-24.04",
     ]
     assert found["dkms_amdgpu"] == "6.16.6-2255209.24.04"
+
+
+def kernel_node(root: Path, packages: dict[str, tuple[str, str]]) -> None:
+    """packages: name -> (dpkg Status, Version)."""
+    stanzas = [f"Package: {n}\nStatus: {s}\nVersion: {v}\n" for n, (s, v) in packages.items()]
+    write(root, "/var/lib/dpkg/status", "\n".join(stanzas))
+
+
+def test_a_refused_kernel_is_reverted_to_what_the_node_booted_before(tmp_path: Path) -> None:
+    """After a refused kernel-upgrade the next boot must be the running kernel: the packages the run
+    installed go, the line's metas return to their versions, the holds come back."""
+    kernel_node(
+        tmp_path,
+        {
+            "linux-image-lab": ("hold ok installed", "1.0"),
+            "linux-headers-lab": ("hold ok installed", "1.0"),
+            "linux-image-6.8.0-49-generic": ("hold ok installed", "6.8.0-49.49"),
+            "linux-headers-6.8.0-49-generic": ("hold ok installed", "6.8.0-49.49"),
+            "rocm-core": ("install ok installed", "6.4.1.60401-83~24.04"),
+        },
+    )
+    before = node(tmp_path, "kernels")
+    assert before["versions"]["linux-image-lab"] == "1.0"
+    assert "rocm-core" not in before["versions"]
+    before["running"] = "6.8.0-49-generic"
+    # What kernel-upgrade left: the metas at 2.0 (unheld), the new kernel and its headers.
+    kernel_node(
+        tmp_path,
+        {
+            "linux-image-lab": ("install ok installed", "2.0"),
+            "linux-headers-lab": ("install ok installed", "2.0"),
+            "linux-image-6.8.0-49-generic": ("install ok installed", "6.8.0-49.49"),
+            "linux-headers-6.8.0-49-generic": ("install ok installed", "6.8.0-49.49"),
+            "linux-image-6.99.1-1-lab": ("install ok installed", "6.99.1-1"),
+            "linux-headers-6.99.1-1-lab": ("install ok installed", "6.99.1-1"),
+        },
+    )
+    done = node(tmp_path, "kernel-revert", "--before", json.dumps(before), "--dry-run")
+    assert done["remove"] == ["linux-headers-6.99.1-1-lab", "linux-image-6.99.1-1-lab"]
+    assert done["restore"] == {"linux-headers-lab": "1.0", "linux-image-lab": "1.0"}
+    assert done["hold"] == [
+        "linux-headers-6.8.0-49-generic",
+        "linux-headers-lab",
+        "linux-image-6.8.0-49-generic",
+        "linux-image-lab",
+    ]
+    assert done["said"].startswith(
+        "removed linux-headers-6.99.1-1-lab, linux-image-6.99.1-1-lab; "
+        "returned linux-headers-lab to 1.0, linux-image-lab to 1.0; "
+    )
+    # Dry run: the new kernel is still the newest installed, so the sentence says it would boot it.
+    assert "the next boot is still 6.99.1-1-lab" in done["said"]
+
+
+def test_kernel_revert_says_the_running_kernel_boots_next_when_nothing_newer_is_left(tmp_path: Path) -> None:
+    kernel_node(
+        tmp_path,
+        {
+            "linux-image-lab": ("hold ok installed", "1.0"),
+            "linux-image-6.8.0-49-generic": ("hold ok installed", "6.8.0-49.49"),
+        },
+    )
+    before = dict(node(tmp_path, "kernels"), running="6.8.0-49-generic")
+    done = node(tmp_path, "kernel-revert", "--before", json.dumps(before))
+    assert done["remove"] == [] and done["restore"] == {} and done["changed"] is False
+    assert done["said"] == "removed nothing; the next boot is the running kernel 6.8.0-49-generic"
+
+
+def test_rollback_purges_the_managed_packages_the_state_it_returns_to_did_not_have(tmp_path: Path) -> None:
+    """7.x brought mesa-amdgpu-va-drivers from its graphics repository; back on 6.x, whose state says
+    it was absent, that repository is gone and the package must go too. A package the older state
+    never asked about (written before release_packages existed) is left alone."""
+    dpkg_status(
+        tmp_path,
+        {
+            "rocm-core": "install ok installed",
+            "amdgpu-dkms": "install ok installed",
+            "mesa-amdgpu-va-drivers": "install ok installed",
+            "docker.io": "install ok installed",
+        },
+    )
+    previous = {
+        "rocm_version": "6.4.1",
+        "packages": ["rocm"],
+        "release_packages": ["mesa-amdgpu-va-drivers"],
+        "installed": {"rocm-core": "6.4.1.60401-83~24.04", "amdgpu-dkms": "1:6.12.12.60401-2164967.24.04"},
+    }
+    write(tmp_path, "/etc/r9700ctl/state.prev.json", json.dumps(previous))
+    done = node(tmp_path, "rollback-packages", "--dry-run")
+    assert done["purge"] == ["mesa-amdgpu-va-drivers"]
+    # The same 6.x state with mesa installed then (6.4.x shipped it in amdgpu/<ver>/ubuntu): kept.
+    previous["installed"]["mesa-amdgpu-va-drivers"] = "25.0.0.60401-2164967.24.04"
+    write(tmp_path, "/etc/r9700ctl/state.prev.json", json.dumps(previous))
+    assert node(tmp_path, "rollback-packages", "--dry-run")["purge"] == []
+    del previous["release_packages"], previous["installed"]["mesa-amdgpu-va-drivers"]
+    write(tmp_path, "/etc/r9700ctl/state.prev.json", json.dumps(previous))
+    assert node(tmp_path, "rollback-packages", "--dry-run")["purge"] == []

@@ -33,6 +33,7 @@ from typing import Any
 
 from r9700ctl import p2p
 from r9700ctl.agent.result import FAIL, PASS, WARN
+from r9700ctl.agent.units import GIB
 from r9700ctl.manifest import Manifest
 from r9700ctl.preflight import HSA_VERSION, Check, Gpu
 
@@ -402,7 +403,7 @@ def _vram_bytes(gpu: Gpu, manifest: Manifest) -> int | None:
     """The VRAM the BAR must cover, of this very product (its PCI revision), or None when unknown."""
     spec = manifest.gpu_spec(gpu.pci_id, gpu.revision) if gpu.known else None
     gib = spec.get("vram_gib") if spec else None
-    return int(gib * p2p.GIB) if isinstance(gib, (int, float)) else None
+    return int(gib * GIB) if isinstance(gib, (int, float)) else None
 
 
 # -- helpers ---------------------------------------------------------------------------------------------

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r9700ctl.agent.units import MIB, size_text
+
 SCHEMA = "r9700ctl.doctor/1"
 
 # The files a bundle may hold (all optional), as `r9700ctl collect` names them (roles/r9700_collect).
@@ -173,7 +175,7 @@ class BundleReport:
         if self.gpus:
             lines.append(f"GPUs: {len(discrete)} discrete{_gpu_groups(discrete)}")
             for gpu in self.gpus:
-                vram = f", {gpu.vram_mib / 1024:.0f} GiB" if gpu.vram_mib else ""
+                vram = f", {size_text(gpu.vram_mib * MIB)}" if gpu.vram_mib else ""
                 kind = "" if gpu.discrete is not False else ", integrated"
                 about = f"{gpu.pci_id or '?'}, {gpu.gfx or '?'}{vram}{kind}"
                 lines.append(f"  {gpu.bdf or '?'}  {gpu.name or '?'} ({about})")

@@ -260,7 +260,7 @@ def test_an_r9700_whose_bar_is_256m_warns_that_large_bar_is_off(tmp_path):
 
     finding = only(diagnose_bundle(bundle), "pcie.small_bar")
 
-    assert "largest BAR is 256M, less than its 32 GiB" in finding.detail
+    assert "largest BAR is 256 MiB, less than its 32 GiB" in finding.detail
     assert finding.evidence[0].line == 5
     assert "Resizable BAR" in finding.fix or "Re-Size BAR" in finding.fix
 

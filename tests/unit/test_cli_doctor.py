@@ -132,7 +132,7 @@ def test_a_recorded_bundle_prints_gpus_findings_with_evidence_and_what_was_not_j
     assert lines[0] == f"bundle {RECORDED / 'r9700-igpu'} (node r9700-igpu)"
     assert lines[1:4] == [
         "  GPUs: 1 discrete: 1 x AMD Radeon AI PRO R9700 (gfx1201)",
-        "    0000:03:00.0  AMD Radeon AI PRO R9700 (1002:7551, gfx1201, 30 GiB)",
+        "    0000:03:00.0  AMD Radeon AI PRO R9700 (1002:7551, gfx1201, 29.9 GiB)",
         "    0000:0d:00.0  AMD Radeon Graphics (?, ?, 2 GiB, integrated)",
     ]
     assert (

@@ -71,6 +71,8 @@ class RenderedTask:
     skipped: bool
     items: list[Any] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # dest -> rendered template
+    # dest -> (src, the task's own variables, loop item included): what the template module was given
+    file_inputs: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
 
 
 def node_facts(os_key: str, gpus: int, igpu: bool = False) -> dict[str, Any]:
@@ -291,6 +293,7 @@ class RoleRender:
                     )
             elif module == "ansible.builtin.template":
                 rendered.files[args_now["dest"]] = self.render_file(args_now["src"], extra)
+                rendered.file_inputs[args_now["dest"]] = (args_now["src"], extra)
             elif module in ("ansible.builtin.include_tasks", "ansible.builtin.include_role"):
                 pass  # the reboot step is rendered on its own (tests call run("tasks/reboot.yml"))
             if task.get("notify"):

@@ -13,8 +13,9 @@ What is the harness's own, and so proves nothing about Ansible: the order it wal
 file in (include_vars, blocks, loop, set_fact, register) and the module results, which the
 test provides (`registered`, from recorded tool outputs). It runs no module, so it claims
 nothing about a second run: idempotence is proven by real ansible-playbook runs against the
-lab's nodes (tests/lab/test_provision.py::test_a_second_provision_changes_nothing_on_any_host),
-which also cover Debian 12, the lab's own system.
+lab's nodes (tests/lab/test_provision.py::test_a_second_provision_changes_nothing_on_any_host and
+tests/lab/test_roles.py::test_provision_verify_and_a_second_run_that_changes_nothing), which also
+cover Debian 12, the lab's own system.
 """
 
 from __future__ import annotations

@@ -1,18 +1,26 @@
 """Every template and task file of the provisioning roles, rendered for a matrix of nodes.
 
-Ubuntu 22.04, 24.04 and Debian 12; 1, 4 and 8 R9700s; with and without a mirror; with and
-without an HSA override. The values come from the real preflight judge and the real
-manifest; registered results come from recorded tool outputs (tests/render/fixtures/).
-Shell fragments the roles write are executed by a real /bin/sh.
+Ubuntu 24.04 and 22.04 (AMD's systems for the R9700); 1, 4 and 8 R9700s; with and without a
+mirror; with and without an HSA override. Files are rendered by Ansible's own template lookup
+and conditions judged by Ansible's own conditional (role_render_harness.py says what is the
+harness's); the values come from the real preflight judge and the real manifest; registered
+results come from recorded tool outputs (tests/render/fixtures/). Shell fragments the roles
+write are executed by a real /bin/sh.
+
+Nothing here runs a module, so nothing here proves a second run changes nothing: real
+ansible-playbook runs against the lab's nodes (Debian 12) do, in
+tests/lab/test_provision.py::test_a_second_provision_changes_nothing_on_any_host.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import shlex
 import subprocess
+import sys
 from itertools import product
 from pathlib import Path
 from typing import Any
@@ -24,9 +32,7 @@ MIRROR = "http://10.213.0.1:8080"
 TEST_KEY_FPR = "DB4CCF23AC5D3E2846037EB801190F9BDF85CB5A"  # the key in fixtures/gpg-show-keys-colons.txt
 AMDGPU_DKMS = "1:6.16.6.30200100-2255209.22.04"
 ROCM_711 = "7.1.1.70101-38~22.04"
-MATRIX = list(
-    product(["ubuntu-24.04", "ubuntu-22.04", "debian-12"], [1, 4, 8], [None, MIRROR], ["", "12.0.1"])
-)
+MATRIX = list(product(["ubuntu-24.04", "ubuntu-22.04"], [1, 4, 8], [None, MIRROR], ["", "12.0.1"]))
 MATRIX_IDS = [
     f"{o}-{g}gpu-{'mirror' if m else 'amd'}-{'override' if h else 'plain'}" for o, g, m, h in MATRIX
 ]
@@ -105,7 +111,7 @@ def test_every_role_renders_for_the_node_matrix(os_key, gpus, mirror, override, 
     """No template or task expression may fail to render for a supported node shape."""
     ctx = context(os_key, gpus, mirror, override)
     resolved = ctx["r9700_resolved"]
-    suite = {"ubuntu-24.04": "noble", "ubuntu-22.04": "jammy", "debian-12": "jammy"}[os_key]
+    suite = {"ubuntu-24.04": "noble", "ubuntu-22.04": "jammy"}[os_key]
     assert resolved["suite"] == suite and resolved["discrete_gpus"] == gpus
 
     repos = RoleRender("r9700_repos", ctx, repos_registered()).run()
@@ -255,8 +261,10 @@ def test_legacy_sources_are_removed_before_apt_is_first_asked_for_anything():
     ]
 
 
-def test_apt_lists_are_refreshed_after_a_change_and_not_on_an_unchanged_second_run():
-    """No cache_valid_time after adding a repository, and changed=0 when nothing changed."""
+def test_apt_lists_are_refreshed_after_a_change_and_not_when_apt_already_reads_the_sources():
+    """No cache_valid_time after adding a repository; no refresh (and no key conversion) when no source
+    changed and `apt-cache policy` (recorded) already lists them. The conditions only: that a second
+    provision reports changed=0 is tests/lab/test_provision.py's, with real runs."""
     first = RoleRender("r9700_repos", context(mirror=MIRROR), repos_registered(changed=True)).run()
     assert not first.task("Configure | Refresh apt's lists").skipped
     assert "cache_valid_time" not in first.task("Configure | Refresh apt's lists").args
@@ -387,7 +395,8 @@ def test_a_node_that_may_not_reboot_reports_reboot_required(ctx_over):
 
 
 def test_no_recorded_reason_means_no_reboot():
-    """A second run of a provisioned node must not reboot it (R1)."""
+    """No reason recorded, no reboot: the reboot step's condition (that a second provision reboots
+    nothing, R1, is tests/lab/test_provision.py::test_a_second_provision_changes_nothing_on_any_host)."""
     run = reboot_render(None)
     assert run.task("Reboot | Reboot the node").skipped
     assert "r9700_reboot_pending" not in run.vars
@@ -449,10 +458,12 @@ def node_script(root: Path, *args: str) -> dict[str, Any]:
     return json.loads(done.stdout)
 
 
-def test_state_json_records_versions_and_stays_byte_identical_on_a_second_run(tmp_path):
+def test_state_json_records_versions_and_the_node_script_keeps_the_previous_one_on_a_change(tmp_path):
     """Issue 13: versions, repositories, image and kernel go to state.json with the time it was
-    written; a second run with nothing changed rewrites neither file; a change keeps the old
-    file as state.prev.json, which is what rollback returns to."""
+    written. The role's node script (real code, run here) leaves the file alone when handed the
+    same state and keeps the old file as state.prev.json, which is what rollback returns to, when
+    handed another. Whether a real second provision hands it the same state is the lab's test
+    (tests/lab/test_provision.py::test_a_second_provision_changes_nothing_on_any_host)."""
     rocm = RoleRender("r9700_rocm", context(), rocm_registered()).run()
     assert rocm.vars["r9700_versions"]["after"]["rocm-core"] == ROCM_711
     state = lifecycle_state({**context(), "r9700_versions": rocm.vars["r9700_versions"]})
@@ -570,6 +581,49 @@ def all_three(tmp_path: Path, **host_vars: Any) -> dict[str, str]:
     names = sorted({*from_session, *from_manager, "HSA_OVERRIDE_GFX_VERSION", "HSA_FORCE_FINE_GRAIN_PCIE"})
     assert from_session == from_manager == profile_values(tmp_path, names)
     return from_session
+
+
+@pytest.mark.timeout(120)
+def test_the_files_are_byte_for_byte_those_ansibles_template_module_writes(tmp_path):
+    """The harness's files are the template module's: a real ansible-playbook run (connection local,
+    writing into tmp_path) renders r9700_env's three templates from the same variables, and every file
+    is the same bytes as the harness's (blocks, loops, trailing newlines, ansible_managed)."""
+    ctx = context(r9700_rocm_version="7.2.3", r9700_env_extra={"NCCL_SOCKET_IFNAME": "^docker0,lo"})
+    env = RoleRender("r9700_env", ctx).run()
+    harness = {
+        "profile": env.task("Configure | Write the login-shell environment").files[PROFILE],
+        "session": env.task("Configure | Write the systemd user-manager environment").files[SESSION],
+        "manager": env.task("Configure | Write the system manager's DefaultEnvironment").files[MANAGER],
+    }
+    # The host's variables as a play's vars file; Ansible sets its own magic and connection ones.
+    variables = {k: v for k, v in env.vars.items() if not k.startswith("ansible_") and k != "role_path"}
+    variables.pop("inventory_hostname")
+    (tmp_path / "vars.json").write_text(json.dumps(variables))
+    templates = env.base / "templates"
+    sources = {
+        "profile": "r9700.sh.j2",
+        "session": "90-r9700.conf.j2",
+        "manager": "system.conf.d-90-r9700.conf.j2",
+    }
+    tasks = [
+        {"ansible.builtin.template": {"src": str(templates / src), "dest": str(tmp_path / name)}}
+        for name, src in sources.items()
+    ]
+    play = [{"hosts": "localhost", "gather_facts": False, "vars_files": ["vars.json"], "tasks": tasks}]
+    (tmp_path / "play.yml").write_text(json.dumps(play))
+    ansible_playbook = Path(sys.executable).with_name("ansible-playbook")
+    interpreter = f"ansible_python_interpreter={sys.executable}"  # this venv's, not the PATH's
+    done = subprocess.run(
+        [str(ansible_playbook), "-i", "localhost,", "-c", "local", "-e", interpreter, "play.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        env={**os.environ, "ANSIBLE_NOCOLOR": "1"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert {name: (tmp_path / name).read_text() for name in sources} == harness
 
 
 def test_the_three_files_carry_one_list_for_login_shells_user_managers_and_system_services(tmp_path):

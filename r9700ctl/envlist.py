@@ -24,8 +24,6 @@ their own rules.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +31,7 @@ from typing import Any
 
 from r9700ctl import p2p
 from r9700ctl.agent.result import FAIL, PASS, WARN
+from r9700ctl.agent.units import GIB
 from r9700ctl.manifest import Manifest
 from r9700ctl.preflight import HSA_VERSION, Check, Gpu
 
@@ -100,17 +99,12 @@ class EnvKnobs:
     @classmethod
     def from_vars(cls, host_vars: Mapping[str, Any]) -> tuple[EnvKnobs, list[Check]]:
         knobs, problems = cls(), []
+        # The values passed the roles' argument spec (preflight.checked_vars): r9700_env and
+        # r9700_env_extra are mappings by then (Ansible's dict type reads JSON or key=value text).
         for attr, name in (("env", "r9700_env"), ("env_extra", "r9700_env_extra")):
             value = host_vars.get(name)
-            if value is None or value == "":
-                continue
-            if isinstance(value, str):  # an INI inventory or `-e` may hand over JSON text
-                with contextlib.suppress(ValueError):
-                    value = json.loads(value)
-            if not isinstance(value, Mapping):
-                problems.append(_bad(name, value, "a mapping of NAME: value"))
-                continue
-            setattr(knobs, attr, {str(k): v for k, v in value.items()})
+            if isinstance(value, Mapping):
+                setattr(knobs, attr, {str(k): v for k, v in value.items()})
         override = host_vars.get("r9700_hsa_override_gfx_version")
         knobs.hsa_override = "" if override is None else str(override).strip()
         visible = host_vars.get("r9700_rocr_visible_devices")
@@ -402,7 +396,7 @@ def _vram_bytes(gpu: Gpu, manifest: Manifest) -> int | None:
     """The VRAM the BAR must cover, of this very product (its PCI revision), or None when unknown."""
     spec = manifest.gpu_spec(gpu.pci_id, gpu.revision) if gpu.known else None
     gib = spec.get("vram_gib") if spec else None
-    return int(gib * p2p.GIB) if isinstance(gib, (int, float)) else None
+    return int(gib * GIB) if isinstance(gib, (int, float)) else None
 
 
 # -- helpers ---------------------------------------------------------------------------------------------
@@ -423,8 +417,3 @@ def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
     return str(value)
-
-
-def _bad(name: str, value: Any, want: str) -> Check:
-    fix = f"set {name} to {want} in the inventory"
-    return Check("settings", FAIL, f"{name}={value!r} is not {want}", fix)

@@ -94,13 +94,28 @@ def gpu_filter(text: str, manifest: Manifest) -> tuple[set[str], set[str], str]:
     )
 
 
-def check_version(text: str) -> str:
-    if version_tuple(text) is None or not text.strip()[:1].isdigit():
+def check_version(text: str, known: Sequence[str]) -> str:
+    """--rocm as given, when it is a release of the manifest or a line of one (7.1 for 7.1.1).
+
+    A release the manifest does not list would filter nothing away (every "all releases" issue
+    still shows), so it reads as an answer while none was given: refused, with the known ones.
+    """
+    text = text.strip()
+    if version_tuple(text) is None or not text[:1].isdigit():
         raise BadInput(
             what=f"--rocm {text!r} is not a ROCm version",
             hint="give a release number such as 7.2.3 or 7.1",
         )
-    return text.strip()
+    if not any(name == text or name.startswith(text + ".") for name in known):
+        raise BadInput(
+            what=f"--rocm {text} is not a ROCm release r9700ctl knows",
+            hint=f"give one of {', '.join(known)}, or a line such as {_line(known[-1])}",
+        )
+    return text
+
+
+def _line(release: str) -> str:
+    return ".".join(release.split(".")[:2])
 
 
 def select(

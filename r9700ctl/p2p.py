@@ -23,9 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from r9700ctl.agent.units import size_text
+
 MODES = ("auto", "on", "off")
-GIB = 1024**3
-MIB = 1024**2
 # ACS control bits that send peer traffic to the root complex (include/uapi/linux/pci_regs.h).
 ACS_REQUEST_REDIRECT = 0x0004  # PCI_ACS_RR
 ACS_COMPLETION_REDIRECT = 0x0008  # PCI_ACS_CR
@@ -107,14 +107,16 @@ def blockers(gpus: Sequence[GpuUnderTest], facts: Mapping[str, Any]) -> tuple[li
         if bar is None:
             stops.append(f"{gpu.address}: no prefetchable memory BAR found")
         elif not vram:
-            stops.append(f"{gpu.address}: VRAM size unknown, cannot tell whether BAR {_size(bar)} covers it")
+            stops.append(
+                f"{gpu.address}: VRAM size unknown, cannot tell whether BAR {size_text(bar)} covers it"
+            )
         elif bar < vram:
             stops.append(
-                f"{gpu.address}: BAR {_size(bar)} < VRAM {_size(vram)} "
+                f"{gpu.address}: BAR {size_text(bar)} < VRAM {size_text(vram)} "
                 "(enable Resizable BAR / Above 4G decoding in the firmware)"
             )
         else:
-            seen.append(f"{gpu.address}: BAR {_size(bar)} >= VRAM {_size(vram)}")
+            seen.append(f"{gpu.address}: BAR {size_text(bar)} >= VRAM {size_text(vram)}")
         group, kind = info.get("iommu_group"), info.get("iommu_type")
         if group is None:
             seen.append(f"{gpu.address}: no IOMMU group (IOMMU off)")
@@ -161,7 +163,3 @@ def decide(mode: str, requested_by: str, gpus: Sequence[GpuUnderTest], facts: Ma
         return Decision(mode, requested_by, False, f"off: {stops[0]}{more}", stops, seen)
     reason = "on: every GPU's BAR covers its VRAM, IOMMU passthrough or off, no ACS redirect between GPUs"
     return Decision(mode, requested_by, True, reason, stops, seen)
-
-
-def _size(count: int) -> str:
-    return f"{count / GIB:g} GiB" if count >= GIB else f"{count / MIB:g} MiB"

@@ -121,7 +121,10 @@ def diagnose_bundle(directory: Path) -> BundleReport:
 
     diagnosis = Diagnosis(BundleFiles(directory), manifest.load())
     diagnosis.gpus = discover_gpus(diagnosis)
+    judged: list[str] = []
+    unjudged: list[str] = []
     for rule in RULES:
+        open_before = len(diagnosis.not_judged)
         try:
             rule(diagnosis)
         except Exception as exc:  # content nobody foresaw: say so, and let the other rules speak
@@ -131,6 +134,9 @@ def diagnose_bundle(directory: Path) -> BundleReport:
                 f"{rule.__name__} stopped on unexpected content ({type(exc).__name__}: {exc})",
                 fix="send this bundle to r9700ctl's maintainers; the other findings stand",
             )
+        # A check is judged when its files answered it: it left no question open.
+        name = rule.__name__.removeprefix("rule_")
+        (judged if len(diagnosis.not_judged) == open_before else unjudged).append(name)
     _read_the_rest(diagnosis.bundle)
     findings = diagnosis.bundle.unreadable_findings() + diagnosis.findings
     findings.sort(key=lambda f: -SEVERITY_ORDER[f.severity])  # stable: rule order within a severity
@@ -143,6 +149,8 @@ def diagnose_bundle(directory: Path) -> BundleReport:
         findings=findings,
         not_judged=diagnosis.not_judged,
         known_issues=diagnosis.known_issues,
+        judged=judged,
+        unjudged=unjudged,
     )
 
 

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r9700ctl.agent.units import MIB, size_text
+
 SCHEMA = "r9700ctl.doctor/1"
 
 # The files a bundle may hold (all optional), as `r9700ctl collect` names them (roles/r9700_collect).
@@ -154,14 +156,27 @@ class BundleReport:
     findings: list[Finding]
     not_judged: list[NotJudged]
     known_issues: list[dict[str, Any]] = field(default_factory=list)  # that apply to this node
+    # The rules (checks) whose question the files answered, and those that left one open.
+    judged: list[str] = field(default_factory=list)
+    unjudged: list[str] = field(default_factory=list)
 
     @property
     def status(self) -> str:
-        """PASS needs GPUs that were judged: a bundle without a file listing any is INCONCLUSIVE."""
+        """A finding's severity; else PASS only where there is something to vouch for.
+
+        PASS needs GPUs and most checks judged: a bundle without a file listing a GPU, or one
+        whose files answer no more checks than they leave open (rocminfo.txt alone answers 6
+        or 7 of 15), is INCONCLUSIVE, never PASS. A FAIL or WARN that was found stands however little
+        else was judged. As in validate, what could not be judged is never counted as passed.
+        """
         worst = max((SEVERITY_ORDER[f.severity] for f in self.findings), default=0)
-        if worst == 0 and not self.gpus:
+        if worst == 0 and (not self.gpus or self.too_little_judged):
             return INCONCLUSIVE
         return {2: FAIL, 1: WARN, 0: "PASS"}[worst]
+
+    @property
+    def too_little_judged(self) -> bool:
+        return bool(self.unjudged) and len(self.unjudged) >= len(self.judged)
 
     @property
     def exit_code(self) -> int:
@@ -173,7 +188,7 @@ class BundleReport:
         if self.gpus:
             lines.append(f"GPUs: {len(discrete)} discrete{_gpu_groups(discrete)}")
             for gpu in self.gpus:
-                vram = f", {gpu.vram_mib / 1024:.0f} GiB" if gpu.vram_mib else ""
+                vram = f", {size_text(gpu.vram_mib * MIB)}" if gpu.vram_mib else ""
                 kind = "" if gpu.discrete is not False else ", integrated"
                 about = f"{gpu.pci_id or '?'}, {gpu.gfx or '?'}{vram}{kind}"
                 lines.append(f"  {gpu.bdf or '?'}  {gpu.name or '?'} ({about})")
@@ -188,11 +203,15 @@ class BundleReport:
 
     def summary(self) -> str:
         counts = {s: sum(1 for f in self.findings if f.severity == s) for s in (FAIL, WARN, INFO)}
-        why = (
-            ": no file in it lists the node's GPUs, so nothing about them was judged"
-            if (self.status == INCONCLUSIVE)
-            else ""
-        )
+        why = ""
+        if self.status == INCONCLUSIVE and not self.gpus:
+            why = ": no file in it lists the node's GPUs, so nothing about them was judged"
+        elif self.status == INCONCLUSIVE:
+            total = len(self.judged) + len(self.unjudged)
+            why = (
+                f": its files answer {len(self.judged)} of {total} checks, too few to call the node "
+                "healthy (`r9700ctl collect` records a full bundle)"
+            )
         return (
             f"{self.node}: {self.status} ({counts[FAIL]} failed, {counts[WARN]} warnings, "
             f"{counts[INFO]} notes, {len(self.not_judged)} not judged){why}"
@@ -209,6 +228,7 @@ class BundleReport:
             "versions": self.versions,
             "findings": [f.to_dict() for f in self.findings],
             "not_judged": [n.to_dict() for n in self.not_judged],
+            "checks": {"judged": self.judged, "not_judged": self.unjudged},
             "known_issues": self.known_issues,
         }
 
@@ -235,7 +255,11 @@ class FleetBundleReport:
         )
         text += f", {len(unjudged)} inconclusive" if unjudged else ""
         named = [f"failed: {', '.join(failed)}"] if failed else []
-        named += [f"inconclusive (no GPU listed): {', '.join(unjudged)}"] if unjudged else []
+        named += (
+            [f"inconclusive (no GPU listed, or too few checks judged): {', '.join(unjudged)}"]
+            if unjudged
+            else []
+        )
         return text + (f" ({'; '.join(named)})" if named else "")
 
     def to_dict(self) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from r9700ctl.agent.units import GIB, size_text
 from r9700ctl.bundle.files import Diagnosis, evidence_in, read_env
 from r9700ctl.bundle.gpus import GPU_SOURCES, ROCM_SOURCES
 from r9700ctl.bundle.model import AMD, FAIL, INFO, NVIDIA, WARN, Evidence
@@ -144,26 +145,19 @@ def _judge_bars(d: Diagnosis, gpus: list[Any]) -> None:
             continue  # an unknown product's VRAM is not guessed from a neighbour's
         bar = function.largest_prefetchable_bar_bytes
         vram_gib = int(spec["vram_gib"])
-        if bar is None or bar >= vram_gib * 2**30:
+        if bar is None or bar >= vram_gib * GIB:
             continue
         d.add(
             "pcie.small_bar",
             WARN,
-            f"{function.bdf} ({spec['name']}): its largest BAR is {_size(bar)}, less than its {vram_gib} GiB "
-            "of "
-            "VRAM: without large BAR the kernel does not enable GPU peer-to-peer (CONFIG_HSA_AMD_P2P)",
+            f"{function.bdf} ({spec['name']}): its largest BAR is {size_text(bar)}, less than its "
+            f"{size_text(vram_gib * GIB)} of VRAM: "
+            "without large BAR the kernel does not enable GPU peer-to-peer (CONFIG_HSA_AMD_P2P)",
             fix="enable 'Above 4G Decoding' and 'Re-Size BAR Support' in the BIOS",
             evidence=[
                 evidence_in(d.bundle, "lspci.txt", r"prefetchable", function.first_line, function.last_line)
             ],
         )
-
-
-def _size(size: int) -> str:
-    for unit, factor in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
-        if size >= factor:
-            return f"{size / factor:g}{unit}"
-    return f"{size}B"
 
 
 def _judge_links(d: Diagnosis, report: Any, gpus: list[Any]) -> None:

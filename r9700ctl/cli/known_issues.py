@@ -59,7 +59,8 @@ def known_issues(
       r9700ctl known-issues --markdown > known-issues.md
 
     \b
-    Exit codes: 0 listed (also when no issue matches the filters); 64 bad input.
+    Exit codes: 0 listed (also when no issue matches the filters); 64 bad input (a --rocm
+    release that the manifest does not list is bad input).
     """
     from r9700ctl import known_issues as ki
     from r9700ctl import manifest
@@ -78,7 +79,7 @@ def known_issues(
     label = ""
     if gpu is not None:
         pci_ids, gfx, label = ki.gpu_filter(gpu, data)
-    version = ki.check_version(rocm) if rocm is not None else None
+    version = ki.check_version(rocm, data.release_names()) if rocm is not None else None
     selected = ki.select(ki.issues(data), pci_ids, gfx, version)
     write_json_output(json_path, ki.to_document(selected, {"gpu": gpu, "rocm": version}))
     if json_path == "-":

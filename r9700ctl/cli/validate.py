@@ -317,6 +317,16 @@ def _local_history(
     node = str(report.get("node") or "localhost")
     json_path = options["json_path"]
     assert isinstance(json_path, Path)
+    if report.get("status") == "ERROR" and not report.get("gpus"):
+        # The agent could not run (exit 3) and found no GPU: it measured nothing. The history
+        # holds validations to compare and trend; a run of nothing would only become the
+        # "previous run" that the next --compare last finds nothing in, and a row in
+        # `r9700ctl history` that looks like a broken node. So it is not recorded, and the
+        # user is told so (a node that lost its GPUs in a fleet run is still recorded there,
+        # beside the nodes that ran).
+        if plan.enabled:
+            plan.notes.append("history: not recorded: the agent found no GPU and measured nothing")
+        return code
     comparisons = plan.after_run({node: report}, lambda: report, scope="local", source=source)
     if not comparisons:
         return code

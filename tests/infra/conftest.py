@@ -5,10 +5,14 @@ Run it with `r9700ctl verify INVENTORY`, or directly:
     pytest <this directory> --hosts='ansible://r9700_nodes' --ansible-inventory=inventory.ini
     pytest <this directory> --hosts='ssh://r9700@node1' --ssh-config=ssh_config --sudo
 
-Expectations come from three places: the node's own record of what it was given
-(/etc/r9700ctl/state.json, written by the r9700_lifecycle role: the resolved ROCm release, suite,
-repository paths, accepted HSA override), the inventory's r9700_* variables (ansible://
-hosts only) and the roles' defaults for every variable the inventory leaves unset.
+Expectations come from r9700ctl's manifest (r9700ctl/data/manifest.yaml: each ROCm release's
+repository paths, the apt suite per OS, the package sets), the inventory's r9700_* variables
+(ansible:// hosts only) and the roles' defaults for every variable the inventory leaves unset.
+The node's own record (/etc/r9700ctl/state.json, written by the r9700_lifecycle role from
+dpkg-query) is checked as a record, never used as the expectation: a wrong version installed
+would be in the record too. Its one use is the release `r9700_rocm_version: auto` chose (preflight
+decided it from the node's GPUs at provision time); that release must still be one of the
+manifest's, and everything about it comes from the manifest.
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ class Node:
     inventory: dict[str, Any]
     defaults: dict[str, Any]
     manifest: dict[str, Any]
+    os_key: str = ""
     problems: list[str] = field(default_factory=list)
 
     def var(self, name: str) -> Any:
@@ -97,8 +102,33 @@ class Node:
         return str(self.var("r9700_repo_base_url") or self.manifest["repository"]["base_url"]).rstrip("/")
 
     @property
+    def release(self) -> Release:
+        """The manifest's entry for the ROCm release this node must run."""
+        pinned = self.var("r9700_rocm_version")
+        if pinned in (None, "", "auto"):  # auto: the release preflight chose, as the node recorded it
+            pinned = self.need_state().get("rocm_version")
+        version, releases = str(pinned), self.manifest["rocm_releases"]
+        if version not in releases:
+            pytest.fail(f"{self.name}: ROCm {version} is not a manifest release ({', '.join(releases)})")
+        return Release(version, self.manifest["repository"], releases[version], self.manifest["packages"])
+
+    @property
     def suite(self) -> str:
-        return str(self.var("r9700_repo_suite") or self.need_state()["suite"])
+        """r9700_repo_suite, else the manifest's apt suite of this release for the node's OS."""
+        if self.var("r9700_repo_suite"):
+            return str(self.var("r9700_repo_suite"))
+        suite = self.release.raw.get("os", {}).get(self.os_key)
+        if not suite:
+            pytest.fail(f"{self.name}: the manifest has no suite of {self.release.version} for {self.os_key}")
+        return str(suite)
+
+    @property
+    def rocm_packages(self) -> list[str]:
+        """The meta packages r9700_rocm installs: the manifest's run-time set, the inventory's list, or the
+        manifest's default set (the role's "Choose the package set" task)."""
+        if self.var("r9700_rocm_runtime_only"):
+            return list(self.release.packages["runtime"])
+        return [str(p) for p in self.var("r9700_rocm_packages") or self.release.packages["default"]]
 
     @property
     def key_fingerprint(self) -> str:
@@ -125,6 +155,43 @@ class Node:
         if "environment" not in self.record:
             pytest.fail(f"{self.name}: {NODE_FILE} has no environment list (run `r9700ctl provision` on it)")
         return {str(e["name"]): str(e["value"]) for e in self.record["environment"]}
+
+
+@dataclass(frozen=True)
+class Release:
+    """One ROCm release as the manifest describes it (repository paths below the base URL)."""
+
+    version: str
+    repository: dict[str, Any]
+    raw: dict[str, Any]
+    packages: dict[str, Any]
+
+    @property
+    def rocm_repo_path(self) -> str:
+        path = self.raw.get("rocm_path", self.version)
+        return str(self.repository["rocm_path_template"]).format(rocm_path=path)
+
+    @property
+    def amdgpu_repo_path(self) -> str:
+        path = self.raw.get("amdgpu", self.version)
+        return str(self.repository["amdgpu_path_template"]).format(amdgpu_path=path)
+
+    @property
+    def graphics_repo_path(self) -> str:
+        """graphics/<version>/ubuntu, or "" for a release without that repository (before 7.0)."""
+        path = self.raw.get("graphics")
+        return str(self.repository["graphics_path_template"]).format(graphics_path=path) if path else ""
+
+
+def os_key_of(host: Any) -> str:
+    """The manifest's key of the node's OS ("ubuntu-24.04", "debian-12"), from /etc/os-release as
+    r9700ctl's nodefacts reads it (os-release(5): ID, VERSION_ID)."""
+    fields: dict[str, str] = {}
+    for line in host.file("/etc/os-release").content_string.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            fields[key.strip()] = value.strip().strip('"')
+    return f"{fields.get('ID', '').lower()}-{fields.get('VERSION_ID', '')}"
 
 
 def _read_json(host: Any, path: str, problems: list[str]) -> dict[str, Any]:
@@ -154,6 +221,7 @@ def node(host: Any) -> Node:
         inventory=inventory,
         defaults=role_defaults(),
         manifest=manifest_raw(),
+        os_key=os_key_of(host),
         problems=problems,
     )
 

@@ -34,7 +34,7 @@ def expected_image(node: Any) -> str:
     override = node.var("r9700_container_image")
     if override:
         return str(override)
-    release = node.manifest.get("rocm_releases", {}).get(node.need_state()["rocm_version"], {})
+    release = node.release.raw
     digest = release.get("pytorch_image_digest")
     return release["pytorch_image"] + (f"@{digest}" if digest else "")
 

@@ -63,7 +63,9 @@ def test_state_file_records_the_kernel_the_repositories_and_when(host, node):
     """Issue 13: state.json names the running kernel, the repositories and the time it was written."""
     state = node.need_state()
     assert state["kernel"] == host.check_output("uname -r")
-    assert state["rocm_repo_path"] in state["repositories"]["paths"]
+    release = node.release
+    manifest_paths = [release.rocm_repo_path, release.amdgpu_repo_path, release.graphics_repo_path]
+    assert state["repositories"]["paths"] == [p for p in manifest_paths if p], "not the manifest's paths"
     assert state["time"].endswith("Z")
 
 

@@ -14,24 +14,37 @@ def policy_source(host, package: str) -> tuple[str | None, str]:
     return (match.group(1), match.group(2)) if match else (None, text)
 
 
+def from_the_manifests_repository(host, node, package: str, path: str) -> str:
+    """The installed version of PACKAGE, held to come from the manifest's repository PATH at the pin
+    priority (apt-cache policy lists the sources of each version); returns that version."""
+    installed, sources = policy_source(host, package)
+    assert installed, f"{package} is not installed"
+    priority = int(node.var("r9700_repo_pin_priority"))
+    assert f"{priority} {node.base_url}/{path} " in sources, (
+        f"{package} {installed} is not from {node.base_url}/{path} (the manifest's repository of "
+        f"ROCm {node.release.version}): apt-cache policy lists {sources.split() or 'no source'}"
+    )
+    return installed
+
+
 @pytest.mark.parametrize("role", ["driver", "core"])
 def test_installed_version_comes_from_the_pinned_repository(host, node, role):
-    """R20, asserted with apt-cache policy: the installed version is the one AMD's repository offers."""
-    state = node.need_state()
-    if role == "driver" and state.get("driver_source") != "dkms":
-        pytest.skip(f"r9700_driver_source is {state.get('driver_source')}: no amdgpu-dkms installed")
+    """R20, asserted with apt-cache policy against the manifest: the installed version is one the
+    release's repository offers (a version from elsewhere fails even if state.json records it)."""
+    if role == "driver" and node.var("r9700_driver_source") != "dkms":
+        pytest.skip(f"r9700_driver_source is {node.var('r9700_driver_source')}: no amdgpu-dkms installed")
+    release = node.release
     package = "amdgpu-dkms" if role == "driver" else "rocm-core"
-    path = state["amdgpu_repo_path"] if role == "driver" else state["rocm_repo_path"]
-    installed, sources = policy_source(host, package)
-    assert installed == state["installed"].get(package), f"{package}: apt says {installed}"
-    priority = int(node.var("r9700_repo_pin_priority"))
-    assert f"{priority} {node.base_url}/{path} " in sources, f"{package} {installed} is not from .../{path}"
+    path = release.amdgpu_repo_path if role == "driver" else release.rocm_repo_path
+    from_the_manifests_repository(host, node, package, path)
 
 
 def test_rocm_core_is_the_resolved_release(host, node):
     """rocm-core's version starts with the ROCm release (7.1.1.70101-...)."""
-    state = node.need_state()
-    assert host.package("rocm-core").version.startswith(f"{state['rocm_version']}.")
+    version = host.package("rocm-core").version
+    assert version.startswith(f"{node.release.version}."), (
+        f"rocm-core {version} is not ROCm {node.release.version}"
+    )
 
 
 @pytest.mark.parametrize(
@@ -47,16 +60,13 @@ def test_rocm_core_is_the_resolved_release(host, node):
     ],
 )
 def test_requested_meta_packages_are_installed_at_the_release(host, node, package):
-    """Each package of r9700_rocm_packages (or the runtime set) is installed, from the resolved release."""
-    state = node.need_state()
-    if package not in state.get("packages", []):
+    """Each package of r9700_rocm_packages (or the manifest's set) is installed at the release, from
+    the release's repository."""
+    if package not in node.rocm_packages:
         pytest.skip(f"{package} was not requested on this node")
-    installed = host.package(package)
-    assert installed.is_installed
-    assert installed.version == state["installed"].get(package)
-    assert f".{state['rocm_version'].replace('.', '')}" in installed.version or installed.version.startswith(
-        state["rocm_version"]
-    )
+    release = node.release
+    installed = from_the_manifests_repository(host, node, package, release.rocm_repo_path)
+    assert installed.startswith(f"{release.version}."), f"{package} {installed} is not ROCm {release.version}"
 
 
 def test_dynamic_linker_knows_the_rocm_libraries(host, node):
@@ -66,7 +76,7 @@ def test_dynamic_linker_knows_the_rocm_libraries(host, node):
 
 
 def test_dkms_builds_in_parallel(host, node):
-    if node.need_state().get("driver_source") != "dkms":
+    if node.var("r9700_driver_source") != "dkms":
         pytest.skip("no DKMS build on this node")
     assert re.search(
         r"^parallel_jobs=\d+$", host.file("/etc/dkms/framework.conf.d/r9700.conf").content_string, re.M
@@ -85,5 +95,5 @@ def test_amdgpu_is_loaded_on_a_booted_node(host, node):
     if not node.runtime:
         pytest.skip("runtime steps are off on this node (no systemd: image build or lab)")
     assert host.file("/sys/module/amdgpu").is_directory
-    if node.need_state().get("driver_source") == "dkms":
+    if node.var("r9700_driver_source") == "dkms":
         assert host.file("/sys/module/amdgpu/version").exists, "the loaded amdgpu is not AMD's DKMS module"

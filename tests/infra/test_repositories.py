@@ -17,10 +17,10 @@ def deb822(host, path: str) -> dict[str, str]:
 
 
 def test_rocm_source_points_at_the_resolved_release(host, node):
-    """rocm.sources: the release r9700_preflight resolved, the suite for this OS, Signed-By the keyring."""
+    """rocm.sources: the manifest's path of the release, its suite for this OS, Signed-By the keyring."""
     source = deb822(host, "/etc/apt/sources.list.d/rocm.sources")
     expected = {
-        "URIs": f"{node.base_url}/{node.need_state()['rocm_repo_path']}",
+        "URIs": f"{node.base_url}/{node.release.rocm_repo_path}",
         "Suites": node.suite,
         "Signed-By": KEYRING,
     }
@@ -31,7 +31,7 @@ def test_rocm_source_points_at_the_resolved_release(host, node):
 def test_amdgpu_source_points_at_the_manifests_driver(host, node):
     source = deb822(host, "/etc/apt/sources.list.d/amdgpu.sources")
     expected = {
-        "URIs": f"{node.base_url}/{node.need_state()['amdgpu_repo_path']}",
+        "URIs": f"{node.base_url}/{node.release.amdgpu_repo_path}",
         "Suites": node.suite,
         "Signed-By": KEYRING,
     }
@@ -43,7 +43,7 @@ def test_graphics_source_is_there_exactly_for_releases_that_have_one(host, node)
     """ROCm 7.x: graphics/<version>/ubuntu beside rocm/apt, same key (AMD's 7.x Ubuntu instructions);
     without it `apt install rocm` fails (rocdecode needs mesa-amdgpu-va-drivers from there)."""
     path = "/etc/apt/sources.list.d/rocm-graphics.sources"
-    graphics = node.need_state().get("graphics_repo_path", "")
+    graphics = node.release.graphics_repo_path
     if not graphics:
         assert not host.file(path).exists, f"{path} is left from another release"
         return
@@ -95,8 +95,8 @@ def test_apt_reads_every_source_at_the_pin_priority(host, node):
     """`apt-cache policy`: the pin really applies to the sources (not only written to a file)."""
     policy = host.run("apt-cache policy").stdout
     priority = int(node.var("r9700_repo_pin_priority"))
-    state = node.need_state()
-    paths = [state["rocm_repo_path"], state["amdgpu_repo_path"], state.get("graphics_repo_path", "")]
+    release = node.release
+    paths = [release.rocm_repo_path, release.amdgpu_repo_path, release.graphics_repo_path]
     for path in filter(None, paths):
         assert f"{priority} {node.base_url}/{path} {node.suite}/main" in policy, path
 

@@ -101,6 +101,6 @@ def test_the_p2p_decision_reads_each_nodes_machine(fleet, tmp_path):
     }
     node_of = {name: f"node{i}" for i, name in enumerate(FAULTS, start=2)}
     assert decisions["node1"].startswith("PCIe peer-to-peer on: every GPU's BAR covers its VRAM"), decisions
-    assert "BAR 256 MiB < VRAM 29.8594 GiB" in decisions[node_of["small-bar"]], decisions  # 30576 MiB
+    assert "BAR 256 MiB < VRAM 29.9 GiB" in decisions[node_of["small-bar"]], decisions  # 30576 MiB
     assert "the IOMMU translates its DMA" in decisions[node_of["iommu-translated"]], decisions
     assert "redirects peer traffic" in decisions[node_of["acs-redirect"]], decisions

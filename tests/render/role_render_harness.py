@@ -1,11 +1,21 @@
-"""Render a role's task files and templates with Ansible's own templating, no host involved.
+"""Render a role's templates and task arguments with Ansible's own templating, no host involved.
 
 NVIDIA's ansible-role-nvidia-driver renders its task YAML to check the version pin it
-computes; this generalises that: `RoleRender` walks a task file top to bottom the way
-ansible-playbook would (include_vars, when, loop, set_fact, assert, register), templates
-every module's arguments with ansible.template.Templar and renders every template the
-role writes. Module side effects are replaced by results the test provides (`registered`),
-so what is tested is the Jinja: the expressions, conditions and file contents.
+computes; this generalises that for the Ubuntu 24.04 / 22.04 matrix of template output.
+What is Ansible's own here: every file a role writes is rendered by the `template` lookup
+plugin (ansible.builtin.template: the role's templates/ search path, trim_blocks, the
+template_* variables and ansible_managed, no backslash escaping, as the template action
+renders it); module arguments are templated by ansible.template.Templar; `when` and `assert`
+conditions are judged by Templar.evaluate_conditional, Ansible's own conditional (a
+non-boolean result fails as in a real play).
+
+What is the harness's own, and so proves nothing about Ansible: the order it walks the task
+file in (include_vars, blocks, loop, set_fact, register) and the module results, which the
+test provides (`registered`, from recorded tool outputs). It runs no module, so it claims
+nothing about a second run: idempotence is proven by real ansible-playbook runs against the
+lab's nodes (tests/lab/test_provision.py::test_a_second_provision_changes_nothing_on_any_host and
+tests/lab/test_roles.py::test_provision_verify_and_a_second_run_that_changes_nothing), which also
+cover Debian 12, the lab's own system.
 """
 
 from __future__ import annotations
@@ -16,13 +26,14 @@ from typing import Any
 
 import yaml
 from ansible.parsing.dataloader import DataLoader
-from ansible.plugins.loader import filter_loader
+from ansible.plugins.loader import filter_loader, init_plugin_loader
 from ansible.template import Templar, trust_as_template
 
 from r9700ctl import manifest as manifest_module
 from r9700ctl import nodefacts, preflight
 
 ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
+init_plugin_loader()  # as ansible-playbook starts: ansible.builtin.* plugins (the template lookup) resolve
 # Roles' own filters (r9700_power_plan), found the way ansible-playbook finds them beside a role.
 for _filters in sorted(ROLES_DIR.glob("*/filter_plugins")):
     filter_loader.add_directory(str(_filters))
@@ -41,7 +52,6 @@ SKIPPED_MODULES = {"ansible.builtin.debug", "ansible.builtin.meta"}
 OS_FACTS = {
     "ubuntu-24.04": ("Ubuntu", "24.04", "noble", "6.8.0-31-generic"),
     "ubuntu-22.04": ("Ubuntu", "22.04", "jammy", "5.15.0-105-generic"),
-    "debian-12": ("Debian", "12", "bookworm", "6.1.0-18-amd64"),
 }
 
 
@@ -62,6 +72,8 @@ class RenderedTask:
     skipped: bool
     items: list[Any] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # dest -> rendered template
+    # dest -> (src, the task's own variables, loop item included): what the template module was given
+    file_inputs: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
 
 
 def node_facts(os_key: str, gpus: int, igpu: bool = False) -> dict[str, Any]:
@@ -146,7 +158,6 @@ def host_context(
             "r9700_resolved": verdict.resolved.to_dict(),
             "inventory_hostname": "node1",
             "ansible_user": "r9700",
-            "ansible_managed": "Ansible managed",
             "ansible_distribution": distro,
             "ansible_os_family": "Debian",
             "ansible_check_mode": False,
@@ -199,16 +210,20 @@ class RoleRender:
         return value
 
     def condition(self, expression: Any, extra: dict[str, Any]) -> bool:
-        if isinstance(expression, bool):
-            return expression
-        result = self.template("{{ (" + str(expression) + ") }}", extra)
-        if isinstance(result, str):  # Ansible 2.19 wants booleans; accept what it would accept
-            return result.strip().lower() in ("true", "yes", "1")
-        return bool(result)
+        """A `when` or `assert` condition, judged as Ansible judges it."""
+        templar = Templar(loader=DataLoader(), variables={**self.vars, **extra})
+        return templar.evaluate_conditional(
+            expression if isinstance(expression, bool) else trust_as_template(str(expression))
+        )
 
     def render_file(self, src: str, extra: dict[str, Any]) -> str:
-        text = (self.base / "templates" / src).read_text()
-        return self.template(text, extra)
+        """The file the template action would write: rendered by Ansible's `template` lookup from this
+        role's templates/ (the action and the lookup share the search path, template vars and trim_blocks)."""
+        variables = {**self.vars, **extra, "ansible_search_path": [str(self.base)], "__render_src": src}
+        templar = Templar(loader=DataLoader(), variables=variables)
+        return templar.evaluate_expression(
+            trust_as_template("lookup('ansible.builtin.template', __render_src)")
+        )
 
     def run(self, tasks_file: str = "tasks/main.yml") -> RoleRender:
         for task in load_yaml(self.base / tasks_file) or []:
@@ -279,6 +294,7 @@ class RoleRender:
                     )
             elif module == "ansible.builtin.template":
                 rendered.files[args_now["dest"]] = self.render_file(args_now["src"], extra)
+                rendered.file_inputs[args_now["dest"]] = (args_now["src"], extra)
             elif module in ("ansible.builtin.include_tasks", "ansible.builtin.include_role"):
                 pass  # the reboot step is rendered on its own (tests call run("tasks/reboot.yml"))
             if task.get("notify"):

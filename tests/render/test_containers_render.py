@@ -187,7 +187,10 @@ def test_cdi_needs_docker_25_and_a_bad_access_mode_is_refused():
             context(r9700_container_gpu_access="cdi"),
             {**registered(), "__r9700_containers_amd_ctk": {"rc": 0}},
         )
-    with pytest.raises(AssertFailed, match="r9700_container_gpu_access devices or cdi"):
+    # A value outside the role's argument_specs is refused by preflight, before the role runs.
+    with pytest.raises(
+        AssertionError, match="r9700_container_gpu_access='privileged' is not one of devices, cdi"
+    ):
         run(context(r9700_container_gpu_access="privileged"), registered())
 
 

@@ -1,18 +1,26 @@
 """Every template and task file of the provisioning roles, rendered for a matrix of nodes.
 
-Ubuntu 22.04, 24.04 and Debian 12; 1, 4 and 8 R9700s; with and without a mirror; with and
-without an HSA override. The values come from the real preflight judge and the real
-manifest; registered results come from recorded tool outputs (tests/render/fixtures/).
-Shell fragments the roles write are executed by a real /bin/sh.
+Ubuntu 24.04 and 22.04 (AMD's systems for the R9700); 1, 4 and 8 R9700s; with and without a
+mirror; with and without an HSA override. Files are rendered by Ansible's own template lookup
+and conditions judged by Ansible's own conditional (role_render_harness.py says what is the
+harness's); the values come from the real preflight judge and the real manifest; registered
+results come from recorded tool outputs (tests/render/fixtures/). Shell fragments the roles
+write are executed by a real /bin/sh.
+
+Nothing here runs a module, so nothing here proves a second run changes nothing: real
+ansible-playbook runs against the lab's nodes (Debian 12) do, in
+tests/lab/test_provision.py::test_a_second_provision_changes_nothing_on_any_host.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import shlex
 import subprocess
+import sys
 from itertools import product
 from pathlib import Path
 from typing import Any
@@ -25,9 +33,7 @@ MIRROR = "http://10.213.0.1:8080"
 TEST_KEY_FPR = "DB4CCF23AC5D3E2846037EB801190F9BDF85CB5A"  # the key in fixtures/gpg-show-keys-colons.txt
 AMDGPU_DKMS = "1:6.16.6.30200100-2255209.22.04"
 ROCM_711 = "7.1.1.70101-38~22.04"
-MATRIX = list(
-    product(["ubuntu-24.04", "ubuntu-22.04", "debian-12"], [1, 4, 8], [None, MIRROR], ["", "12.0.1"])
-)
+MATRIX = list(product(["ubuntu-24.04", "ubuntu-22.04"], [1, 4, 8], [None, MIRROR], ["", "12.0.1"]))
 MATRIX_IDS = [
     f"{o}-{g}gpu-{'mirror' if m else 'amd'}-{'override' if h else 'plain'}" for o, g, m, h in MATRIX
 ]
@@ -106,7 +112,7 @@ def test_every_role_renders_for_the_node_matrix(os_key, gpus, mirror, override, 
     """No template or task expression may fail to render for a supported node shape."""
     ctx = context(os_key, gpus, mirror, override)
     resolved = ctx["r9700_resolved"]
-    suite = {"ubuntu-24.04": "noble", "ubuntu-22.04": "jammy", "debian-12": "jammy"}[os_key]
+    suite = {"ubuntu-24.04": "noble", "ubuntu-22.04": "jammy"}[os_key]
     assert resolved["suite"] == suite and resolved["discrete_gpus"] == gpus
 
     repos = RoleRender("r9700_repos", ctx, repos_registered()).run()
@@ -256,8 +262,10 @@ def test_legacy_sources_are_removed_before_apt_is_first_asked_for_anything():
     ]
 
 
-def test_apt_lists_are_refreshed_after_a_change_and_not_on_an_unchanged_second_run():
-    """No cache_valid_time after adding a repository, and changed=0 when nothing changed."""
+def test_apt_lists_are_refreshed_after_a_change_and_not_when_apt_already_reads_the_sources():
+    """No cache_valid_time after adding a repository; no refresh (and no key conversion) when no source
+    changed and `apt-cache policy` (recorded) already lists them. The conditions only: that a second
+    provision reports changed=0 is tests/lab/test_provision.py's, with real runs."""
     first = RoleRender("r9700_repos", context(mirror=MIRROR), repos_registered(changed=True)).run()
     assert not first.task("Configure | Refresh apt's lists").skipped
     assert "cache_valid_time" not in first.task("Configure | Refresh apt's lists").args
@@ -388,7 +396,8 @@ def test_a_node_that_may_not_reboot_reports_reboot_required(ctx_over):
 
 
 def test_no_recorded_reason_means_no_reboot():
-    """A second run of a provisioned node must not reboot it (R1)."""
+    """No reason recorded, no reboot: the reboot step's condition (that a second provision reboots
+    nothing, R1, is tests/lab/test_provision.py::test_a_second_provision_changes_nothing_on_any_host)."""
     run = reboot_render(None)
     assert run.task("Reboot | Reboot the node").skipped
     assert "r9700_reboot_pending" not in run.vars
@@ -454,10 +463,12 @@ def node_script(root: Path, *args: str) -> dict[str, Any]:
     return json.loads(done.stdout)
 
 
-def test_state_json_records_versions_and_stays_byte_identical_on_a_second_run(tmp_path):
+def test_state_json_records_versions_and_the_node_script_keeps_the_previous_one_on_a_change(tmp_path):
     """Issue 13: versions, repositories, image and kernel go to state.json with the time it was
-    written; a second run with nothing changed rewrites neither file; a change keeps the old
-    file as state.prev.json, which is what rollback returns to."""
+    written. The role's node script (real code, run here) leaves the file alone when handed the
+    same state and keeps the old file as state.prev.json, which is what rollback returns to, when
+    handed another. Whether a real second provision hands it the same state is the lab's test
+    (tests/lab/test_provision.py::test_a_second_provision_changes_nothing_on_any_host)."""
     rocm = RoleRender("r9700_rocm", context(), rocm_registered()).run()
     assert rocm.vars["r9700_versions"]["after"]["rocm-core"] == ROCM_711
     state = lifecycle_state({**context(), "r9700_versions": rocm.vars["r9700_versions"]})
@@ -913,3 +924,96 @@ def test_amdgpu_dkms_is_installed_with_its_firmware_at_the_repositorys_versions(
         f"amdgpu-dkms={AMDGPU_DKMS}",
         "amdgpu-dkms-firmware=30.20.1.0.30200100-2255209.22.04",
     ]
+
+
+# -- the harness's files are the template module's ------------------------------------------------
+
+
+def every_template(os_key: str) -> list[RoleRender]:
+    """Renders that write every template of the provisioning roles and of r9700_containers."""
+    import test_containers_render as containers
+
+    kernel_packages = {"stdout_lines": ["linux-image-6.8.0-31-generic ii "]}
+    proxy = {"r9700_proxy": "http://proxy.example:3128", "r9700_no_proxy": ["10.213.0.1"]}
+    return [
+        RoleRender("r9700_repos", context(os_key, mirror=MIRROR, **proxy), repos_registered()).run(),
+        RoleRender(
+            "r9700_driver",
+            context(os_key, r9700_driver_replace_inbox=True, r9700_kernel_hold=True),
+            {**driver_registered(), "__r9700_driver_kernel_packages": kernel_packages},
+        ).run(),
+        RoleRender("r9700_rocm", context(os_key), rocm_registered()).run(),
+        RoleRender("r9700_access", context(os_key), access_registered(R9700_USER, ADDUSER)).run(),
+        RoleRender(
+            "r9700_env", context(os_key, r9700_rocm_version="7.2.3", r9700_env_extra={"NCCL_DEBUG": "WARN"})
+        ).run(),
+        RoleRender("r9700_kernel", context(os_key, r9700_kernel_params=["iommu=pt", "quiet"])).run(),
+        RoleRender("r9700_power", context(os_key, r9700_power_cap_w=95), power_registered()).run(),
+        containers.run(containers.context(os_key, **proxy), containers.registered()),
+    ]
+
+
+@pytest.mark.timeout(300)
+def test_files_with_jinja_statements_are_byte_for_byte_what_the_template_module_writes(tmp_path):
+    """The harness's files are the template module's: one real ansible-playbook run (connection local,
+    writing into tmp_path) renders each template with Jinja statements ({% for %}, {% if %}: where
+    block whitespace and trim_blocks decide the bytes) from the same variables and task variables,
+    and every file is the same bytes as the harness's. One system: the two differ in values, not in
+    how they are rendered; and each file costs the module two Python starts (about a second here),
+    so the templates of plain substitutions are left to the lookup alone."""
+    renders = every_template("ubuntu-24.04")
+    plays: list[dict[str, Any]] = []
+    expected: dict[
+        str, tuple[Path, str]
+    ] = {}  # role and destination -> (where Ansible wrote it, the harness's)
+    sources: set[str] = set()
+    for render in renders:
+        # The host's variables as the play's vars file; Ansible sets its own magic and connection ones.
+        variables = {
+            k: v
+            for k, v in render.vars.items()
+            if not k.startswith("ansible_") and k not in ("role_path", "inventory_hostname")
+        }
+        vars_file = tmp_path / f"{len(plays)}.json"
+        vars_file.write_text(json.dumps(variables))
+        # ansible_facts the templates read (processor_nproc) as facts, as fact gathering would set them
+        tasks: list[dict[str, Any]] = [
+            {"ansible.builtin.set_fact": {**render.vars["ansible_facts"], "cacheable": True}}
+        ]
+        for task in render.tasks:
+            for dest, (src, task_vars) in task.file_inputs.items():
+                if "{%" not in (render.base / "templates" / src).read_text():
+                    continue
+                written = tmp_path / f"{len(plays)}-{len(tasks)}"
+                expected[f"{render.role} {dest}"] = (written, task.files[dest])
+                sources.add(f"{render.role}/{src}")
+                template = {"src": str(render.base / "templates" / src), "dest": str(written)}
+                tasks.append({"ansible.builtin.template": template, "vars": task_vars})
+        plays.append(
+            {"hosts": "node1", "gather_facts": False, "vars_files": [vars_file.name], "tasks": tasks}
+        )
+    # every such template of the eight roles is rendered at least once
+    assert sources == {
+        f"{r.role}/{t.name}"
+        for r in renders
+        for t in (r.base / "templates").iterdir()
+        if "{%" in t.read_text()
+    }
+    (tmp_path / "play.yml").write_text(json.dumps(plays))
+    ansible_playbook = Path(sys.executable).with_name("ansible-playbook")
+    # node1 over a local connection, with this venv's Python (not the first python3 on PATH)
+    host = f"node1 ansible_connection=local ansible_python_interpreter={sys.executable}\n"
+    (tmp_path / "hosts").write_text(host)
+    done = subprocess.run(
+        [str(ansible_playbook), "-i", "hosts", "play.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env={**os.environ, "ANSIBLE_NOCOLOR": "1"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert {name: written.read_text() for name, (written, _) in expected.items()} == {
+        name: text for name, (_, text) in expected.items()
+    }

@@ -260,7 +260,7 @@ def test_an_r9700_whose_bar_is_256m_warns_that_large_bar_is_off(tmp_path):
 
     finding = only(diagnose_bundle(bundle), "pcie.small_bar")
 
-    assert "largest BAR is 256M, less than its 32 GiB" in finding.detail
+    assert "largest BAR is 256 MiB, less than its 32 GiB" in finding.detail
     assert finding.evidence[0].line == 5
     assert "Resizable BAR" in finding.fix or "Re-Size BAR" in finding.fix
 
@@ -551,3 +551,36 @@ def test_an_r9700_on_debian_12_is_best_effort_and_on_ubuntu_24_04_says_nothing(t
     ubuntu = debian.replace('VERSION_ID="12"', 'VERSION_ID="24.04"').replace("ID=debian", "ID=ubuntu")
     (bundle / "os-release").write_text(ubuntu)
     assert "rocm.os_listed" not in {f.id for f in diagnose_bundle(bundle).findings}
+
+
+# ---- how much was judged
+
+
+def test_rocminfo_alone_is_inconclusive_never_pass(tmp_path):
+    """Nothing wrong in it, but it answers 6 of 15 checks: "PASS, 9 not judged" vouched for nothing."""
+    bundle = tmp_path / "node1"
+    bundle.mkdir()
+    shutil.copy(RECORDED / "r9700-3x" / "rocminfo.txt", bundle / "rocminfo.txt")
+    report = diagnose_bundle(bundle)
+    assert report.findings == [] and len(report.gpus) == 3
+    assert (report.status, report.exit_code) == ("INCONCLUSIVE", 3)
+    assert report.summary() == (
+        f"node1: INCONCLUSIVE (0 failed, 0 warnings, 0 notes, {len(report.not_judged)} not judged): "
+        f"its files answer {len(report.judged)} of {len(report.judged) + len(report.unjudged)} checks, "
+        "too few to call the node healthy (`r9700ctl collect` records a full bundle)"
+    )
+    assert report.to_dict()["checks"] == {"judged": report.judged, "not_judged": report.unjudged}
+
+
+def test_a_healthy_bundle_that_answers_most_checks_passes(tmp_path):
+    files = {
+        "env.txt": "PATH=/usr/bin\nUSER=ai\n",
+        "id.txt": "uid=1000(ai) gid=1000(ai) groups=1000(ai),44(video),992(render)\n",
+        "cmdline.txt": "BOOT_IMAGE=/boot/vmlinuz-6.8.0-90-generic root=/dev/sda1 ro iommu=pt\n",
+        "rocm-version.txt": "7.1.1-38\n",
+        "dmesg.txt": "[    5.123456] amdgpu 0000:0a:00.0: amdgpu: SE 4, SH per SE 2, CU per SH 8\n",
+    }
+    report = diagnose_bundle(bundle_from(tmp_path, "r9700-3x", files))
+    assert [f for f in report.findings if f.severity != "INFO"] == [], report.findings
+    assert len(report.judged) > len(report.unjudged), (report.judged, report.unjudged)
+    assert report.status == "PASS"

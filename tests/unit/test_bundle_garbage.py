@@ -113,7 +113,7 @@ def test_a_collect_directory_is_diagnosed_node_by_node(tmp_path):
     fleet = diagnose_path(tmp_path)
 
     assert [b.node for b in fleet.bundles] == ["node1", "node2"]
-    assert [b.status for b in fleet.bundles] == ["PASS", "WARN"]
-    assert fleet.exit_code == 1
+    assert [b.status for b in fleet.bundles] == ["INCONCLUSIVE", "WARN"]  # node1: rocminfo.txt alone
+    assert fleet.exit_code == 3
     document = fleet.to_dict()
     assert document["schema"] == "r9700ctl.doctor/1" and document["mode"] == "bundle"

@@ -36,7 +36,9 @@ def test_three_r9700s_in_rocminfo_are_named_with_target_address_and_32_gib():
     assert all(31 < g.vram_mib / 1024 <= 32 for g in report.gpus)
     assert report.versions["amdgpu"] == "6.12.12"  # "ROCk module version 6.12.12 is loaded"
     assert report.findings == []
-    assert report.status == "PASS"
+    # Nothing wrong in rocminfo.txt, but it answers too few checks to call the node healthy.
+    assert report.status == "INCONCLUSIVE"
+    assert len(report.unjudged) >= len(report.judged)
 
 
 def test_the_2x_r9700_bundle_names_truncated_amd_smi_rows_and_passes_dkms_and_iommu():
@@ -107,7 +109,7 @@ def test_an_mi300x_vf_is_found_as_gfx942_with_its_192_gib_and_judged_without_r97
     assert round(report.gpus[0].vram_mib / 1024) == 192
     assert report.versions["amdgpu"] == "6.12.12"
     assert {f.severity for f in report.findings} <= {"INFO"}
-    assert report.exit_code == 0
+    assert (report.status, report.exit_code) == ("INCONCLUSIVE", 3)  # rocminfo.txt alone: too little
 
 
 def test_a_vm_where_amdgpu_failed_to_initialise_fails_with_the_dmesg_lines():

@@ -209,3 +209,52 @@ def test_the_fleet_table_keeps_node_status_and_finding_readable_in_80_columns_wi
     assert rows["node2"][1:3] == ["PASS", "container"]
     assert rows["ghost"][1:3] == ["UNREACHABLE", "-"] and "ssh:" in rows["ghost"]
     assert _image_lines(report) == [f"node1, node2: the agent ran in {image}"]
+
+
+def fake_agent(report: dict, code: int):
+    """run_agent stand-in: writes `report` where validate asked for the agent's JSON."""
+
+    def run_agent(args, on_stdout, on_stderr, **kwargs):
+        Path(args[list(args).index("--json") + 1]).write_text(json.dumps(report), encoding="utf-8")
+        on_stdout(f"node vm: {report['status']}")
+        return code
+
+    return run_agent
+
+
+NO_GPU_REPORT = {  # the agent's report on a machine without a GPU at --level quick (this build host)
+    "schema": "r9700ctl.validate/1",
+    "node": "vm",
+    "level": "quick",
+    "started": "2026-12-03T10:09:42+0000",
+    "duration_s": 6.2,
+    "gpus": [],
+    "results": [
+        {"id": "inventory.count", "subject": "node", "status": "FAIL", "value": 0},
+        {"id": "node.gpu", "subject": "node", "status": "ERROR", "hint": "no GPU found"},
+    ],
+    "status": "ERROR",
+    "exit_code": 3,
+}
+
+
+def test_a_local_run_that_found_no_gpu_is_not_recorded_in_the_history(tmp_path, monkeypatch):
+    """It measured nothing: a history row would read as a broken node and be the next 'last'."""
+    from r9700ctl import launch
+    from r9700ctl.history.store import open_history
+
+    monkeypatch.setattr(launch, "run_agent", fake_agent(NO_GPU_REPORT, 3))
+    monkeypatch.setenv("R9700CTL_HISTORY", str(tmp_path / "history.db"))
+    args = ["validate", "--local", "--level", "quick", "--journal-dir", str(tmp_path / "j")]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 3
+    assert "history: not recorded: the agent found no GPU and measured nothing\n" in result.stderr
+    if (tmp_path / "history.db").exists():
+        with open_history(tmp_path / "history.db") as history:
+            assert history.db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+
+    gpu = {"index": 0, "pci_address": "0000:03:00.0", "name": "R9700"}
+    ran = {**NO_GPU_REPORT, "gpus": [gpu], "status": "FAIL", "exit_code": 2}
+    monkeypatch.setattr(launch, "run_agent", fake_agent(ran, 2))
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 2 and "history: run " in result.stderr, result.stderr

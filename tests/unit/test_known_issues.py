@@ -23,6 +23,8 @@ from r9700ctl.agent.result import ERROR, CheckResult
 from r9700ctl.cli import cli
 from r9700ctl.paths import data_file
 
+MANIFEST_RELEASES = manifest_module.load().release_names()
+
 ROOT = Path(__file__).resolve().parents[2]
 R9700 = ("1002:7551", "gfx1201")
 MI300X = ("1002:74a1", "gfx942")
@@ -268,6 +270,16 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
             "error: --rocm 'latest' is not a ROCm version (give a release number such as 7.2.3 or 7.1)",
         ),
         (
+            ["--rocm", "9.9"],
+            "error: --rocm 9.9 is not a ROCm release r9700ctl knows (give one of "
+            f"{', '.join(MANIFEST_RELEASES)}, or a line such as {MANIFEST_RELEASES[-1].rsplit('.', 1)[0]})",
+        ),
+        (
+            ["--rocm", "7.2.1"],  # a release of AMD's the manifest does not list: its line (7.2) works
+            "error: --rocm 7.2.1 is not a ROCm release r9700ctl knows (give one of "
+            f"{', '.join(MANIFEST_RELEASES)}, or a line such as {MANIFEST_RELEASES[-1].rsplit('.', 1)[0]})",
+        ),
+        (
             ["--markdown", "--gpu", "gfx1201"],
             "error: --markdown prints the whole list and takes no --gpu, --rocm or --json (drop the "
             "filters, or drop --markdown)",
@@ -275,6 +287,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     ],
 )
 def test_bad_input_is_one_line_and_exit_64(args, line):
+    """Bad filters are refused, never answered with an unfiltered list that looks like an answer."""
     result = run(*args)
     assert (result.returncode, result.stdout, result.stderr) == (64, "", line + "\n")
 
@@ -407,3 +420,8 @@ def test_a_result_already_naming_its_issue_is_not_named_twice(manifest):
     result = CheckResult("power.fan", "gpu0", "FAIL", "fan_rpm", 0.0, "rpm", "", hint, {})
     annotate([result], ki.issues(manifest), NodeView(gpus=(R9700,), rocm="7.2.1", env={}))
     assert result.hint == hint and result.hint.count("known issue") == 1
+
+
+@pytest.mark.parametrize("given", ["7.2.3", "7.2", "7"])
+def test_a_manifest_release_or_its_line_is_a_filter(given):
+    assert ki.check_version(given, MANIFEST_RELEASES) == given

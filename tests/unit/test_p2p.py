@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from r9700ctl import nodefacts, p2p
+from r9700ctl.agent.units import size_text
+from r9700ctl.bundle.model import BundleGpu, BundleReport
 
 GIB = 1024**3
 # BAR0 of a real R9700 with Resizable BAR: "Memory at 7000000000 (64-bit, prefetchable) [size=32G]"
@@ -179,3 +181,27 @@ def test_on_with_unmet_facts_comes_back_with_its_blockers_for_the_caller_to_refu
     addresses, facts = two_cards(tmp_path, bar=BAR_256M)
     decision = p2p.decide("on", "r9700_p2p=on", gpus(*addresses), facts)
     assert decision.enabled and decision.blockers
+
+
+@pytest.mark.parametrize(
+    "count, text",
+    [
+        (30576 * 2**20, "29.9 GiB"),  # an R9700's reported VRAM (mem_info_vram_total)
+        (32 * GIB, "32 GiB"),  # its BAR with Resizable BAR on
+        (256 * 2**20, "256 MiB"),  # a BAR without it
+        (2 * GIB, "2 GiB"),
+    ],
+)
+def test_sizes_have_one_format(count, text):
+    assert size_text(count) == text
+
+
+def test_the_p2p_reason_prints_vram_as_doctor_does(tmp_path):
+    """One helper for both: the P2P reason once said 29.8594 GiB where doctor said 30 GiB."""
+    addresses, facts = two_cards(tmp_path, bar=BAR_256M)
+    facts["gpus"][addresses[1]]["vram_bytes"] = 30576 * 2**20  # read on the node from sysfs
+    decision = p2p.decide("auto", "r9700_p2p=auto", gpus(*addresses), facts)
+    assert decision.reason.startswith("off: 0000:07:00.0: BAR 256 MiB < VRAM 29.9 GiB ")
+    gpu = BundleGpu("0000:03:00.0", "1002", "1002:7551", "R9700", "gfx1201", vram_mib=30576, discrete=True)
+    report = BundleReport(tmp_path, "node1", [], [gpu], {}, [], [])
+    assert report.overview_lines()[1].endswith("(1002:7551, gfx1201, 29.9 GiB)")  # doctor --bundle

@@ -21,6 +21,7 @@ from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.gpus import GpuInfo
 from r9700ctl.agent.parsers import cmdline
 from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult
+from r9700ctl.agent.units import size_text
 
 IOMMU_HINT = (
     "IOMMU in translated mode: add iommu=pt to GRUB_CMDLINE_LINUX in /etc/default/grub, run update-grub "
@@ -217,7 +218,7 @@ def _bar_results(ctx: AgentContext) -> list[CheckResult]:
                 "bar0",
                 bar_gib,
                 "GiB",
-                f">= {float(fraction):g} x VRAM ({gpu.vram_bytes / GIB:.1f} GiB)",
+                f">= {float(fraction):g} x VRAM ({size_text(gpu.vram_bytes)})",
                 "" if status == PASS else BAR_HINT,
                 evidence,
             )

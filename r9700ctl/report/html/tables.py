@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-GIB = 1 << 30
+from r9700ctl.agent.units import size_text
+
 # Environment keys shown first, with the label people know them by.
 LABELS = {
     "hostname": "host name",
@@ -55,9 +56,7 @@ def text(value: Any) -> str:
 
 def size(value: Any) -> str:
     return (
-        f"{value / GIB:.1f} GiB"
-        if isinstance(value, (int, float)) and not isinstance(value, bool)
-        else text(value)
+        size_text(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else text(value)
     )
 
 

@@ -74,9 +74,8 @@ def apt_simulation(lab: Any, node: str, sources: str) -> subprocess.CompletedPro
     return lab.ssh(node, f"sudo sh -c {shlex.quote(script)}")
 
 
-def test_provision_and_verify_pass_on_both_nodes(lab, tmp_path):
-    """The first run provisions both nodes and verify passes them. The second run that changes and
-    reboots nothing (R1) is test_provision.py::test_a_second_provision_changes_nothing_on_any_host."""
+def test_provision_verify_and_a_second_run_that_changes_nothing(lab, tmp_path):
+    """R1: the first run provisions both nodes, verify passes, a second run changes and reboots nothing."""
     first, report = provision(lab.inventory, tmp_path, name="first")
     assert first.returncode == 0, first.stdout + first.stderr
     assert sorted(hosts(report)) == sorted(name for name, _ in lab.nodes)

@@ -13,8 +13,9 @@ What is the harness's own, and so proves nothing about Ansible: the order it wal
 file in (include_vars, blocks, loop, set_fact, register) and the module results, which the
 test provides (`registered`, from recorded tool outputs). It runs no module, so it claims
 nothing about a second run: idempotence is proven by real ansible-playbook runs against the
-lab's nodes (tests/lab/test_provision.py::test_a_second_provision_changes_nothing_on_any_host),
-which also cover Debian 12, the lab's own system.
+lab's nodes (tests/lab/test_provision.py::test_a_second_provision_changes_nothing_on_any_host and
+tests/lab/test_roles.py::test_provision_verify_and_a_second_run_that_changes_nothing), which also
+cover Debian 12, the lab's own system.
 """
 
 from __future__ import annotations
@@ -71,6 +72,8 @@ class RenderedTask:
     skipped: bool
     items: list[Any] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)  # dest -> rendered template
+    # dest -> (src, the task's own variables, loop item included): what the template module was given
+    file_inputs: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict)
 
 
 def node_facts(os_key: str, gpus: int, igpu: bool = False) -> dict[str, Any]:
@@ -291,6 +294,7 @@ class RoleRender:
                     )
             elif module == "ansible.builtin.template":
                 rendered.files[args_now["dest"]] = self.render_file(args_now["src"], extra)
+                rendered.file_inputs[args_now["dest"]] = (args_now["src"], extra)
             elif module in ("ansible.builtin.include_tasks", "ansible.builtin.include_role"):
                 pass  # the reboot step is rendered on its own (tests call run("tasks/reboot.yml"))
             if task.get("notify"):

@@ -583,49 +583,6 @@ def all_three(tmp_path: Path, **host_vars: Any) -> dict[str, str]:
     return from_session
 
 
-@pytest.mark.timeout(120)
-def test_the_files_are_byte_for_byte_those_ansibles_template_module_writes(tmp_path):
-    """The harness's files are the template module's: a real ansible-playbook run (connection local,
-    writing into tmp_path) renders r9700_env's three templates from the same variables, and every file
-    is the same bytes as the harness's (blocks, loops, trailing newlines, ansible_managed)."""
-    ctx = context(r9700_rocm_version="7.2.3", r9700_env_extra={"NCCL_SOCKET_IFNAME": "^docker0,lo"})
-    env = RoleRender("r9700_env", ctx).run()
-    harness = {
-        "profile": env.task("Configure | Write the login-shell environment").files[PROFILE],
-        "session": env.task("Configure | Write the systemd user-manager environment").files[SESSION],
-        "manager": env.task("Configure | Write the system manager's DefaultEnvironment").files[MANAGER],
-    }
-    # The host's variables as a play's vars file; Ansible sets its own magic and connection ones.
-    variables = {k: v for k, v in env.vars.items() if not k.startswith("ansible_") and k != "role_path"}
-    variables.pop("inventory_hostname")
-    (tmp_path / "vars.json").write_text(json.dumps(variables))
-    templates = env.base / "templates"
-    sources = {
-        "profile": "r9700.sh.j2",
-        "session": "90-r9700.conf.j2",
-        "manager": "system.conf.d-90-r9700.conf.j2",
-    }
-    tasks = [
-        {"ansible.builtin.template": {"src": str(templates / src), "dest": str(tmp_path / name)}}
-        for name, src in sources.items()
-    ]
-    play = [{"hosts": "localhost", "gather_facts": False, "vars_files": ["vars.json"], "tasks": tasks}]
-    (tmp_path / "play.yml").write_text(json.dumps(play))
-    ansible_playbook = Path(sys.executable).with_name("ansible-playbook")
-    interpreter = f"ansible_python_interpreter={sys.executable}"  # this venv's, not the PATH's
-    done = subprocess.run(
-        [str(ansible_playbook), "-i", "localhost,", "-c", "local", "-e", interpreter, "play.yml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=110,
-        env={**os.environ, "ANSIBLE_NOCOLOR": "1"},
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert {name: (tmp_path / name).read_text() for name in sources} == harness
-
-
 def test_the_three_files_carry_one_list_for_login_shells_user_managers_and_system_services(tmp_path):
     """Issue 9: a system service (slurmd, dockerd) read no environment.d and no profile.d."""
     _, _, manager = env_files(tmp_path, r9700_env_extra={"NCCL_SOCKET_IFNAME": "^docker0,lo"})
@@ -960,3 +917,96 @@ def test_amdgpu_dkms_is_installed_with_its_firmware_at_the_repositorys_versions(
         f"amdgpu-dkms={AMDGPU_DKMS}",
         "amdgpu-dkms-firmware=30.20.1.0.30200100-2255209.22.04",
     ]
+
+
+# -- the harness's files are the template module's ------------------------------------------------
+
+
+def every_template(os_key: str) -> list[RoleRender]:
+    """Renders that write every template of the provisioning roles and of r9700_containers."""
+    import test_containers_render as containers
+
+    kernel_packages = {"stdout_lines": ["linux-image-6.8.0-31-generic ii "]}
+    proxy = {"r9700_proxy": "http://proxy.example:3128", "r9700_no_proxy": ["10.213.0.1"]}
+    return [
+        RoleRender("r9700_repos", context(os_key, mirror=MIRROR, **proxy), repos_registered()).run(),
+        RoleRender(
+            "r9700_driver",
+            context(os_key, r9700_driver_replace_inbox=True, r9700_kernel_hold=True),
+            {**driver_registered(), "__r9700_driver_kernel_packages": kernel_packages},
+        ).run(),
+        RoleRender("r9700_rocm", context(os_key), rocm_registered()).run(),
+        RoleRender("r9700_access", context(os_key), access_registered(R9700_USER, ADDUSER)).run(),
+        RoleRender(
+            "r9700_env", context(os_key, r9700_rocm_version="7.2.3", r9700_env_extra={"NCCL_DEBUG": "WARN"})
+        ).run(),
+        RoleRender("r9700_kernel", context(os_key, r9700_kernel_params=["iommu=pt", "quiet"])).run(),
+        RoleRender("r9700_power", context(os_key, r9700_power_cap_w=95), power_registered()).run(),
+        containers.run(containers.context(os_key, **proxy), containers.registered()),
+    ]
+
+
+@pytest.mark.timeout(300)
+def test_files_with_jinja_statements_are_byte_for_byte_what_the_template_module_writes(tmp_path):
+    """The harness's files are the template module's: one real ansible-playbook run (connection local,
+    writing into tmp_path) renders each template with Jinja statements ({% for %}, {% if %}: where
+    block whitespace and trim_blocks decide the bytes) from the same variables and task variables,
+    and every file is the same bytes as the harness's. One system: the two differ in values, not in
+    how they are rendered; and each file costs the module two Python starts (about a second here),
+    so the templates of plain substitutions are left to the lookup alone."""
+    renders = every_template("ubuntu-24.04")
+    plays: list[dict[str, Any]] = []
+    expected: dict[
+        str, tuple[Path, str]
+    ] = {}  # role and destination -> (where Ansible wrote it, the harness's)
+    sources: set[str] = set()
+    for render in renders:
+        # The host's variables as the play's vars file; Ansible sets its own magic and connection ones.
+        variables = {
+            k: v
+            for k, v in render.vars.items()
+            if not k.startswith("ansible_") and k not in ("role_path", "inventory_hostname")
+        }
+        vars_file = tmp_path / f"{len(plays)}.json"
+        vars_file.write_text(json.dumps(variables))
+        # ansible_facts the templates read (processor_nproc) as facts, as fact gathering would set them
+        tasks: list[dict[str, Any]] = [
+            {"ansible.builtin.set_fact": {**render.vars["ansible_facts"], "cacheable": True}}
+        ]
+        for task in render.tasks:
+            for dest, (src, task_vars) in task.file_inputs.items():
+                if "{%" not in (render.base / "templates" / src).read_text():
+                    continue
+                written = tmp_path / f"{len(plays)}-{len(tasks)}"
+                expected[f"{render.role} {dest}"] = (written, task.files[dest])
+                sources.add(f"{render.role}/{src}")
+                template = {"src": str(render.base / "templates" / src), "dest": str(written)}
+                tasks.append({"ansible.builtin.template": template, "vars": task_vars})
+        plays.append(
+            {"hosts": "node1", "gather_facts": False, "vars_files": [vars_file.name], "tasks": tasks}
+        )
+    # every such template of the eight roles is rendered at least once
+    assert sources == {
+        f"{r.role}/{t.name}"
+        for r in renders
+        for t in (r.base / "templates").iterdir()
+        if "{%" in t.read_text()
+    }
+    (tmp_path / "play.yml").write_text(json.dumps(plays))
+    ansible_playbook = Path(sys.executable).with_name("ansible-playbook")
+    # node1 over a local connection, with this venv's Python (not the first python3 on PATH)
+    host = f"node1 ansible_connection=local ansible_python_interpreter={sys.executable}\n"
+    (tmp_path / "hosts").write_text(host)
+    done = subprocess.run(
+        [str(ansible_playbook), "-i", "hosts", "play.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env={**os.environ, "ANSIBLE_NOCOLOR": "1"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert {name: written.read_text() for name, (written, _) in expected.items()} == {
+        name: text for name, (_, text) in expected.items()
+    }

@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from r9700ctl.cli.app import Application
-from r9700ctl.cli.options import group_option, inventory_argument, limit_option
-from r9700ctl.errors import BadInput
+from r9700ctl.cli.options import check_json_path, group_option, inventory_argument, limit_option
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -83,8 +82,7 @@ def collect(
     from r9700ctl.report.progress import renderer as progress_renderer
 
     json_to_stdout = json_path == "-"
-    if json_path and not json_to_stdout:
-        _check_json_path(Path(json_path))
+    check_json_path(json_path)  # before any host is contacted
     console = app.console(stderr=json_to_stdout)
     renderer = progress_renderer(console, plain=app.plain or json_to_stdout, verbosity=verbose)
     with renderer:
@@ -133,17 +131,3 @@ def _closing_line(report: CollectReport) -> str:
         f"bundles in {out}/<host>/ (MISSING.txt says why a file is missing); "
         f"next: r9700ctl doctor --bundle {out}"
     )
-
-
-def _check_json_path(path: Path) -> None:
-    """--json PATH is checked before any host is contacted."""
-    if path.is_dir():
-        raise BadInput(
-            what="--json: is a directory", where=str(path), hint="give a file name, e.g. collect.json"
-        )
-    if not path.expanduser().resolve().parent.is_dir():
-        raise BadInput(
-            what="--json: the directory does not exist",
-            where=str(path.parent),
-            hint="create it or pick another path",
-        )

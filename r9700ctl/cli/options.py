@@ -36,12 +36,12 @@ def check_json_path(json_path: str | None) -> None:
     """Refuse an unwritable --json PATH before any work starts ('-' means standard output)."""
     if json_path is None or json_path == "-":
         return
-    path = Path(json_path)
+    path = Path(json_path).expanduser()
     if path.is_dir():
         raise BadInput(
             what="--json needs a file path, this is a directory", where=json_path, hint="add a file name"
         )
-    if not path.parent.is_dir():
+    if not path.resolve().parent.is_dir():
         raise BadInput(
             what=f"--json: directory {path.parent} does not exist",
             where=json_path,

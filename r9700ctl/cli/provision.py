@@ -7,8 +7,7 @@ from pathlib import Path
 import click
 
 from r9700ctl.cli.app import Application
-from r9700ctl.cli.options import group_option, inventory_argument, limit_option
-from r9700ctl.errors import BadInput
+from r9700ctl.cli.options import check_json_path, group_option, inventory_argument, limit_option
 
 
 @click.command()
@@ -118,8 +117,7 @@ def provision(
     from r9700ctl.report.progress import renderer as progress_renderer
 
     json_to_stdout = json_path == "-"
-    if json_path and not json_to_stdout:
-        _check_writable(Path(json_path))
+    check_json_path(json_path)  # before anything runs: a long provision must not end in 'cannot write'
     options = ProvisionOptions(
         inventory=inventory,
         group=group,
@@ -164,19 +162,6 @@ def provision(
             soft_wrap=True,
         )
     click.get_current_context().exit(outcome.exit_code)
-
-
-def _check_writable(path: Path) -> None:
-    """--json PATH is checked before anything runs: a long provision must not end in 'cannot write'."""
-    parent = path.expanduser().resolve().parent
-    if path.is_dir():
-        raise BadInput(what="--json: is a directory", where=str(path), hint="give a file name, e.g. run.json")
-    if not parent.is_dir():
-        raise BadInput(
-            what="--json: the directory does not exist",
-            where=str(parent),
-            hint="create it or pick another path",
-        )
 
 
 def _dumps(document: object) -> str:

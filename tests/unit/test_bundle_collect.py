@@ -141,8 +141,13 @@ def collect_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
             "error: inv.ini: no group 'gpus' in this inventory (groups: r9700_nodes) (put the nodes under "
             "[gpus], or name their group with --group)",
         ),
+        (
+            ["inv.ini", "--out", "support", "--json", "no/c.json"],
+            "error: no/c.json: --json: directory no does not exist (create the directory first or give "
+            "another path)",
+        ),
     ],
-    ids=["no-out", "out-is-a-file", "no-inventory", "no-group"],
+    ids=["no-out", "out-is-a-file", "no-inventory", "no-group", "json-dir-missing"],
 )
 def test_collect_bad_input_is_one_line_exit_64_and_contacts_nobody(tmp_path, args, line):
     (tmp_path / "inv.ini").write_text(

@@ -257,7 +257,8 @@ def bad_input_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
     case(
         "JSON report into a missing directory",
         [str(good), "--json", str(tmp / "no" / "such" / "run.json")],
-        f"{tmp / 'no' / 'such'}: --json: the directory does not exist (create it or pick another path)",
+        f"{tmp / 'no' / 'such' / 'run.json'}: --json: directory {tmp / 'no' / 'such'} does not exist "
+        "(create the directory first or give another path)",
     )
     return cases
 

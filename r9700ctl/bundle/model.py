@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r9700ctl.agent.result import EXIT_CODES, SEVERITY
 from r9700ctl.agent.units import MIB, size_text
 
 SCHEMA = "r9700ctl.doctor/1"
@@ -180,7 +181,8 @@ class BundleReport:
 
     @property
     def exit_code(self) -> int:
-        return {FAIL: 2, WARN: 1, INCONCLUSIVE: 3}.get(self.status, 0)
+        """validate's contract (README "Exit codes"): INCONCLUSIVE is 4, not "could not run"."""
+        return EXIT_CODES[self.status]
 
     def overview_lines(self) -> list[str]:
         lines = []
@@ -242,7 +244,10 @@ class FleetBundleReport:
 
     @property
     def exit_code(self) -> int:
-        return max((b.exit_code for b in self.bundles), default=0)
+        """The worst bundle's code, ranked as validate ranks a fleet: a FAIL found on one node
+        outranks another node's INCONCLUSIVE (a numerically larger code)."""
+        statuses = [b.status for b in self.bundles]
+        return EXIT_CODES[max(statuses, key=SEVERITY.__getitem__)] if statuses else 0
 
     def summary(self) -> str:
         failed = [b.node for b in self.bundles if b.status == FAIL]

@@ -98,9 +98,9 @@ def doctor(
     \b
     Exit codes: 0 all good; 1 warnings only; 2 a check failed (or, with --bundle,
     a finding is FAIL); 3 a host could not be reached or logged in to (even when
-    another failed a check: its state is unknown), or a bundle lists no GPU or its
-    files answer no more checks than they leave open (INCONCLUSIVE, never PASS);
-    64 bad input, nothing contacted.
+    another failed a check: its state is unknown); 4 with --bundle, no FAIL found
+    but a bundle lists no GPU or its files answer no more checks than they leave
+    open (INCONCLUSIVE, never PASS); 64 bad input, nothing contacted.
     """
     check_json_path(json_path)
     if bundle_dir is not None:

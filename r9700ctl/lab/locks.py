@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-from collections.abc import Iterator
+import os
+import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -35,3 +37,25 @@ def _host_lock(name: str) -> Iterator[None]:
     with open(lock_dir / name, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
+
+
+def build_once(target: Path, lock: Path, build: Callable[[Path], None]) -> bool:
+    """Make the directory `target` once per host; True when this call built it.
+
+    `build` fills a scratch directory that is renamed to `target`, so its presence means done; a
+    parallel caller waits on `lock`, then uses what the first one made.
+    """
+    if target.is_dir():
+        return False
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if target.is_dir():
+            return False
+        work = target.with_name(target.name + ".tmp")
+        if work.exists():
+            shutil.rmtree(work)  # an interrupted earlier build
+        work.mkdir(parents=True)
+        build(work)
+        os.replace(work, target)
+    return True

@@ -13,12 +13,10 @@ to a docker-registry bound to 127.0.0.1; each lab then serves that storage read-
 
 from __future__ import annotations
 
-import fcntl
 import gzip
 import hashlib
 import inspect
 import json
-import os
 import shutil
 import subprocess
 import urllib.request
@@ -26,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from r9700ctl.errors import CannotRun
-from r9700ctl.lab import processes
+from r9700ctl.lab import locks, processes
 from r9700ctl.lab.hostcheck import tool
 from r9700ctl.manifest import Manifest
 
@@ -80,20 +78,7 @@ def cache_key(base: Path, refs: list[ImageRef]) -> str:
 def ensure_storage(cache: Path, base: Path, refs: list[ImageRef], log: Path) -> Path:
     """The registry storage holding the stand-in image under every tag; built once per host."""
     target = cache / f"registry-{cache_key(base, refs)}"
-    storage = target / "storage"
-    if storage.is_dir():
-        return storage
-    cache.mkdir(parents=True, exist_ok=True)
-    with open(target.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if storage.is_dir():
-            return storage
-        work = target.with_name(target.name + ".tmp")
-        if work.exists():
-            shutil.rmtree(work)  # an interrupted earlier build
-        work.mkdir(parents=True)
-        _build(work, base, refs, log)
-        os.replace(work, target)
+    locks.build_once(target, target.with_suffix(".lock"), lambda work: _build(work, base, refs, log))
     return target / "storage"
 
 

@@ -8,18 +8,16 @@ A cold build takes about a minute (debootstrap); restoring the tarball takes sec
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import inspect
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 from r9700ctl.errors import CannotRun
-from r9700ctl.lab import processes
+from r9700ctl.lab import locks, processes
 from r9700ctl.lab.hostcheck import tool
 
 SUITE = "bookworm"
@@ -165,28 +163,24 @@ def ensure_base(mirror: str, log: Path, progress: Callable[[str], None]) -> Path
     if base.is_dir():
         progress(f"root file system: cached in {base}")
         return base
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    # One builder at a time: a parallel `lab up` waits here, then uses what this one made.
-    with open(cache.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if base.is_dir():
-            return base
-        work = base.with_name(base.name + ".tmp")
-        if work.exists():
-            shutil.rmtree(work)  # an interrupted earlier build
-        work.mkdir(parents=True)
+    built: list[str] = []
+
+    def build(work: Path) -> None:
         if cache.is_file():
             _extract(cache, work)
-            os.replace(work, base)
-            progress(f"root file system restored from {cache}")
-            return base
+            built.append(f"root file system restored from {cache}")
+            return
         progress(f"no cached root file system: debootstrap {SUITE} from {mirror} (about a minute)")
         _debootstrap(work, mirror, log)
         prepare_base(work)
         _pack(work, cache)
-        os.replace(work, base)
-        progress(f"root file system built and cached in {cache} ({cache.stat().st_size // 2**20} MiB)")
-        return base
+        built.append(f"root file system built and cached in {cache} ({cache.stat().st_size // 2**20} MiB)")
+
+    # One builder at a time: a parallel `lab up` waits, then uses what this one made.
+    locks.build_once(base, cache.with_suffix(".lock"), build)
+    for line in built:
+        progress(line)
+    return base
 
 
 def _debootstrap(target: Path, mirror: str, log: Path) -> None:

@@ -72,9 +72,7 @@ def down(directory: Path, progress: Callable[[str], None] | None = None) -> Down
             network_left = _network_leftovers(names) + _cgroup_leftovers(lab)
             report(f"processes, cgroups and network of lab {names.prefix} removed")
         else:
-            report(
-                f"processes removed; network and cgroups of {names.prefix} are not this lab's any more: left alone"
-            )
+            report(f"processes removed; network and cgroups of {names.prefix} are another lab's: left alone")
     _unmount_all(directory, result)
     _remove_files(directory, lab, result)
     result.left = network_left + leftovers(directory, lab)

@@ -473,7 +473,7 @@ def test_a_bundle_that_lists_no_gpu_is_inconclusive_never_pass(tmp_path):
     bundle.mkdir()
     (bundle / "os-release").write_text((FIXTURES / "osrelease" / "debian-12.txt").read_text())
     report = diagnose_bundle(bundle)
-    assert (report.status, report.exit_code) == ("INCONCLUSIVE", 3)
+    assert (report.status, report.exit_code) == ("INCONCLUSIVE", 4)
     assert report.summary().endswith("no file in it lists the node's GPUs, so nothing about them was judged")
 
 
@@ -563,7 +563,7 @@ def test_rocminfo_alone_is_inconclusive_never_pass(tmp_path):
     shutil.copy(RECORDED / "r9700-3x" / "rocminfo.txt", bundle / "rocminfo.txt")
     report = diagnose_bundle(bundle)
     assert report.findings == [] and len(report.gpus) == 3
-    assert (report.status, report.exit_code) == ("INCONCLUSIVE", 3)
+    assert (report.status, report.exit_code) == ("INCONCLUSIVE", 4)
     assert report.summary() == (
         f"node1: INCONCLUSIVE (0 failed, 0 warnings, 0 notes, {len(report.not_judged)} not judged): "
         f"its files answer {len(report.judged)} of {len(report.judged) + len(report.unjudged)} checks, "

@@ -114,6 +114,6 @@ def test_a_collect_directory_is_diagnosed_node_by_node(tmp_path):
 
     assert [b.node for b in fleet.bundles] == ["node1", "node2"]
     assert [b.status for b in fleet.bundles] == ["INCONCLUSIVE", "WARN"]  # node1: rocminfo.txt alone
-    assert fleet.exit_code == 3
+    assert fleet.exit_code == 4  # INCONCLUSIVE outranks WARN, as in validate
     document = fleet.to_dict()
     assert document["schema"] == "r9700ctl.doctor/1" and document["mode"] == "bundle"

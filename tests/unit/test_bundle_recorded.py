@@ -109,7 +109,7 @@ def test_an_mi300x_vf_is_found_as_gfx942_with_its_192_gib_and_judged_without_r97
     assert round(report.gpus[0].vram_mib / 1024) == 192
     assert report.versions["amdgpu"] == "6.12.12"
     assert {f.severity for f in report.findings} <= {"INFO"}
-    assert (report.status, report.exit_code) == ("INCONCLUSIVE", 3)  # rocminfo.txt alone: too little
+    assert (report.status, report.exit_code) == ("INCONCLUSIVE", 4)  # rocminfo.txt alone: too little
 
 
 def test_a_vm_where_amdgpu_failed_to_initialise_fails_with_the_dmesg_lines():

@@ -175,7 +175,7 @@ def test_json_to_a_file_is_written_and_the_table_still_printed(tmp_path):
 
     result = invoke("--bundle", str(RECORDED / "r9700-3x"), "--json", str(out))
 
-    assert result.exit_code == 3
+    assert result.exit_code == 4
     assert "r9700-3x: INCONCLUSIVE" in result.output
     assert json.loads(out.read_text())["bundles"][0]["gpus"][2]["bdf"] == "0000:45:00.0"
     assert not list(tmp_path.glob("*.tmp"))
@@ -187,7 +187,7 @@ def test_a_collect_directory_gets_one_report_per_node_and_a_summary(tmp_path):
 
     result = invoke("--bundle", str(tmp_path))
 
-    assert result.exit_code == 3  # node1's state is unknown: as an unreachable host, above a FAIL
+    assert result.exit_code == 2  # node2's FAIL outranks node1's INCONCLUSIVE, as in validate
     assert result.output.index("(node node1)") < result.output.index("(node node2)")
     assert result.output.splitlines()[-1] == (
         "2 bundles: 0 passed, 1 failed, 0 with warnings only, 1 inconclusive (failed: node2; "

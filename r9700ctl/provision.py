@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from r9700ctl import inventory as inventory_module
+from r9700ctl import runner
 from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, EXIT_WARN, BadInput
 from r9700ctl.inventory import Inventory
 from r9700ctl.runner import (
@@ -30,7 +31,6 @@ from r9700ctl.runner import (
     ProgressCallback,
     RunRequest,
     RunResult,
-    run_playbook,
 )
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's and Click's convention for Ctrl-C
@@ -113,7 +113,9 @@ def provision(
             envvars=dict(options.envvars),
             runs_dir=options.runs_dir,
         )
-        run = run_playbook(request, on_progress=on_progress)
+        # Through the module, as every other caller: a test's patch of runner.run_playbook
+        # must never outlive it in a name bound at import time.
+        run = runner.run_playbook(request, on_progress=on_progress)
     hosts = _in_inventory_order(checked, run)
     outcome = ProvisionOutcome(
         options=options,

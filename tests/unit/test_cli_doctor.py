@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from child_process import interruptible
 from click.testing import CliRunner
 
 from r9700ctl.cli import cli
@@ -316,6 +317,7 @@ def test_ctrl_c_ends_a_run_at_once_with_exit_130(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         env=dict(os.environ, NO_COLOR="1"),
+        preexec_fn=interruptible,
     )
     try:
         server.settimeout(60)

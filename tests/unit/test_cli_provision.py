@@ -51,7 +51,7 @@ def runner_calls(monkeypatch: pytest.MonkeyPatch) -> list[object]:
         calls.append(request)
         raise AssertionError("the runner was called: a host would have been contacted")
 
-    monkeypatch.setattr("r9700ctl.provision.run_playbook", refuse)
+    monkeypatch.setattr("r9700ctl.runner.run_playbook", refuse)
     return calls
 
 

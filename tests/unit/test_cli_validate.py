@@ -8,30 +8,15 @@ valid and complete, errors are one line with the fix.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from child_process import r9700ctl
 from click.testing import CliRunner
 
 from r9700ctl.cli import cli
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def r9700ctl(*args: str) -> subprocess.CompletedProcess:
-    """The real console entry point (r9700ctl.cli.main), where errors become one line and a code."""
-    return subprocess.run(
-        [sys.executable, "-m", "r9700ctl", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=180,
-        check=False,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
 
 
 def test_validate_local_config_writes_a_valid_report_and_exits_with_its_code(tmp_path):

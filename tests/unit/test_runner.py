@@ -19,6 +19,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from child_process import interruptible
 
 from r9700ctl.report.provision import known_issue_lines
 from r9700ctl.runner import (
@@ -304,6 +305,7 @@ def test_ctrl_c_stops_ansible_and_names_the_hosts_left_mid_way(tmp_path: Path, i
         [sys.executable, str(driver), str(playbook), str(inventory), str(tmp_path / "runs")],
         stdout=subprocess.PIPE,
         text=True,
+        preexec_fn=interruptible,  # SIGINT as at a terminal
     )
     assert child.stdout is not None
     lines = []

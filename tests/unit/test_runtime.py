@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from child_process import r9700ctl
 
 from r9700ctl import runtime
 from r9700ctl.errors import CannotRun
@@ -83,22 +82,10 @@ def test_the_container_command_mounts_the_staged_code_the_journal_and_the_paths(
     ]  # fmt: skip
 
 
-def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "r9700ctl", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=180,
-        check=False,
-        env={**os.environ, "NO_COLOR": "1", **(env or {})},
-    )
-
-
 def test_validate_local_runs_the_agent_through_r9700_run_and_the_report_says_so(wrapper, tmp_path):
     out = tmp_path / "reports" / "out.json"
     out.parent.mkdir()
-    done = _cli("validate", "--local", "--level", "config", "--runtime", "container", "--json", str(out),
+    done = r9700ctl("validate", "--local", "--level", "config", "--runtime", "container", "--json", str(out),
                 "--journal-dir", str(tmp_path / "j"), "--no-history")  # fmt: skip
     report = json.loads(out.read_text())
     assert done.returncode == report["exit_code"], done.stderr
@@ -110,7 +97,7 @@ def test_validate_local_runs_the_agent_through_r9700_run_and_the_report_says_so(
 
 
 def test_validate_local_container_without_an_image_is_one_line_and_exit_3(wrapper, tmp_path):
-    done = _cli("validate", "--local", "--runtime", "container", "--no-history", env={"NO_IMAGE": "1"})
+    done = r9700ctl("validate", "--local", "--runtime", "container", "--no-history", env={"NO_IMAGE": "1"})
     assert done.returncode == 3
     assert done.stderr.startswith(
         "error: could not run in the container: r9700-run: image stand-in/pytorch:test"

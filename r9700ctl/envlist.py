@@ -417,3 +417,14 @@ def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
     return str(value)
+
+
+def knob_problems(values: Mapping[str, Any]) -> list[str]:
+    """What is wrong with the names and values of r9700_env or r9700_env_extra as given: the
+    check `compose` makes on the node's list, run on the controller before a host is contacted
+    (r9700ctl/value_rules.py)."""
+    return [
+        problem
+        for name, value in values.items()
+        if (problem := _syntax_problem(str(name), None if value is None else _text(value)))
+    ]

@@ -78,7 +78,7 @@ def load_inventory(
 
     with _quiet_ansible():
         manager, variable_manager = _parse(path.resolve())
-    groups = sorted(name for name in manager.groups if name not in ("all", "ungrouped"))
+    groups = sorted(str(name) for name in manager.groups if name not in ("all", "ungrouped"))
     if group not in manager.groups:
         listed = ", ".join(groups) if groups else "none"
         raise BadInput(
@@ -258,7 +258,8 @@ def _checked_host(
         if str(name).startswith((variables.PREFIX, "ansible_")) and name not in ("ansible_facts",)
     }
     kept.update({k: variables.plain(v) for k, v in extra_vars.items() if str(k).startswith(variables.PREFIX)})
-    return InventoryHost(name=host.name, address=address, port=port, vars=kept)
+    # Plain str: Ansible's own tagged string type cannot be written by yaml.safe_dump or json.
+    return InventoryHost(name=str(host.name), address=address, port=port, vars=kept)
 
 
 def _check_name(
@@ -509,7 +510,8 @@ def _parse(path: Path) -> tuple[Any, Any]:
             message = _bad_line_message(path, failed.line) or message
         undefined = re.search(r"undefined group '([^']+)'", message)
         raise BadInput(
-            what=f"cannot parse as {plugin_name.upper()} inventory: {message.rstrip('.')}",
+            what=f"cannot parse as {plugin_name.upper()} inventory: "
+            + (message.rstrip(".") if undefined else message),
             where=where,
             hint=f"add a [{undefined[1]}] section with its hosts, or remove that reference"
             if undefined

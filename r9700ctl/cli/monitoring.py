@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from r9700ctl.cli.app import Application
-from r9700ctl.cli.options import group_option, inventory_argument, limit_option
+from r9700ctl.cli.options import check_output_path, group_option, inventory_argument, limit_option
 
 
 @click.group()
@@ -89,13 +89,13 @@ def scrape_config(
         )
     if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_-]*", job_name):
         raise BadInput(what=f"--job-name {job_name!r}: use letters, digits, '_' or '-'")
-    if output is not None and not output.expanduser().resolve().parent.is_dir():
-        raise BadInput(what="--output: the directory does not exist", where=str(output.parent))
+    if output is not None:
+        check_output_path("--output", output)
     checked = load_inventory(inventory, group, limit=limit)
     text = render(checked, job=job_name, interval=interval, version=__version__)
     if output is None:
         click.echo(text, nl=False)
         return
-    from r9700ctl.report.formats import write_text
+    from r9700ctl.cli.options import write_output
 
-    write_text(output.expanduser(), text)
+    write_output("--output", output, text)

@@ -305,8 +305,9 @@ def _history_plan(options: dict[str, object]) -> HistoryPlan:
     save_as, compare_with = options.get("save_baseline"), options.get("compare_with")
     return HistoryPlan(
         enabled=not options.get("no_history"),
-        compare_with=str(compare_with) if compare_with else None,
-        save_as=str(save_as) if save_as else None,
+        # '' is a value given (and refused by HistoryPlan.check), not the option left out.
+        compare_with=None if compare_with is None else str(compare_with),
+        save_as=None if save_as is None else str(save_as),
     )
 
 

@@ -129,7 +129,11 @@ def convert_thresholds(source: Path, dest: Path) -> Path:
         check_shapes(document["models"], shipped, str(source))
         check_keys(document["models"], section_values(shipped["default"]), str(source))
     except DataFileError as exc:
-        raise BadInput(what=str(exc).split(": ", 1)[-1], where=str(source)) from None
+        raise BadInput(
+            what=str(exc).split(": ", 1)[-1],
+            where=str(source),
+            hint="r9700ctl/data/thresholds.yaml shows every key and the kind of value it takes",
+        ) from None
     dest.write_text(json.dumps({**document, "source": str(source)}, indent=1, default=str) + "\n")
     return dest
 

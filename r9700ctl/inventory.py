@@ -205,7 +205,11 @@ def _check_text(path: Path) -> None:
             what="the inventory is not UTF-8 text", where=f"{path}:{line}", hint="save it as UTF-8"
         ) from None
     if b"\0" in data:
-        raise BadInput(what="the inventory holds NUL bytes: not a text file", where=str(path))
+        raise BadInput(
+            what="the inventory holds NUL bytes: not a text file",
+            where=str(path),
+            hint="give an INI or YAML inventory; inventory/example.ini shows the format",
+        )
 
 
 def _check_extra_vars(

@@ -119,11 +119,21 @@ def parse_extra_vars(values: Iterable[str]) -> dict[str, Any]:
             if value.startswith("@"):
                 file_path = Path(value[1:]).expanduser()
                 if not file_path.is_file():
+                    kind = "is a directory" if file_path.is_dir() else "not a regular file"
                     raise BadInput(
-                        what=f"-e {value}: file not found",
+                        what=f"-e {value}: {kind if file_path.exists() else 'file not found'}",
                         where=str(file_path),
                         hint="give the path of a YAML or JSON file after @",
                     )
+                try:
+                    file_path.read_bytes().decode("utf-8")
+                except (OSError, UnicodeDecodeError) as exc:
+                    raise BadInput(
+                        what=f"-e {value}: not a UTF-8 text file"
+                        + (f" ({exc.strerror})" if isinstance(exc, OSError) else ""),
+                        where=str(file_path),
+                        hint="give the path of a YAML or JSON file after @",
+                    ) from None
                 data = loader.load_from_file(str(file_path.resolve()))
             elif value[0] in "[{":
                 data = loader.load(value)

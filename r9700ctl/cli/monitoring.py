@@ -83,9 +83,10 @@ def scrape_config(
     from r9700ctl.inventory import load_inventory
     from r9700ctl.monitoring.scrape import render
 
-    if not re.fullmatch(r"([0-9]+(ms|s|m|h|d|w|y))+", interval):
+    if not re.fullmatch(r"([0-9]+(ms|s|m|h|d|w|y))+", interval) or not re.search(r"[1-9]", interval):
         raise BadInput(
-            what=f"--interval {interval!r}: not a Prometheus duration", hint="e.g. 15s, 1m or 1h30m"
+            what=f"--interval {interval!r}: not a Prometheus duration above zero",
+            hint="e.g. 15s, 1m or 1h30m",
         )
     if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_-]*", job_name):
         raise BadInput(what=f"--job-name {job_name!r}: use letters, digits, '_' or '-'")

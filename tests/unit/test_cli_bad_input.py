@@ -239,6 +239,25 @@ CASES = [
     Case("save-baseline empty", ("validate", "{inv}", "--save-baseline", ""), "--save-baseline"),
     Case("save-baseline empty, --local", ("validate", "--local", "--save-baseline", ""), "--save-baseline"),
     Case("compare empty", ("validate", "{inv}", "--compare", ""), "--compare"),
+    Case("an empty --limit (an unset shell variable)", ("provision", "{inv}", "--limit", ""), "--limit"),
+    Case("an empty --group", ("doctor", "{inv}", "--group", ""), "--group"),
+    Case("an empty --tags", ("provision", "{inv}", "--tags", ""), "--tags"),
+    Case(
+        "extra vars from a binary file",
+        ("provision", "{inv}", "-e", "@{dir}/vars.bin"),
+        "not a UTF-8 text file",
+        files={"vars.bin": bytes(range(128, 256))},
+    ),
+    Case("extra vars from a directory", ("provision", "{inv}", "-e", "@{dir}"), "is a directory"),
+    Case(
+        "extra vars from a pipe",
+        ("provision", "{inv}", "-e", "@{dir}/vars.fifo"),
+        "not a regular file",
+        files={"vars.fifo": _fifo},
+    ),
+    Case(
+        "scrape interval of zero", ("monitoring", "scrape-config", "{inv}", "--interval", "0s"), "--interval"
+    ),
     # --- every inventory command refuses before it contacts anything ---------------------------
     var("doctor with a bad power cap", "r9700_power_cap_w: abc", "r9700_power_cap_w", "doctor"),
     var("validate with a bad PSU", "r9700_psus: {a: {watts: 0}}", "r9700_psus", "validate"),

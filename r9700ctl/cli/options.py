@@ -121,16 +121,8 @@ def write_json_output(json_path: str | None, document: dict[str, Any]) -> None:
     """--json PATH: write the document atomically; '-': print it on standard output."""
     if json_path is None:
         return
+    text = json.dumps(document, indent=2, default=str) + "\n"
     if json_path == "-":
-        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        sys.stdout.write(text)
         return
-    from r9700ctl.report import write_json
-
-    try:
-        write_json(Path(json_path), document)
-    except OSError as exc:
-        raise CannotRun(
-            what=f"cannot write the JSON report: {exc.strerror or exc}",
-            where=json_path,
-            hint="give a writable path with --json",
-        ) from exc
+    write_output("--json", Path(json_path), text)

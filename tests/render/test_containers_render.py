@@ -158,9 +158,11 @@ def test_where_dockerd_answers_a_missing_image_is_pulled_and_a_present_one_is_no
     assert "no /dev/kfd on the node" in skip.args["msg"]
 
 
-def test_an_image_archive_is_loaded_instead_of_pulled():
+def test_an_image_archive_is_loaded_instead_of_pulled(tmp_path):
+    archive = tmp_path / "pytorch.tar"  # on the controller: preflight refuses a missing one
+    archive.write_bytes(b"a docker save archive")
     role = run(
-        context(r9700_container_image_archive="/srv/images/pytorch.tar"),
+        context(r9700_container_image_archive=str(archive)),
         registered(dockerd=True, image=False),
     )
     assert role.task("Image | Load the image archive").args["argv"][:3] == ["docker", "load", "--input"]

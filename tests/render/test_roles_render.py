@@ -711,8 +711,11 @@ def test_an_empty_parameter_list_removes_the_drop_in():
 
 
 def test_a_parameter_that_is_not_one_word_is_refused():
+    """The role's own guard (for ansible-playbook runs); r9700ctl refuses the value even earlier,
+    on the controller (r9700ctl/value_rules.py, tests/unit/test_cli_bad_input.py)."""
+    ctx = {**context(), "r9700_kernel_params": ["iommu=pt quiet"]}
     with pytest.raises(AssertFailed, match="r9700_kernel_params must be words"):
-        RoleRender("r9700_kernel", context(r9700_kernel_params=["iommu=pt quiet"])).run()
+        RoleRender("r9700_kernel", ctx).run()
 
 
 def test_a_changed_drop_in_hands_its_reason_to_the_one_reboot_step():

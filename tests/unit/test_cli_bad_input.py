@@ -568,3 +568,47 @@ def test_scrape_config_of_a_yaml_inventory_prints_the_targets(
     out, err = capsys.readouterr()
     assert (exited.value.code, err) == (0, "")
     assert "- 10.0.0.11:9100\n" in out and "- 10.0.0.12:9200\n" in out and "instance: node2\n" in out
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("r9700_power_cap_w", 250),
+        ("r9700_power_cap_w", "250"),  # an INI inventory hands over text
+        ("r9700_power_cap_w_by_gpu", {"0000:03:00.0": 250, "23:00.0": 275}),
+        (
+            "r9700_psus",
+            {"psu1": {"watts": 1600, "gpus": ["0000:03:00.0"], "host_w": 350}, "psu2": {"watts": 1200}},
+        ),
+        ("r9700_psu_margin", 0),
+        ("r9700_container_shm_size", "8G"),
+        ("r9700_container_shm_size", "1024"),
+        ("r9700_container_image", "rocm/pytorch:rocm7.1.1_ubuntu24.04_py3.12_pytorch_release_2.9.1"),
+        ("r9700_container_image", "registry.example:5000/rocm/pytorch@sha256:" + "a" * 64),
+        ("r9700_container_image", "localhost:5000/pytorch:latest"),
+        ("r9700_container_registry_mirror", "http://10.213.3.1:5000"),
+        ("r9700_container_registry_mirror", "https://mirror.example/"),
+        ("r9700_monitoring_interval", "15min"),
+        ("r9700_monitoring_interval", "1h 30min"),
+        ("r9700_monitoring_interval", "90"),
+        ("r9700_monitoring_node_exporter_port", 9100),
+        ("r9700_p2p", "on"),
+        ("r9700_p2p", False),
+        ("r9700_device_group", 110),
+        ("r9700_device_mode", "0660"),
+        ("r9700_kernel_params", ["iommu=pt", "amdgpu.ppfeaturemask=0xffffffff"]),
+        ("r9700_repo_key_fingerprint", "CA8B B472 7A47 B4D0 9B4E  E896 9386 B48A 1A69 3C5C"),
+        ("r9700_repo_base_url", "http://10.213.4.1:8080"),
+        ("r9700_proxy", "http://proxy.example:3128"),
+        ("r9700_env", {"NCCL_DEBUG": "INFO", "MIOPEN_USER_DB_PATH": "/tmp/miopen"}),
+        ("r9700_rocr_visible_devices", "0,1"),
+        ("r9700_known_issue_workarounds_skip", ["r9700-rccl-72-hang"]),
+    ],
+    ids=lambda v: str(v)[:40],
+)
+def test_good_values_pass_the_same_checks(name: str, value: object) -> None:
+    """The checks refuse what the roles or the tools would refuse, nothing a real setup uses."""
+    from r9700ctl import variables
+
+    checked, bad = variables.check_values({name: value})
+    assert bad == [] and name in checked, [b.what() for b in bad]

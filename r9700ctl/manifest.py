@@ -140,6 +140,36 @@ class Manifest:
     def gpu(self, pci_id: str) -> GpuModel | None:
         return self.gpus.get(pci_id.lower())
 
+    @property
+    def devices(self) -> dict[str, GpuModel]:
+        """Every AMD GPU the manifest can recognise: the models of `gpus`, then `device_targets`
+        (iGPUs and other Radeons whose true gfx target the doctor must know, with no figures)."""
+        others = {
+            pci: GpuModel(
+                pci_id=pci, name=v["name"], gfx=v["gfx"], discrete=bool(v.get("discrete", True)), raw=v
+            )
+            for pci, v in (self.raw.get("device_targets") or {}).items()
+        }
+        return {**others, **self.gpus}
+
+    def device(self, pci_id: str) -> GpuModel | None:
+        """The model or recognised device of a PCI id; None for an id the manifest does not know."""
+        return self.devices.get(pci_id.lower())
+
+    def devices_named(self, lspci_name: str) -> list[GpuModel]:
+        """The devices whose pci.ids name lspci printed (lspci without -nn: "Navi 48 [Radeon AI PRO
+        R9700]"); a bare chip name ("Navi 48", an older pci.ids or a cut line) gives every device of
+        that chip. Empty when no name matches."""
+        printed = " ".join(lspci_name.split()).lower()
+        exact, chip = [], []
+        for model in self.devices.values():
+            names = [" ".join(str(n).split()).lower() for n in model.raw.get("lspci_names") or ()]
+            if any(printed == n or printed.startswith(f"{n} ") for n in names):
+                exact.append(model)
+            elif printed and any(n.split(" [", 1)[0] == printed for n in names):
+                chip.append(model)
+        return exact or chip
+
     def gpu_spec(self, pci_id: str, revision: str | None = None) -> dict[str, Any] | None:
         """A model's figures for one card: the product its PCI revision names where the id is shared.
 
@@ -180,6 +210,11 @@ class Manifest:
 
     def gfx_family(self, gfx: str) -> str | None:
         return self.raw.get("gfx_targets", {}).get(gfx, {}).get("family")
+
+    def first_release(self, gfx: str) -> str | None:
+        """The first ROCm release that supports `gfx`, where the manifest records one (gfx1201: 6.4.1)."""
+        value = self.raw.get("gfx_targets", {}).get(gfx, {}).get("first_rocm")
+        return str(value) if value else None
 
     def gfx_for_hsa_version(self, hsa_version: str) -> str | None:
         """The target an HSA_OVERRIDE_GFX_VERSION value names (9.4.2 -> gfx942), or None."""

@@ -523,11 +523,16 @@ def _judge_override(
                 "which crashes the driver (ROCm/rocm-systems#3531) and AMD now rejects"
             )
         shown = ", ".join(sorted({g.reported_gfx for g in gpus if g.reported_gfx}))
+        why = (
+            "the override changes the name rocminfo prints"
+            if shown
+            else "no file in the bundle names its chip"
+        )
         return WARN, (
             f"HSA_OVERRIDE_GFX_VERSION={value} also rewrites {names}"
             + (f", which rocminfo lists as {shown}" if shown else "")
-            + ": its true target is unknown to r9700ctl (the override changes the name rocminfo prints), "
-            "so whether the override suits it is not judged"
+            + f": its true target is unknown to r9700ctl ({why}), so whether the override suits it is not "
+            "judged"
         )
     own = d.manifest.hsa_version(target)
     family = d.manifest.gfx_family(target)

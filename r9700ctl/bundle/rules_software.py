@@ -497,11 +497,11 @@ def _by_target(gpus: list[Any]) -> list[tuple[str | None, list[Any]]]:
 
 
 def _chips(gpus: list[Any]) -> str:
-    """ "AMD Radeon RX 9070 XT", "AMD Strix Halo integrated graphics (integrated, 1002:1586)": the
-    GPUs of one verdict, an iGPU marked as such (with its chip id when its target is unknown)."""
+    """ "AMD Radeon RX 9070 XT", "AMD Radeon Graphics (integrated)": the GPUs of one verdict, an iGPU
+    marked as such where its name does not say it, with its chip id when its target is unknown."""
     names = []
     for gpu in gpus:
-        about = ["integrated"] if gpu.discrete is False else []
+        about = ["integrated"] if gpu.discrete is False and "integrated" not in (gpu.name or "") else []
         if gpu.gfx is None and gpu.pci_id:
             about.append(gpu.pci_id)
         names.append(f"{gpu.name or 'AMD GPU'}" + (f" ({', '.join(about)})" if about else ""))

@@ -725,7 +725,7 @@ def test_an_override_judged_by_the_chip_ids_not_by_the_names_it_made_rocminfo_pr
     finding = only(report, "env.hsa_override")
     assert finding.severity == "FAIL"
     assert "gfx1100 (RDNA3) code on gfx1201 (RDNA4: AMD Radeon RX 9070 XT)" in finding.detail
-    assert "on gfx1036 (RDNA2: AMD Granite Ridge integrated graphics (integrated))" in finding.detail
+    assert "on gfx1036 (RDNA2: AMD Granite Ridge integrated graphics)" in finding.detail
     assert "ROCR_VISIBLE_DEVICES" in finding.fix
 
 
@@ -837,3 +837,24 @@ def test_lspci_from_a_pci_ids_that_predates_the_card_gives_its_device_id(tmp_pat
     assert [(g.pci_id, g.name, g.gfx) for g in report.gpus] == [
         ("1002:7551", "AMD Radeon AI PRO R9700", "gfx1201")
     ]
+
+
+def test_a_gpu_of_unknown_chip_is_judged_by_the_gfx_ip_block_amdgpu_logged(tmp_path):
+    """Issue 22 item 12, dmesg's IP block names: with no chip id to look up, amdgpu's "detected ip
+    block ... <gfx_v12_0>" (the RX 9070 XT's, freebsd/drm-kmod#462) at the card's address shows an
+    11.0.0 override crosses the GFX major version. Planted: the W7900 start-up lines of
+    tests/fixtures/dmesg/w7900-ip-blocks.txt with the RDNA4 block, beside the RX 9070 XT's rocminfo
+    without its Chip ID line, both at 0000:03:00.0."""
+    log = (FIXTURES / "dmesg" / "w7900-ip-blocks.txt").read_text().replace("<gfx_v11_0>", "<gfx_v12_0>")
+    files = {"env.txt": "HSA_OVERRIDE_GFX_VERSION=11.0.0\n", "dmesg.txt": log}
+    bundle = bundle_from(tmp_path, "rx9070xt-igpu", files)
+    rocminfo_under_override(bundle / "rocminfo.txt", {"gfx1201": "gfx1100"})
+    edit(bundle / "rocminfo.txt", "  Chip ID:                 30032(0x7550)                      \n", "")
+
+    report = diagnose_bundle(bundle)
+
+    card = next(g for g in report.gpus if g.discrete)
+    assert (card.pci_id, card.gfx, card.reported_gfx, card.gfx_ip) == (None, None, "gfx1100", "gfx_v12_0")
+    finding = only(report, "env.hsa_override")
+    assert finding.severity == "FAIL"
+    assert "whose GFX IP is gfx_v12_0 in dmesg: another major version" in finding.detail

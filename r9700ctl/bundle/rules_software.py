@@ -321,7 +321,9 @@ def _judge_kfd_open(d: Diagnosis, info: Any, line: int) -> None:
     group check ("x is member of render group") read before anything says usermod."""
     error = info.kfd_open_error or "unknown error"
     evidence = [evidence_at(d.bundle, "rocminfo.txt", line)]
-    member_line = find_line(d.bundle.lines("rocminfo.txt"), r"is (not )?member of", start=line)
+    member_line = find_line(
+        d.bundle.lines("rocminfo.txt"), r"is (not )?member of|Failed to get user name", start=line
+    )
     if member_line:
         evidence.append(evidence_at(d.bundle, "rocminfo.txt", member_line[0]))
     user, group = info.kfd_user or "the user", info.kfd_group or "render"
@@ -337,6 +339,17 @@ def _judge_kfd_open(d: Diagnosis, info: Any, line: int) -> None:
                 f"groups in force), and check that /dev/kfd is group {group} with mode 0660 (ls -l "
                 f"/dev/kfd); in a container add --group-add {group}. No usermod is needed"
             )
+        elif info.kfd_no_login:
+            # rocminfo.cc: getlogin_r failed, so it could not check any group: no login session, as in
+            # a container (ROCm/ROCm-docker#116: rocm/rocm-terminal run with --group-add video only).
+            detail = (
+                "rocminfo could not open /dev/kfd (Permission denied) and could not check the groups: the "
+                "process has no login name, as in a container"
+            )
+            fix = (
+                "run the container with --device=/dev/kfd --device=/dev/dri --group-add render (the group "
+                "that owns /dev/kfd on the host: ls -l /dev/kfd), or give its user that group"
+            )
         else:
             detail = (
                 f"rocminfo could not open /dev/kfd (Permission denied): {user} is not in the {group} group "
@@ -345,8 +358,9 @@ def _judge_kfd_open(d: Diagnosis, info: Any, line: int) -> None:
                 else "rocminfo could not open /dev/kfd (Permission denied): the user lacks access to the GPUs"
             )
             who = info.kfd_user or "USER"
+            groups = group if group == "video" else f"{group},video"  # AMD's guide asks for both
             fix = (
-                f"usermod -aG {group},video {who}, then log in again (r9700ctl provision does this for "
+                f"usermod -aG {groups} {who}, then log in again (r9700ctl provision does this for "
                 f"r9700_users); in a container add --group-add {group}"
             )
         d.add("rocm.runtime_error", FAIL, detail, fix=fix, evidence=evidence)

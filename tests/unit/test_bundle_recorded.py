@@ -252,3 +252,17 @@ def test_the_smu_not_answering_the_previous_command_is_a_failure_counted_on_its_
     assert "3 line(s) on 0000:0d:00.0 (3)" in busy.detail
     assert [e.line for e in busy.evidence] == [2, 5, 7]
     assert "https://github.com/ROCm/legacy-rocm-build/issues/2196" in busy.fix
+
+
+def test_permission_denied_in_a_container_without_a_login_name_asks_for_the_render_group_there():
+    """ROCm/ROCm-docker#116: rocminfo in a container could not open /dev/kfd (Permission denied) and,
+    with no login name, could not check any group: the fix is the container's --group-add render,
+    the group that owns /dev/kfd, not a usermod of a user the container does not have; and a
+    rocminfo that listed no agent is no "no GPU found"."""
+    report = diagnose_bundle(RECORDED / "mi100-container-kfd-denied")
+
+    runtime = findings_of(report)["rocm.runtime_error"]
+    assert "could not check the groups: the process has no login name" in runtime.detail
+    assert "--group-add render" in runtime.fix and "usermod" not in runtime.fix
+    assert [e.line for e in runtime.evidence] == [3, 4]
+    assert set(findings_of(report)) == {"rocm.runtime_error"}

@@ -80,6 +80,7 @@ class RocmInfo:
     kfd_group: str | None = None  # the group rocminfo checked ("render", "video")
     kfd_user: str | None = None
     kfd_member: bool | None = None  # rocminfo's verdict from the user database; None: it did not say
+    kfd_no_login: bool = False  # it could not check: no login name (a container, a service)
 
     @property
     def gpus(self) -> list[Agent]:
@@ -100,6 +101,8 @@ _ROCK = re.compile(r"ROCk module(?: version (\S+))? is (NOT )?(?:loaded|live)", 
 _KFD_OPEN = re.compile(r"Unable to open /dev/kfd read-write: (?P<error>[^\x1b\n]+)")
 _MEMBER = re.compile(r"^(?P<user>\S+) is member of (?P<group>\S+) group")
 _NOT_MEMBER = re.compile(r'^(?P<user>\S+) is not member of "(?P<group>[^"]+)" group')
+# getlogin_r failed (a container without a login session): rocminfo could not check the groups
+_NO_LOGIN = re.compile(r"^Failed to get user name to check for (?P<group>\S+) group membership")
 # What rocminfo prints when it stops before listing agents (rocminfo.cc CheckInitialState and
 # RET_IF_HSA_ERR), first match wins.
 _STOPPED = re.compile(
@@ -167,6 +170,9 @@ def _read_failure(info: RocmInfo, text: str) -> None:
         kfd = _KFD_OPEN.search(line)
         if kfd:
             info.kfd_open_error = kfd.group("error").strip()
+        no_login = _NO_LOGIN.match(line)
+        if no_login:
+            info.kfd_group, info.kfd_no_login = no_login.group("group"), True
         member = _MEMBER.match(line) or _NOT_MEMBER.match(line)
         if member:
             info.kfd_user, info.kfd_group = member.group("user"), member.group("group")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from r9700ctl import fleet as fleet_judge
+from r9700ctl.agent import levels
 from r9700ctl.agent.result import ERROR, STATUSES, CheckResult, exit_code_for, overall, worst
 from r9700ctl.errors import EXIT_CANNOT_RUN, CannotRun
 from r9700ctl.fleet import FleetJudgement
@@ -31,8 +32,6 @@ AGENT_SCHEMA = "r9700ctl.validate/1"
 MAX_FORKS = 50
 UNREACHABLE = "UNREACHABLE"
 NO_REPORT = "NO_REPORT"  # reached, but the agent wrote no report: it could not run
-# Seconds the agent may run per level before the role stops it (burnin adds --duration).
-LEVEL_TIMEOUT_S = {"config": 300, "quick": 900, "standard": 3600, "burnin": 3600}
 
 
 @dataclass
@@ -168,7 +167,7 @@ def validate_inventory(
         "r9700_validate_dest": str(reports_dir),
         "r9700_validate_agent_archive": str(archive),
         "r9700_validate_level": level,
-        "r9700_validate_timeout": LEVEL_TIMEOUT_S[level],
+        "r9700_validate_timeout": levels.TIMEOUT_S[level],
         "r9700_validate_allow_busy": allow_busy,
         "r9700_validate_runtime": runtime,
     }

@@ -1,4 +1,9 @@
-"""The result of one check: the contract of docs/architecture.md, shared by agent and controller."""
+"""The one verdict model of r9700ctl: statuses, their order, and the result of one check.
+
+Every verdict r9700ctl gives is a CheckResult: the agent's checks, preflight and doctor, the
+bundle diagnosis, the fleet judge, history comparisons and the lifecycle gates. The contract of
+docs/architecture.md; standard library only (it runs on nodes inside the agent).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ FAIL = "FAIL"
 SKIP = "SKIP"
 ERROR = "ERROR"
 INCONCLUSIVE = "INCONCLUSIVE"
+# The one list of statuses. SKIP: not run, or reported only (a note: a bundle's INFO finding is a
+# SKIP); INCONCLUSIVE: ran, but could not be judged (never a PASS).
 STATUSES = (PASS, WARN, FAIL, SKIP, ERROR, INCONCLUSIVE)
 
 # Evidence key of a measurement whose output was wrong (a copy, GEMM, memory kernel or all-reduce
@@ -18,17 +25,24 @@ STATUSES = (PASS, WARN, FAIL, SKIP, ERROR, INCONCLUSIVE)
 # so another process on the GPU does not make it INCONCLUSIVE (agent/runner.py).
 WRONG_DATA = "wrong_data"
 
-# Worst first: the order used to pick a node's overall status.
+# The one severity order, worst first, for every verdict (a node's overall status, the fleet, a
+# bundle, the lifecycle gate's "got worse"). FAIL ranks above ERROR: a FAIL is a fault that was
+# judged, with a next step to act on; an ERROR says only that a step could not run, nothing about
+# the hardware. So a run with both exits 2 ("something failed"), and a FAIL found on one node
+# outranks another node's ERROR or INCONCLUSIVE (README "Exit codes").
 SEVERITY = {FAIL: 5, ERROR: 4, INCONCLUSIVE: 3, WARN: 2, SKIP: 1, PASS: 0}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CheckResult:
-    """One verdict on one subject.
+    """One verdict on one subject (keyword arguments only: nine fields read badly by position).
 
-    id: check id, e.g. "hostbw.h2d"; subject: "node", "gpu0" or "gpu0->gpu1";
+    id: check id, e.g. "hostbw.h2d"; subject: "node", "gpu0", "gpu0->gpu1" or a host;
     threshold: human text of the rule applied, e.g. ">= 48.0 GB/s (FAIL below)";
-    hint: likely cause and next step (empty on PASS); evidence: raw figures, samples, files.
+    hint: likely cause and next step (empty on PASS); evidence: raw figures, samples, files;
+    code: the reason code of a verdict that is not PASS (r9700ctl/data/codes.yaml: meaning,
+    cause, next step, source); detail: what was found, in words, where the figure alone does not
+    say it (preflight, doctor and bundle findings).
     """
 
     id: str
@@ -40,6 +54,8 @@ class CheckResult:
     threshold: str = ""
     hint: str = ""
     evidence: dict[str, Any] = field(default_factory=dict)
+    code: str = ""
+    detail: str = ""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

@@ -114,16 +114,16 @@ def previous_run_results(previous: Interrupted | None) -> list[CheckResult]:
         what = "rebooted between steps" if previous.rebooted else "was stopped between steps"
         return [
             CheckResult(
-                "node.previous_run_interrupted",
-                "node",
-                WARN,
-                "unfinished_step",
-                None,
-                "",
-                "the previous run finished",
-                f"the previous {previous.level} run ({previous.started}) "
+                id="node.previous_run_interrupted",
+                subject="node",
+                status=WARN,
+                metric="unfinished_step",
+                value=None,
+                unit="",
+                threshold="the previous run finished",
+                hint=f"the previous {previous.level} run ({previous.started}) "
                 f"{what}; rerun the level to get complete figures",
-                evidence,
+                evidence=evidence,
             )
         ]
     name = str(step.get("step", "?"))
@@ -134,29 +134,29 @@ def previous_run_results(previous: Interrupted | None) -> list[CheckResult]:
         hint = (HANG_HINT if p2p_like else RESET_HINT).format(step=where)
         return [
             CheckResult(
-                "node.previous_run_interrupted",
-                "node",
-                FAIL,
-                "unfinished_step",
-                name,
-                "",
-                "the previous run finished (or the host survived it)",
-                hint,
-                evidence,
+                id="node.previous_run_interrupted",
+                subject="node",
+                status=FAIL,
+                metric="unfinished_step",
+                value=name,
+                unit="",
+                threshold="the previous run finished (or the host survived it)",
+                hint=hint,
+                evidence=evidence,
             )
         ]
     return [
         CheckResult(
-            "node.previous_run_interrupted",
-            "node",
-            WARN,
-            "unfinished_step",
-            name,
-            "",
-            "the previous run finished",
-            f"the previous agent was killed during {where} (same boot): "
+            id="node.previous_run_interrupted",
+            subject="node",
+            status=WARN,
+            metric="unfinished_step",
+            value=name,
+            unit="",
+            threshold="the previous run finished",
+            hint=f"the previous agent was killed during {where} (same boot): "
             "a watchdog or a person stopped it; rerun the level",
-            evidence,
+            evidence=evidence,
         )
     ]
 
@@ -236,29 +236,29 @@ def _run_check(spec: checks.CheckSpec, ctx: AgentContext) -> list[CheckResult]:
     except Exception as exc:
         return [
             CheckResult(
-                f"{spec.id}.crashed",
-                "node",
-                ERROR,
-                "exception",
-                f"{type(exc).__name__}: {exc}",
-                "",
-                "the check runs to the end",
-                "a bug in the check; the evidence holds the traceback (report it); the other checks ran",
-                {"traceback": traceback.format_exc(limit=12)},
+                id=f"{spec.id}.crashed",
+                subject="node",
+                status=ERROR,
+                metric="exception",
+                value=f"{type(exc).__name__}: {exc}",
+                unit="",
+                threshold="the check runs to the end",
+                hint="a bug in the check; the evidence holds the traceback (report it); the other checks ran",
+                evidence={"traceback": traceback.format_exc(limit=12)},
             )
         ]
     if not isinstance(produced, list) or not all(isinstance(r, CheckResult) for r in produced):
         return [
             CheckResult(
-                f"{spec.id}.crashed",
-                "node",
-                ERROR,
-                "exception",
-                "bad return value",
-                "",
-                "the check returns a list of CheckResult",
-                "a bug in the check",
-                {"returned": repr(produced)[:500]},
+                id=f"{spec.id}.crashed",
+                subject="node",
+                status=ERROR,
+                metric="exception",
+                value="bad return value",
+                unit="",
+                threshold="the check returns a list of CheckResult",
+                hint="a bug in the check",
+                evidence={"returned": repr(produced)[:500]},
             )
         ]
     return produced
@@ -336,15 +336,15 @@ def judge_busy(
         text = ", ".join(h.text() for h in mine)
         results.append(
             CheckResult(
-                "gpu.busy",
-                gpu.subject,
-                WARN if allow_busy else INCONCLUSIVE,
-                "other_processes",
-                len(mine),
-                "processes",
-                "no other process computes on the GPU while it is measured",
-                (SHARED_NOTE if allow_busy else BUSY_HINT).format(holders=text),
-                {
+                id="gpu.busy",
+                subject=gpu.subject,
+                status=WARN if allow_busy else INCONCLUSIVE,
+                metric="other_processes",
+                value=len(mine),
+                unit="processes",
+                threshold="no other process computes on the GPU while it is measured",
+                hint=(SHARED_NOTE if allow_busy else BUSY_HINT).format(holders=text),
+                evidence={
                     "holders": [h.to_dict() for h in mine],
                     "before": before.to_dict(),
                     "after": after.to_dict(),
@@ -449,15 +449,15 @@ def _run_opened(
     for module, text in import_failures.items():
         results.append(
             CheckResult(
-                f"{module.rsplit('.', 1)[-1]}.import",
-                "node",
-                ERROR,
-                "exception",
-                text.strip().splitlines()[-1],
-                "",
-                "check module imports",
-                "a check module failed to import (bug or missing file); its checks did not run",
-                {"traceback": text},
+                id=f"{module.rsplit('.', 1)[-1]}.import",
+                subject="node",
+                status=ERROR,
+                metric="exception",
+                value=text.strip().splitlines()[-1],
+                unit="",
+                threshold="check module imports",
+                hint="a check module failed to import (bug or missing file); its checks did not run",
+                evidence={"traceback": text},
             )
         )
     probe = _probe(params, journal, say)
@@ -542,15 +542,15 @@ def _run_opened(
     if unusable:
         results.append(
             CheckResult(
-                "node.gpu",
-                "node",
-                ERROR,
-                "usable_gpus",
-                0,
-                "GPUs",
-                f"level {options.level} needs a GPU torch can use",
-                unusable,
-                {"torch": {k: v for k, v in discovery.torch.items() if k != "devices"}},
+                id="node.gpu",
+                subject="node",
+                status=ERROR,
+                metric="usable_gpus",
+                value=0,
+                unit="GPUs",
+                threshold=f"level {options.level} needs a GPU torch can use",
+                hint=unusable,
+                evidence={"torch": {k: v for k, v in discovery.torch.items() if k != "devices"}},
             )
         )
     doc = report.build(

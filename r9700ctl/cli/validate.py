@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from r9700ctl.agent.levels import LEVEL_NAMES
 from r9700ctl.cli.app import Application
 from r9700ctl.cli.options import check_output_path, group_option, limit_option
 from r9700ctl.errors import BadInput
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from r9700ctl.history.runs import HistoryPlan
     from r9700ctl.validate import FleetReport, NodeOutcome
 
-LEVELS = ("config", "quick", "standard", "burnin")
+LEVELS = LEVEL_NAMES
 
 
 def _check_scaling(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

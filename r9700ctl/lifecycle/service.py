@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from r9700ctl import inventory as inventory_module
+from r9700ctl.agent.levels import LEVEL_NAMES
+from r9700ctl.agent.result import ERROR, PASS, SEVERITY
 from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, EXIT_WARN, BadInput
 from r9700ctl.lifecycle import plan as planning
 from r9700ctl.lifecycle.plan import NodePlan
@@ -33,22 +35,15 @@ from r9700ctl.lifecycle.rollout import FAILED, LOST, UNTOUCHED, Hooks, Rollout, 
 UPGRADE = "upgrade"
 ROLLBACK = "rollback"
 KERNEL = "kernel-upgrade"
-GATE_LEVELS = ("config", "quick", "standard", "burnin")
+GATE_LEVELS = LEVEL_NAMES
 GATE_PASSES = ("PASS", "WARN")
 # --gate-rule: "pass" returns a node whose validation is PASS or WARN; "no-worse" also one whose
 # validation after the move is no worse than before it (same status, no check newly failing):
 # for nodes that did not pass before, such as the lab's, which have no GPU to count.
 GATE_RULES = ("pass", "no-worse")
-_SEVERITY = {
-    "PASS": 0,
-    "SKIP": 0,
-    "WARN": 1,
-    "INCONCLUSIVE": 2,
-    "FAIL": 3,
-    "ERROR": 4,
-    "NO_REPORT": 5,
-    "UNREACHABLE": 5,
-}
+# The one severity order (agent/result.py: FAIL above ERROR), with validate's two node states
+# that have no report above every status: nothing of such a node is known.
+_SEVERITY = {**SEVERITY, "NO_REPORT": len(SEVERITY), "UNREACHABLE": len(SEVERITY)}
 MAX_FORKS = 50
 
 
@@ -391,7 +386,7 @@ def gate(
 
 def got_worse(before: Any, after: Any) -> str:
     """Why `after` (a node's validation) is worse than `before`, or "" when it is not."""
-    if _SEVERITY.get(after.status, 5) > _SEVERITY.get(before.status, 5):
+    if _rank(after.status) > _rank(before.status):
         return f"worse than before the move ({before.status} then)"
 
     def statuses(node: Any) -> dict[tuple[str, str], str]:
@@ -400,12 +395,15 @@ def got_worse(before: Any, after: Any) -> str:
 
     earlier = statuses(before)
     for key, status in statuses(after).items():
-        if (
-            _SEVERITY.get(status, 5) > _SEVERITY.get(earlier.get(key, "PASS"), 5)
-            and _SEVERITY.get(status, 5) >= 3
-        ):
+        # A check newly FAIL or ERROR (or worse) counts; one newly WARN or INCONCLUSIVE does not.
+        if _rank(status) > _rank(earlier.get(key, PASS)) and _rank(status) >= SEVERITY[ERROR]:
             return f"{key[0]} on {key[1]} newly {status}"
     return ""
+
+
+def _rank(status: Any) -> int:
+    """A status's place in the one order; anything unknown ranks with a node that has no report."""
+    return _SEVERITY.get(status, _SEVERITY["NO_REPORT"])
 
 
 def resume(options: LifecycleOptions, hosts: list[str], progress: Progress) -> dict[str, StepResult]:

@@ -95,10 +95,29 @@ def test_nvidia_compute_processes_come_from_nvml_through_nvidia_smi(tmp_path, mo
 
 def _figures() -> list[CheckResult]:
     return [
-        CheckResult("compute.tflops_bf16", "gpu0", PASS, "gemm_bf16_tflops", 660.0, "TFLOPS"),
-        CheckResult("compute.tflops_bf16", "gpu1", FAIL, "gemm_bf16_tflops", 310.0, "TFLOPS", hint="reseat"),
-        CheckResult("collective.allreduce", "p2p_on", PASS, "busbw", 30.0, "GB/s"),
-        CheckResult("p2p.bandwidth", "gpu0->gpu1", PASS, "p2p", 40.0, "GB/s"),
+        CheckResult(
+            id="compute.tflops_bf16",
+            subject="gpu0",
+            status=PASS,
+            metric="gemm_bf16_tflops",
+            value=660.0,
+            unit="TFLOPS",
+        ),
+        CheckResult(
+            id="compute.tflops_bf16",
+            subject="gpu1",
+            status=FAIL,
+            metric="gemm_bf16_tflops",
+            value=310.0,
+            unit="TFLOPS",
+            hint="reseat",
+        ),
+        CheckResult(
+            id="collective.allreduce", subject="p2p_on", status=PASS, metric="busbw", value=30.0, unit="GB/s"
+        ),
+        CheckResult(
+            id="p2p.bandwidth", subject="gpu0->gpu1", status=PASS, metric="p2p", value=40.0, unit="GB/s"
+        ),
     ]
 
 
@@ -150,7 +169,14 @@ def test_wrong_data_on_a_busy_gpu_still_fails(tmp_path, two_r9700):
     node.add_process(4242, ["python3", "train.py"])
     node.add_kfd_process(4242, [40129])
     corrupt = CheckResult(
-        "hostbw.h2d", "gpu1", FAIL, "h2d", 55.0, "GB/s", hint="HOSTBW_CORRUPTION", evidence={WRONG_DATA: True}
+        id="hostbw.h2d",
+        subject="gpu1",
+        status=FAIL,
+        metric="h2d",
+        value=55.0,
+        unit="GB/s",
+        hint="HOSTBW_CORRUPTION",
+        evidence={WRONG_DATA: True},
     )
     figures = [*_figures(), corrupt]
     judge_busy(found, _scan(tmp_path, found), busy.Scan(), figures, allow_busy=False)

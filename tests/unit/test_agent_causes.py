@@ -11,7 +11,9 @@ from r9700ctl.agent.result import FAIL, PASS, WARN, CheckResult
 
 
 def result(check_id: str, subject: str, status: str, value=None, hint: str = "", **evidence) -> CheckResult:
-    return CheckResult(check_id, subject, status, value=value, hint=hint, evidence=dict(evidence))
+    return CheckResult(
+        id=check_id, subject=subject, status=status, value=value, hint=hint, evidence=dict(evidence)
+    )
 
 
 def test_a_low_link_explains_low_host_bandwidth_on_the_same_gpu():

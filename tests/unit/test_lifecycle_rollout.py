@@ -272,3 +272,19 @@ def test_kernel_upgrade_check_shows_the_running_and_the_next_kernel_per_node() -
         no_line.action == planning.REFUSED
         and no_line.kernel_line() == "node3: REFUSED: no kernel meta package"
     )
+
+
+def test_the_no_worse_gate_ranks_statuses_in_the_one_severity_order() -> None:
+    """Issue 20: lifecycle ranked ERROR above FAIL while the agent ranked FAIL above ERROR; the gate
+    now uses the one order (agent/result.py SEVERITY): a FAIL after an ERROR got worse, not the
+    reverse, and a node without a report is worse than any status."""
+    from r9700ctl.lifecycle.service import got_worse
+    from r9700ctl.validate import NodeOutcome
+
+    assert (
+        got_worse(NodeOutcome("n1", "ERROR"), NodeOutcome("n1", "FAIL"))
+        == "worse than before the move (ERROR then)"
+    )
+    assert got_worse(NodeOutcome("n1", "FAIL"), NodeOutcome("n1", "ERROR")) == ""
+    assert got_worse(NodeOutcome("n1", "FAIL"), NodeOutcome("n1", "UNREACHABLE")) != ""
+    assert got_worse(NodeOutcome("n1", "PASS"), NodeOutcome("n1", "INCONCLUSIVE")) != ""

@@ -88,7 +88,11 @@ def skip_single_gpu(ctx: AgentContext, check_id: str) -> list[CheckResult] | Non
     """The SKIP result a multi-GPU check gives on a node with fewer than two GPUs."""
     if len(ctx.gpus) >= 2:
         return None
-    return [CheckResult(check_id, "node", SKIP, hint=MULTI_GPU_SKIP, evidence={"gpus": len(ctx.gpus)})]
+    return [
+        CheckResult(
+            id=check_id, subject="node", status=SKIP, hint=MULTI_GPU_SKIP, evidence={"gpus": len(ctx.gpus)}
+        )
+    ]
 
 
 def combine(own: Verdict, *others: Verdict) -> tuple[str, str, str]:

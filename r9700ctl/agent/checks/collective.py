@@ -21,6 +21,7 @@ from typing import Any
 from r9700ctl.agent.checks import _measure, register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.kernels.specs import AllReduceSpec
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WRONG_DATA, CheckResult
 
 THRESHOLDS = (
@@ -71,7 +72,7 @@ def p2p_on_env(ctx: AgentContext) -> dict[str, str]:
 @register(
     id="collective",
     family="collective",
-    levels={"quick", "standard", "burnin"},
+    levels=from_level("quick"),
     order=70,
     thresholds=THRESHOLDS,
 )

@@ -35,6 +35,7 @@ from r9700ctl.agent.checks.pcie import link_result
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.judge import Verdict, judge_against_peers, judge_floor, judge_samples
 from r9700ctl.agent.kernels.specs import GemmSpec
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, WRONG_DATA, CheckResult
 
 THRESHOLDS = (
@@ -98,7 +99,7 @@ CLOCK_THROTTLE_NOTE = (
 @register(
     id="compute",
     family="compute",
-    levels={"quick", "standard", "burnin"},
+    levels=from_level("quick"),
     needs_gpu=True,
     order=60,
     thresholds=THRESHOLDS,
@@ -248,20 +249,28 @@ def _clock(ctx: AgentContext, index: int, telemetry: dict, info: dict) -> CheckR
             f"{info['source']} gave no shader clock" if info["source"] else "no telemetry source on this node"
         )
         return CheckResult(
-            "compute.clock", f"gpu{index}", SKIP, "sclk_median", None, "MHz", threshold, why, evidence
+            id="compute.clock",
+            subject=f"gpu{index}",
+            status=SKIP,
+            metric="sclk_median",
+            value=None,
+            unit="MHz",
+            threshold=threshold,
+            hint=why,
+            evidence=evidence,
         )
     if not boost:
         verdict = ctx.unjudged("compute.boost_clock_mhz", "no boost clock for this model")
         return CheckResult(
-            "compute.clock",
-            f"gpu{index}",
-            verdict.status,
-            "sclk_median",
-            round(sclk),
-            "MHz",
-            threshold,
-            verdict.reason,
-            evidence,
+            id="compute.clock",
+            subject=f"gpu{index}",
+            status=verdict.status,
+            metric="sclk_median",
+            value=round(sclk),
+            unit="MHz",
+            threshold=threshold,
+            hint=verdict.reason,
+            evidence=evidence,
         )
     ratio = sclk / float(boost)
     evidence["fraction_of_boost"] = round(ratio, 3)
@@ -277,7 +286,15 @@ def _clock(ctx: AgentContext, index: int, telemetry: dict, info: dict) -> CheckR
         else:
             status, hint = WARN, CLOCK_LOW_HINT.format(sclk=sclk, ratio=ratio, boost=float(boost))
     return CheckResult(
-        "compute.clock", f"gpu{index}", status, "sclk_median", round(sclk), "MHz", threshold, hint, evidence
+        id="compute.clock",
+        subject=f"gpu{index}",
+        status=status,
+        metric="sclk_median",
+        value=round(sclk),
+        unit="MHz",
+        threshold=threshold,
+        hint=hint,
+        evidence=evidence,
     )
 
 
@@ -304,7 +321,15 @@ def _throttle(ctx: AgentContext, index: int, samples: list[dict], telemetry: dic
         if info["source"]:
             why = f"{info['source']} gave no throttle reasons"
         return CheckResult(
-            "compute.throttle", f"gpu{index}", SKIP, "throttle_samples", 0, "", threshold, why, evidence
+            id="compute.throttle",
+            subject=f"gpu{index}",
+            status=SKIP,
+            metric="throttle_samples",
+            value=0,
+            unit="",
+            threshold=threshold,
+            hint=why,
+            evidence=evidence,
         )
     flags = [any(g in s.get("groups", []) for g in FAILING_GROUPS) for s in with_bits]
     verdict = judge_samples(
@@ -335,15 +360,15 @@ def _throttle(ctx: AgentContext, index: int, samples: list[dict], telemetry: dic
     elif notes:
         hint += "; " + "; ".join(notes)
     return CheckResult(
-        "compute.throttle",
-        f"gpu{index}",
-        verdict.status,
-        "throttled_samples",
-        sum(flags),
-        "samples",
-        f"{threshold} ({verdict.reason})",
-        hint,
-        evidence,
+        id="compute.throttle",
+        subject=f"gpu{index}",
+        status=verdict.status,
+        metric="throttled_samples",
+        value=sum(flags),
+        unit="samples",
+        threshold=f"{threshold} ({verdict.reason})",
+        hint=hint,
+        evidence=evidence,
     )
 
 
@@ -359,31 +384,39 @@ def _power_cap(ctx: AgentContext, index: int, telemetry: dict) -> list[CheckResu
         applied = abs(cap - wanted) <= 1.0
         return [
             CheckResult(
-                "compute.power_cap",
-                f"gpu{index}",
-                PASS if applied else WARN,
-                "power_cap",
-                round(cap, 1),
-                "W",
-                f"= {wanted:g} W set by r9700_power (WARN otherwise)",
-                f"cap {cap:.0f} W set by r9700_power (board default {default:.0f} W)"
+                id="compute.power_cap",
+                subject=f"gpu{index}",
+                status=PASS if applied else WARN,
+                metric="power_cap",
+                value=round(cap, 1),
+                unit="W",
+                threshold=f"= {wanted:g} W set by r9700_power (WARN otherwise)",
+                hint=f"cap {cap:.0f} W set by r9700_power (board default {default:.0f} W)"
                 if applied
                 else power_check.POLICY_CAP_HINT.format(want=wanted, have=cap),
-                {"power_cap_w": cap, "power_cap_default_w": default, "cap_set_by_r9700_power_w": wanted},
+                evidence={
+                    "power_cap_w": cap,
+                    "power_cap_default_w": default,
+                    "cap_set_by_r9700_power_w": wanted,
+                },
             )
         ]
     lowered = cap < default * float(ctx.threshold("compute.power_cap_min_fraction_of_default"))
     return [
         CheckResult(
-            "compute.power_cap",
-            f"gpu{index}",
-            WARN if lowered else PASS,
-            "power_cap",
-            round(cap, 1),
-            "W",
-            f">= board default {default:.0f} W (WARN below)",
-            POWER_CAP_HINT.format(cap=cap, default=default) if lowered else "",
-            {"power_cap_w": cap, "power_cap_default_w": default, "power_w": telemetry.get("power_w")},
+            id="compute.power_cap",
+            subject=f"gpu{index}",
+            status=WARN if lowered else PASS,
+            metric="power_cap",
+            value=round(cap, 1),
+            unit="W",
+            threshold=f">= board default {default:.0f} W (WARN below)",
+            hint=POWER_CAP_HINT.format(cap=cap, default=default) if lowered else "",
+            evidence={
+                "power_cap_w": cap,
+                "power_cap_default_w": default,
+                "power_w": telemetry.get("power_w"),
+            },
         )
     ]
 
@@ -402,15 +435,15 @@ def _temperature(ctx: AgentContext, index: int, telemetry: dict) -> list[CheckRe
     hint = "" if verdict.status == PASS else f"{verdict.reason}: airflow, fan curve or slot spacing"
     return [
         CheckResult(
-            "compute.temperature",
-            f"gpu{index}",
-            verdict.status,
-            "hotspot_max",
-            hotspot,
-            "C",
-            verdict.threshold,
-            hint,
-            {"temperatures": {k: telemetry.get(k) for k in ("temp_c", "hotspot_c", "mem_temp_c")}},
+            id="compute.temperature",
+            subject=f"gpu{index}",
+            status=verdict.status,
+            metric="hotspot_max",
+            value=hotspot,
+            unit="C",
+            threshold=verdict.threshold,
+            hint=hint,
+            evidence={"temperatures": {k: telemetry.get(k) for k in ("temp_c", "hotspot_c", "mem_temp_c")}},
         )
     ]
 

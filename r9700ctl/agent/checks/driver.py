@@ -17,6 +17,7 @@ from r9700ctl.agent import sysfs
 from r9700ctl.agent.checks import register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.datafiles import load_data
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.parsers import dmesg
 from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult
 from r9700ctl.agent.tools import run_tool
@@ -67,15 +68,15 @@ def _module_results(ctx: AgentContext) -> list[CheckResult]:
         )
         results.append(
             CheckResult(
-                "driver.module",
-                "node",
-                PASS if loaded else FAIL,
-                "module",
-                module,
-                "",
-                f"{module} loaded",
-                hint,
-                {"version": version},
+                id="driver.module",
+                subject="node",
+                status=PASS if loaded else FAIL,
+                metric="module",
+                value=module,
+                unit="",
+                threshold=f"{module} loaded",
+                hint=hint,
+                evidence={"version": version},
             )
         )
     for gpu in ctx.discovery.gpus:
@@ -94,15 +95,15 @@ def _module_results(ctx: AgentContext) -> list[CheckResult]:
         )
         results.append(
             CheckResult(
-                "driver.bound",
-                gpu.subject,
-                PASS if bound else FAIL,
-                "driver",
-                gpu.driver or "none",
-                "",
-                f"bound to {expected}",
-                hint,
-                {"pci": gpu.pci_address},
+                id="driver.bound",
+                subject=gpu.subject,
+                status=PASS if bound else FAIL,
+                metric="driver",
+                value=gpu.driver or "none",
+                unit="",
+                threshold=f"bound to {expected}",
+                hint=hint,
+                evidence={"pci": gpu.pci_address},
             )
         )
     return results
@@ -123,15 +124,15 @@ def _access_results(ctx: AgentContext, access: Callable[[str, int], bool] = os.a
         }[state]
         results.append(
             CheckResult(
-                "driver.access",
-                "node",
-                status,
-                "/dev/kfd",
-                state,
-                "",
-                "present and openable",
-                hint,
-                {"path": "/dev/kfd", "uid": os.getuid()},
+                id="driver.access",
+                subject="node",
+                status=status,
+                metric="/dev/kfd",
+                value=state,
+                unit="",
+                threshold="present and openable",
+                hint=hint,
+                evidence={"path": "/dev/kfd", "uid": os.getuid()},
             )
         )
     for gpu in ctx.discovery.gpus:
@@ -140,15 +141,15 @@ def _access_results(ctx: AgentContext, access: Callable[[str, int], bool] = os.a
         if not gpu.render_node:
             results.append(
                 CheckResult(
-                    "driver.access",
-                    gpu.subject,
-                    FAIL,
-                    "render_node",
-                    "missing",
-                    "",
-                    "present and openable",
-                    "no /dev/dri/renderD* for this GPU: amdgpu did not initialise it; see dmesg",
-                    {"pci": gpu.pci_address},
+                    id="driver.access",
+                    subject=gpu.subject,
+                    status=FAIL,
+                    metric="render_node",
+                    value="missing",
+                    unit="",
+                    threshold="present and openable",
+                    hint="no /dev/dri/renderD* for this GPU: amdgpu did not initialise it; see dmesg",
+                    evidence={"pci": gpu.pci_address},
                 )
             )
             continue
@@ -161,15 +162,15 @@ def _access_results(ctx: AgentContext, access: Callable[[str, int], bool] = os.a
         }[state]
         results.append(
             CheckResult(
-                "driver.access",
-                gpu.subject,
-                status,
-                "render_node",
-                state,
-                "",
-                "present and openable",
-                hint,
-                {"path": gpu.render_node, "pci": gpu.pci_address},
+                id="driver.access",
+                subject=gpu.subject,
+                status=status,
+                metric="render_node",
+                value=state,
+                unit="",
+                threshold="present and openable",
+                hint=hint,
+                evidence={"path": gpu.render_node, "pci": gpu.pci_address},
             )
         )
     return results
@@ -180,17 +181,24 @@ def _dmesg_result(ctx: AgentContext) -> CheckResult:
     threshold = "no amdgpu errors since boot"
     if not out.ok:
         return CheckResult(
-            "driver.dmesg",
-            "node",
-            SKIP,
-            "kernel_log",
+            id="driver.dmesg",
+            subject="node",
+            status=SKIP,
+            metric="kernel_log",
             threshold=threshold,
             hint=f"kernel log unreadable ({out.why_not()}): run as root, "
             "or `sudo sysctl kernel.dmesg_restrict=0`",
         )
     log = dmesg.parse(out.stdout, "dmesg")
     if log.error:
-        return CheckResult("driver.dmesg", "node", SKIP, "kernel_log", threshold=threshold, hint=log.error)
+        return CheckResult(
+            id="driver.dmesg",
+            subject="node",
+            status=SKIP,
+            metric="kernel_log",
+            threshold=threshold,
+            hint=log.error,
+        )
     failures = [f for f in log.findings if f.kind in DMESG_FAIL_KINDS]
     warnings = log.of_kind("error")
     evidence: dict[str, Any] = {
@@ -201,31 +209,42 @@ def _dmesg_result(ctx: AgentContext) -> CheckResult:
     if failures:
         kinds = ", ".join(sorted({f.kind for f in failures}))
         return CheckResult(
-            "driver.dmesg",
-            "node",
-            FAIL,
-            "error_lines",
-            len(failures),
-            "lines",
-            threshold,
-            f"the GPU driver logged {kinds} since boot (see evidence): reboot and rerun; if they come back, "
+            id="driver.dmesg",
+            subject="node",
+            status=FAIL,
+            metric="error_lines",
+            value=len(failures),
+            unit="lines",
+            threshold=threshold,
+            hint=f"the GPU driver logged {kinds} since boot (see evidence): reboot and rerun; "
+            "if they come back, "
             "swap the card's slot to see whether the fault follows the card",
-            evidence,
+            evidence=evidence,
         )
     if warnings:
         return CheckResult(
-            "driver.dmesg",
-            "node",
-            WARN,
-            "error_lines",
-            len(warnings),
-            "lines",
-            threshold,
-            "amdgpu logged *ERROR* lines since boot (see evidence); some are harmless: "
+            id="driver.dmesg",
+            subject="node",
+            status=WARN,
+            metric="error_lines",
+            value=len(warnings),
+            unit="lines",
+            threshold=threshold,
+            hint="amdgpu logged *ERROR* lines since boot (see evidence); some are harmless: "
             "compare with a healthy node",
-            evidence,
+            evidence=evidence,
         )
-    return CheckResult("driver.dmesg", "node", PASS, "error_lines", 0, "lines", threshold, "", evidence)
+    return CheckResult(
+        id="driver.dmesg",
+        subject="node",
+        status=PASS,
+        metric="error_lines",
+        value=0,
+        unit="lines",
+        threshold=threshold,
+        hint="",
+        evidence=evidence,
+    )
 
 
 def _gfx_targets(ctx: AgentContext) -> list[str]:
@@ -243,28 +262,28 @@ def _torch_arch_result(ctx: AgentContext) -> CheckResult | None:
         missing = [t for t in targets if not any(a.split(":")[0] == t for a in arch_list)]
         if missing:
             return CheckResult(
-                "driver.torch_arch",
-                "node",
-                FAIL,
-                "missing_targets",
-                ", ".join(missing),
-                "",
-                threshold,
-                f"this PyTorch build has no {', '.join(missing)} kernels (it has "
+                id="driver.torch_arch",
+                subject="node",
+                status=FAIL,
+                metric="missing_targets",
+                value=", ".join(missing),
+                unit="",
+                threshold=threshold,
+                hint=f"this PyTorch build has no {', '.join(missing)} kernels (it has "
                 f"{', '.join(arch_list)}): install a ROCm build that lists {missing[0]} "
                 "(ROCm 6.4.1 or later for gfx1201), not an HSA_OVERRIDE_GFX_VERSION",
-                {"arch_list": arch_list, "targets": targets},
+                evidence={"arch_list": arch_list, "targets": targets},
             )
         return CheckResult(
-            "driver.torch_arch",
-            "node",
-            PASS,
-            "targets",
-            ", ".join(targets),
-            "",
-            threshold,
-            "",
-            {"arch_list": arch_list},
+            id="driver.torch_arch",
+            subject="node",
+            status=PASS,
+            metric="targets",
+            value=", ".join(targets),
+            unit="",
+            threshold=threshold,
+            hint="",
+            evidence={"arch_list": arch_list},
         )
     caps = sorted({g.compute_capability for g in ctx.discovery.gpus if g.compute_capability})
     missing = [c for c in caps if f"sm_{c.replace('.', '')}" not in arch_list]
@@ -273,15 +292,15 @@ def _torch_arch_result(ctx: AgentContext) -> CheckResult | None:
         f"no sm_ kernels for compute capability {', '.join(missing)}; PTX JIT will be slow" if missing else ""
     )
     return CheckResult(
-        "driver.torch_arch",
-        "node",
-        status,
-        "targets",
-        ", ".join(caps),
-        "",
-        threshold,
-        hint,
-        {"arch_list": arch_list},
+        id="driver.torch_arch",
+        subject="node",
+        status=status,
+        metric="targets",
+        value=", ".join(caps),
+        unit="",
+        threshold=threshold,
+        hint=hint,
+        evidence={"arch_list": arch_list},
     )
 
 
@@ -305,32 +324,33 @@ def _override_result(ctx: AgentContext) -> CheckResult | None:
     evidence = {"HSA_OVERRIDE_GFX_VERSION": value, "native": native, "set_in": where}
     if all(v == value for v in native.values()):
         return CheckResult(
-            "driver.hsa_override",
-            "node",
-            WARN,
-            "HSA_OVERRIDE_GFX_VERSION",
-            value,
-            "",
-            threshold,
-            "the override equals the cards' own target: it does nothing here but will mislabel "
+            id="driver.hsa_override",
+            subject="node",
+            status=WARN,
+            metric="HSA_OVERRIDE_GFX_VERSION",
+            value=value,
+            unit="",
+            threshold=threshold,
+            hint="the override equals the cards' own target: it does nothing here but will mislabel "
             "any other AMD GPU in the box (ROCm/ROCm#5696); remove it",
-            evidence,
+            evidence=evidence,
         )
     majors = {str(v).split(".")[0] for v in native.values() if v}
     cross = str(value).split(".")[0] not in majors
     return CheckResult(
-        "driver.hsa_override",
-        "node",
-        FAIL if cross else WARN,
-        "HSA_OVERRIDE_GFX_VERSION",
-        value,
-        "",
-        threshold,
-        f"HSA_OVERRIDE_GFX_VERSION={value} (set in {where}) makes the runtime load code built for another "
+        id="driver.hsa_override",
+        subject="node",
+        status=FAIL if cross else WARN,
+        metric="HSA_OVERRIDE_GFX_VERSION",
+        value=value,
+        unit="",
+        threshold=threshold,
+        hint=f"HSA_OVERRIDE_GFX_VERSION={value} (set in {where}) makes the runtime load code built "
+        "for another "
         f"target than {', '.join(targets)}; cross-family overrides have crashed the driver "
         "(ROCm/rocm-systems#3531) and are now rejected (rocm-systems PR #5686): unset it and "
         "use a PyTorch build with native kernels",
-        evidence,
+        evidence=evidence,
     )
 
 
@@ -345,44 +365,52 @@ def _rocm_result(ctx: AgentContext) -> CheckResult | None:
     threshold = "this ROCm release supports every GPU target (manifest)"
     if release is None:
         return CheckResult(
-            "driver.rocm",
-            "node",
-            PASS,
-            "rocm",
-            version,
-            "",
-            threshold,
-            f"ROCm {version} is not in the manifest: support for {', '.join(targets)} not judged",
-            {"targets": targets},
+            id="driver.rocm",
+            subject="node",
+            status=PASS,
+            metric="rocm",
+            value=version,
+            unit="",
+            threshold=threshold,
+            hint=f"ROCm {version} is not in the manifest: support for {', '.join(targets)} not judged",
+            evidence={"targets": targets},
         )
     missing = [t for t in targets if t not in (release.get("gfx") or [])]
     if missing:
         supporting = [v for v, r in releases.items() if all(t in (r.get("gfx") or []) for t in targets)]
         return CheckResult(
-            "driver.rocm",
-            "node",
-            FAIL,
-            "rocm",
-            version,
-            "",
-            threshold,
-            f"ROCm {version} does not support {', '.join(missing)}: upgrade to "
+            id="driver.rocm",
+            subject="node",
+            status=FAIL,
+            metric="rocm",
+            value=version,
+            unit="",
+            threshold=threshold,
+            hint=f"ROCm {version} does not support {', '.join(missing)}: upgrade to "
             f"{' or '.join(supporting[:3]) or 'a supporting release'} (r9700ctl provision)",
-            {"targets": targets, "supported": release.get("gfx")},
+            evidence={"targets": targets, "supported": release.get("gfx")},
         )
-    return CheckResult("driver.rocm", "node", PASS, "rocm", version, "", threshold, "", {"targets": targets})
+    return CheckResult(
+        id="driver.rocm",
+        subject="node",
+        status=PASS,
+        metric="rocm",
+        value=version,
+        unit="",
+        threshold=threshold,
+        hint="",
+        evidence={"targets": targets},
+    )
 
 
-@register(
-    id="driver", family="driver", levels={"config", "quick", "standard", "burnin"}, needs_gpu=False, order=11
-)
+@register(id="driver", family="driver", levels=from_level("config"), needs_gpu=False, order=11)
 def run(ctx: AgentContext) -> list[CheckResult]:
     if not ctx.discovery.gpus:
         return [
             CheckResult(
-                "driver.module",
-                "node",
-                SKIP,
+                id="driver.module",
+                subject="node",
+                status=SKIP,
                 threshold="driver loaded for the GPUs found",
                 hint="no GPU found (see inventory.count)",
             )

@@ -22,6 +22,7 @@ from r9700ctl.agent.checks import _measure, pcie, register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.judge import judge_against_peers, not_applied
 from r9700ctl.agent.kernels.specs import CopySpec
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.result import FAIL, PASS, WARN, WRONG_DATA, CheckResult
 
 THRESHOLDS = (
@@ -148,7 +149,7 @@ def _direction_result(
 @register(
     id="hostbw",
     family="hostbw",
-    levels={"quick", "standard", "burnin"},
+    levels=from_level("quick"),
     needs_gpu=True,
     order=40,
     thresholds=THRESHOLDS,

@@ -15,6 +15,7 @@ from typing import Any
 from r9700ctl.agent.atomic import write_atomic
 from r9700ctl.agent.checks import register
 from r9700ctl.agent.context import AgentContext
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, CheckResult
 
 INVENTORY_FILE = "last-inventory.json"
@@ -56,62 +57,80 @@ def _count_result(ctx: AgentContext, addresses: list[str]) -> CheckResult:
         threshold = ">= 1 (no --expected-gpus)"
         if count == 0:
             return CheckResult(
-                "inventory.count",
-                "node",
-                FAIL,
-                "gpu_count",
-                0,
-                "GPUs",
-                threshold,
-                "no AMD or NVIDIA GPU on the PCI bus; " + MISSING_HINT,
-                evidence,
+                id="inventory.count",
+                subject="node",
+                status=FAIL,
+                metric="gpu_count",
+                value=0,
+                unit="GPUs",
+                threshold=threshold,
+                hint="no AMD or NVIDIA GPU on the PCI bus; " + MISSING_HINT,
+                evidence=evidence,
             )
         if missing_now:
             return CheckResult(
-                "inventory.count",
-                "node",
-                FAIL,
-                "gpu_count",
-                count,
-                "GPUs",
-                threshold,
-                f"GPU(s) at {', '.join(missing_now)} were present in the last run and are gone; "
+                id="inventory.count",
+                subject="node",
+                status=FAIL,
+                metric="gpu_count",
+                value=count,
+                unit="GPUs",
+                threshold=threshold,
+                hint=f"GPU(s) at {', '.join(missing_now)} were present in the last run and are gone; "
                 + MISSING_HINT,
-                evidence,
+                evidence=evidence,
             )
         _save_inventory(ctx.state_dir, addresses)
         return CheckResult(
-            "inventory.count", "node", PASS, "gpu_count", count, "GPUs", threshold, "", evidence
+            id="inventory.count",
+            subject="node",
+            status=PASS,
+            metric="gpu_count",
+            value=count,
+            unit="GPUs",
+            threshold=threshold,
+            hint="",
+            evidence=evidence,
         )
     threshold = f"== {expected}"
     if count < expected:
         named = f" (missing since the last run: {', '.join(missing_now)})" if missing_now else ""
         return CheckResult(
-            "inventory.count",
-            "node",
-            FAIL,
-            "gpu_count",
-            count,
-            "GPUs",
-            threshold,
-            f"{expected - count} of {expected} GPU(s) missing{named}; " + MISSING_HINT,
-            evidence,
+            id="inventory.count",
+            subject="node",
+            status=FAIL,
+            metric="gpu_count",
+            value=count,
+            unit="GPUs",
+            threshold=threshold,
+            hint=f"{expected - count} of {expected} GPU(s) missing{named}; " + MISSING_HINT,
+            evidence=evidence,
         )
     _save_inventory(ctx.state_dir, addresses)
     if count > expected:
         return CheckResult(
-            "inventory.count",
-            "node",
-            WARN,
-            "gpu_count",
-            count,
-            "GPUs",
-            threshold,
-            f"{count} GPUs found, {expected} expected: update r9700_expected_gpus "
+            id="inventory.count",
+            subject="node",
+            status=WARN,
+            metric="gpu_count",
+            value=count,
+            unit="GPUs",
+            threshold=threshold,
+            hint=f"{count} GPUs found, {expected} expected: update r9700_expected_gpus "
             "(--expected-gpus) or check the node is the one you meant",
-            evidence,
+            evidence=evidence,
         )
-    return CheckResult("inventory.count", "node", PASS, "gpu_count", count, "GPUs", threshold, "", evidence)
+    return CheckResult(
+        id="inventory.count",
+        subject="node",
+        status=PASS,
+        metric="gpu_count",
+        value=count,
+        unit="GPUs",
+        threshold=threshold,
+        hint="",
+        evidence=evidence,
+    )
 
 
 def _torch_result(ctx: AgentContext, sysfs_count: int) -> CheckResult:
@@ -121,10 +140,10 @@ def _torch_result(ctx: AgentContext, sysfs_count: int) -> CheckResult:
     threshold = f"== {sysfs_count} (GPUs on the PCI bus)"
     if not probe:
         return CheckResult(
-            "inventory.torch",
-            "node",
-            SKIP,
-            "torch_devices",
+            id="inventory.torch",
+            subject="node",
+            status=SKIP,
+            metric="torch_devices",
             threshold=threshold,
             hint="torch was not probed",
             evidence=evidence,
@@ -139,10 +158,10 @@ def _torch_result(ctx: AgentContext, sysfs_count: int) -> CheckResult:
             "to count devices and to run the measurement levels"
         )
         return CheckResult(
-            "inventory.torch",
-            "node",
-            status,
-            "torch_devices",
+            id="inventory.torch",
+            subject="node",
+            status=status,
+            metric="torch_devices",
             threshold=threshold,
             hint=hint,
             evidence={**evidence, "error": reason},
@@ -151,20 +170,28 @@ def _torch_result(ctx: AgentContext, sysfs_count: int) -> CheckResult:
     evidence["devices"] = probe.get("devices", [])
     if seen == sysfs_count:
         return CheckResult(
-            "inventory.torch", "node", PASS, "torch_devices", seen, "GPUs", threshold, "", evidence
+            id="inventory.torch",
+            subject="node",
+            status=PASS,
+            metric="torch_devices",
+            value=seen,
+            unit="GPUs",
+            threshold=threshold,
+            hint="",
+            evidence=evidence,
         )
     if visible and seen < sysfs_count:
         return CheckResult(
-            "inventory.torch",
-            "node",
-            WARN,
-            "torch_devices",
-            seen,
-            "GPUs",
-            threshold,
-            f"torch sees {seen} of {sysfs_count} GPUs because {', '.join(visible)} is set; "
+            id="inventory.torch",
+            subject="node",
+            status=WARN,
+            metric="torch_devices",
+            value=seen,
+            unit="GPUs",
+            threshold=threshold,
+            hint=f"torch sees {seen} of {sysfs_count} GPUs because {', '.join(visible)} is set; "
             "unset it to validate every card",
-            evidence,
+            evidence=evidence,
         )
     hint = (
         f"torch sees {seen} of {sysfs_count} GPUs: the driver did not initialise some cards or this user "
@@ -173,15 +200,15 @@ def _torch_result(ctx: AgentContext, sysfs_count: int) -> CheckResult:
     if probe.get("error"):
         hint += f" (torch: {probe['error']})"
     return CheckResult(
-        "inventory.torch",
-        "node",
-        FAIL if seen < sysfs_count else WARN,
-        "torch_devices",
-        seen,
-        "GPUs",
-        threshold,
-        hint,
-        evidence,
+        id="inventory.torch",
+        subject="node",
+        status=FAIL if seen < sysfs_count else WARN,
+        metric="torch_devices",
+        value=seen,
+        unit="GPUs",
+        threshold=threshold,
+        hint=hint,
+        evidence=evidence,
     )
 
 
@@ -198,35 +225,50 @@ def _uniform_result(ctx: AgentContext) -> CheckResult:
     threshold = "one model, one target, one VBIOS across the node"
     if not gpus:
         return CheckResult(
-            "inventory.uniform", "node", SKIP, threshold=threshold, hint="no GPU found", evidence=evidence
+            id="inventory.uniform",
+            subject="node",
+            status=SKIP,
+            threshold=threshold,
+            hint="no GPU found",
+            evidence=evidence,
         )
     if len(models) > 1 or len(targets) > 1:
         return CheckResult(
-            "inventory.uniform",
-            "node",
-            WARN,
-            "models",
-            ", ".join(models),
-            "",
-            threshold,
-            "mixed GPU models: multi-GPU runs go at the slowest card's pace and thresholds "
+            id="inventory.uniform",
+            subject="node",
+            status=WARN,
+            metric="models",
+            value=", ".join(models),
+            unit="",
+            threshold=threshold,
+            hint="mixed GPU models: multi-GPU runs go at the slowest card's pace and thresholds "
             "fall back to the strictest defaults",
-            evidence,
+            evidence=evidence,
         )
     if len(vbioses) > 1:
         return CheckResult(
-            "inventory.uniform",
-            "node",
-            WARN,
-            "vbios",
-            ", ".join(vbioses),
-            "",
-            threshold,
-            "VBIOS differs between cards: a firmware mismatch explains odd one-card results; "
+            id="inventory.uniform",
+            subject="node",
+            status=WARN,
+            metric="vbios",
+            value=", ".join(vbioses),
+            unit="",
+            threshold=threshold,
+            hint="VBIOS differs between cards: a firmware mismatch explains odd one-card results; "
             "flash all cards to the same VBIOS",
-            evidence,
+            evidence=evidence,
         )
-    return CheckResult("inventory.uniform", "node", PASS, "models", models[0], "", threshold, "", evidence)
+    return CheckResult(
+        id="inventory.uniform",
+        subject="node",
+        status=PASS,
+        metric="models",
+        value=models[0],
+        unit="",
+        threshold=threshold,
+        hint="",
+        evidence=evidence,
+    )
 
 
 def _vram_results(ctx: AgentContext) -> list[CheckResult]:
@@ -241,15 +283,15 @@ def _vram_results(ctx: AgentContext) -> list[CheckResult]:
         if mib is None:
             results.append(
                 CheckResult(
-                    "inventory.vram",
-                    gpu.subject,
-                    INCONCLUSIVE,
-                    "vram",
-                    None,
-                    "MiB",
-                    "reported VRAM of a healthy card of the model",
-                    "no source reported the memory size (sysfs mem_info_vram_total, torch)",
-                    evidence,
+                    id="inventory.vram",
+                    subject=gpu.subject,
+                    status=INCONCLUSIVE,
+                    metric="vram",
+                    value=None,
+                    unit="MiB",
+                    threshold="reported VRAM of a healthy card of the model",
+                    hint="no source reported the memory size (sysfs mem_info_vram_total, torch)",
+                    evidence=evidence,
                 )
             )
             continue
@@ -262,15 +304,15 @@ def _vram_results(ctx: AgentContext) -> list[CheckResult]:
             verdict = ctx.unjudged("inventory.vram_healthy_mib", why)
             results.append(
                 CheckResult(
-                    "inventory.vram",
-                    gpu.subject,
-                    verdict.status,
-                    "vram",
-                    mib,
-                    "MiB",
-                    verdict.threshold,
-                    verdict.reason,
-                    evidence,
+                    id="inventory.vram",
+                    subject=gpu.subject,
+                    status=verdict.status,
+                    metric="vram",
+                    value=mib,
+                    unit="MiB",
+                    threshold=verdict.threshold,
+                    hint=verdict.reason,
+                    evidence=evidence,
                 )
             )
             continue
@@ -287,15 +329,15 @@ def _vram_results(ctx: AgentContext) -> list[CheckResult]:
         )
         results.append(
             CheckResult(
-                "inventory.vram",
-                gpu.subject,
-                status,
-                "vram",
-                mib,
-                "MiB",
-                f">= {fraction:g} x {float(healthy):g} MiB, what healthy cards report ({source})",
-                hint,
-                evidence,
+                id="inventory.vram",
+                subject=gpu.subject,
+                status=status,
+                metric="vram",
+                value=mib,
+                unit="MiB",
+                threshold=f">= {fraction:g} x {float(healthy):g} MiB, what healthy cards report ({source})",
+                hint=hint,
+                evidence=evidence,
             )
         )
     return results
@@ -304,7 +346,7 @@ def _vram_results(ctx: AgentContext) -> list[CheckResult]:
 @register(
     id="inventory",
     family="inventory",
-    levels={"config", "quick", "standard", "burnin"},
+    levels=from_level("config"),
     needs_gpu=False,
     order=10,
     thresholds=THRESHOLDS,

@@ -15,6 +15,7 @@ from r9700ctl.agent.checks import _measure, register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.judge import judge_against_peers
 from r9700ctl.agent.kernels.specs import MemorySpec
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.result import FAIL, PASS, WARN, WRONG_DATA, CheckResult
 
 THRESHOLDS = (
@@ -41,7 +42,7 @@ CORRUPTION_HINT = "memory kernel produced wrong results: isolate the GPU and run
 @register(
     id="memory",
     family="memory",
-    levels={"quick", "standard", "burnin"},
+    levels=from_level("quick"),
     needs_gpu=True,
     order=50,
     thresholds=THRESHOLDS,

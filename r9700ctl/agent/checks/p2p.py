@@ -25,6 +25,7 @@ from r9700ctl.agent.checks import _measure, pcie, register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.judge import Verdict, judge_against_peers, not_applied
 from r9700ctl.agent.kernels.specs import PairSpec
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, WRONG_DATA, CheckResult
 
 THRESHOLDS = (
@@ -70,7 +71,7 @@ PEER_HINT = "{reason}: this pair is slower than the node's other pairs; compare 
 @register(
     id="p2p",
     family="p2p",
-    levels={"quick", "standard", "burnin"},
+    levels=from_level("quick"),
     needs_gpu=True,
     order=100,
     runs_last=True,

@@ -26,6 +26,7 @@ from r9700ctl.agent.checks import register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.gpus import GpuInfo
 from r9700ctl.agent.judge import Verdict
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, WARN, CheckResult
 
 THRESHOLDS = ("pcie.expect_speed_gts", "pcie.expect_width", "pcie.idle_downtrain_status")
@@ -183,7 +184,7 @@ def link_result(
 @register(
     id="pcie",
     family="pcie",
-    levels={"config", "quick", "standard", "burnin"},
+    levels=from_level("config"),
     needs_gpu=False,
     order=13,
     thresholds=THRESHOLDS,
@@ -194,9 +195,9 @@ def run(ctx: AgentContext) -> list[CheckResult]:
         if not gpu.pci_address:
             results.append(
                 CheckResult(
-                    "pcie.link",
-                    gpu.subject,
-                    INCONCLUSIVE,
+                    id="pcie.link",
+                    subject=gpu.subject,
+                    status=INCONCLUSIVE,
                     threshold="current == what both ends support",
                     hint="PCI address unknown: the link cannot be read",
                 )

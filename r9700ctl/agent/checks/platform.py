@@ -19,6 +19,7 @@ from r9700ctl.agent import sysfs
 from r9700ctl.agent.checks import register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.gpus import GpuInfo
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.parsers import cmdline
 from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult
 from r9700ctl.agent.units import size_text
@@ -57,36 +58,62 @@ def _iommu_result(ctx: AgentContext) -> CheckResult:
     if translated:
         status = WARN if expected else PASS
         return CheckResult(
-            "platform.iommu",
-            "node",
-            status,
-            "iommu_mode",
-            "translated",
-            "",
-            threshold,
-            IOMMU_HINT + f" (GPUs in translated domains: {', '.join(translated)})",
-            evidence,
+            id="platform.iommu",
+            subject="node",
+            status=status,
+            metric="iommu_mode",
+            value="translated",
+            unit="",
+            threshold=threshold,
+            hint=IOMMU_HINT + f" (GPUs in translated domains: {', '.join(translated)})",
+            evidence=evidence,
         )
     if known:
         return CheckResult(
-            "platform.iommu", "node", PASS, "iommu_mode", "passthrough", "", threshold, "", evidence
+            id="platform.iommu",
+            subject="node",
+            status=PASS,
+            metric="iommu_mode",
+            value="passthrough",
+            unit="",
+            threshold=threshold,
+            hint="",
+            evidence=evidence,
         )
     if not units or disabled_flag:
-        return CheckResult("platform.iommu", "node", PASS, "iommu_mode", "off", "", threshold, "", evidence)
+        return CheckResult(
+            id="platform.iommu",
+            subject="node",
+            status=PASS,
+            metric="iommu_mode",
+            value="off",
+            unit="",
+            threshold=threshold,
+            hint="",
+            evidence=evidence,
+        )
     if passthrough_flag:
         return CheckResult(
-            "platform.iommu", "node", PASS, "iommu_mode", "passthrough (cmdline)", "", threshold, "", evidence
+            id="platform.iommu",
+            subject="node",
+            status=PASS,
+            metric="iommu_mode",
+            value="passthrough (cmdline)",
+            unit="",
+            threshold=threshold,
+            hint="",
+            evidence=evidence,
         )
     return CheckResult(
-        "platform.iommu",
-        "node",
-        WARN if expected else PASS,
-        "iommu_mode",
-        "unknown",
-        "",
-        threshold,
-        "an IOMMU is active and iommu=pt is not on the kernel command line; " + IOMMU_HINT,
-        evidence,
+        id="platform.iommu",
+        subject="node",
+        status=WARN if expected else PASS,
+        metric="iommu_mode",
+        value="unknown",
+        unit="",
+        threshold=threshold,
+        hint="an IOMMU is active and iommu=pt is not on the kernel command line; " + IOMMU_HINT,
+        evidence=evidence,
     )
 
 
@@ -101,7 +128,9 @@ def _acs_result(ctx: AgentContext) -> CheckResult:
     threshold = "no ACS redirect on bridges between GPUs"
     gpus = [g for g in ctx.gpus if g.pci_address]
     if len(gpus) < 2:
-        return CheckResult("platform.acs", "node", SKIP, threshold=threshold, hint="needs >= 2 GPUs")
+        return CheckResult(
+            id="platform.acs", subject="node", status=SKIP, threshold=threshold, hint="needs >= 2 GPUs"
+        )
     chains = {g.subject: sysfs.bridge_chain(ctx.root, g.pci_address) for g in gpus}
     own = {g.subject: _card_bridges(ctx, g) for g in gpus}
     judged: dict[str, dict[str, bool] | None] = {}
@@ -125,15 +154,15 @@ def _acs_result(ctx: AgentContext) -> CheckResult:
     evidence: dict[str, Any] = {"chains": chains, "acs": judged}
     if shared_pairs == 0:
         return CheckResult(
-            "platform.acs",
-            "node",
-            PASS,
-            "pairs_behind_a_shared_switch",
-            0,
-            "pairs",
-            threshold,
-            "",
-            {
+            id="platform.acs",
+            subject="node",
+            status=PASS,
+            metric="pairs_behind_a_shared_switch",
+            value=0,
+            unit="pairs",
+            threshold=threshold,
+            hint="",
+            evidence={
                 **evidence,
                 "note": "every GPU has its own root port: peer traffic crosses the root complex by design",
             },
@@ -142,31 +171,39 @@ def _acs_result(ctx: AgentContext) -> CheckResult:
     if redirecting:
         pairs = sorted({p for ps in redirecting.values() for p in ps})
         return CheckResult(
-            "platform.acs",
-            "node",
-            WARN,
-            "redirecting_bridges",
-            len(redirecting),
-            "bridges",
-            threshold,
-            ACS_HINT.format(bridges=", ".join(sorted(redirecting)), pairs=", ".join(pairs)),
-            {**evidence, "redirecting": redirecting},
+            id="platform.acs",
+            subject="node",
+            status=WARN,
+            metric="redirecting_bridges",
+            value=len(redirecting),
+            unit="bridges",
+            threshold=threshold,
+            hint=ACS_HINT.format(bridges=", ".join(sorted(redirecting)), pairs=", ".join(pairs)),
+            evidence={**evidence, "redirecting": redirecting},
         )
     if unreadable:
         return CheckResult(
-            "platform.acs",
-            "node",
-            SKIP,
-            "redirecting_bridges",
-            None,
-            "bridges",
-            threshold,
-            f"cannot read the ACS control of {', '.join(unreadable)}: extended PCI config space "
+            id="platform.acs",
+            subject="node",
+            status=SKIP,
+            metric="redirecting_bridges",
+            value=None,
+            unit="bridges",
+            threshold=threshold,
+            hint=f"cannot read the ACS control of {', '.join(unreadable)}: extended PCI config space "
             "needs root (rerun as root)",
-            evidence,
+            evidence=evidence,
         )
     return CheckResult(
-        "platform.acs", "node", PASS, "redirecting_bridges", 0, "bridges", threshold, "", evidence
+        id="platform.acs",
+        subject="node",
+        status=PASS,
+        metric="redirecting_bridges",
+        value=0,
+        unit="bridges",
+        threshold=threshold,
+        hint="",
+        evidence=evidence,
     )
 
 
@@ -179,15 +216,15 @@ def _bar_results(ctx: AgentContext) -> list[CheckResult]:
         if gpu.bar0_bytes is None or not gpu.vram_bytes:
             results.append(
                 CheckResult(
-                    "platform.bar",
-                    gpu.subject,
-                    SKIP,
-                    "bar0",
-                    bar_gib,
-                    "GiB",
-                    "BAR0 >= VRAM",
-                    "BAR or VRAM size unknown (no sysfs resource file or memory size)",
-                    evidence,
+                    id="platform.bar",
+                    subject=gpu.subject,
+                    status=SKIP,
+                    metric="bar0",
+                    value=bar_gib,
+                    unit="GiB",
+                    threshold="BAR0 >= VRAM",
+                    hint="BAR or VRAM size unknown (no sysfs resource file or memory size)",
+                    evidence=evidence,
                 )
             )
             continue
@@ -195,15 +232,15 @@ def _bar_results(ctx: AgentContext) -> list[CheckResult]:
             verdict = ctx.unjudged("platform.bar_min_fraction_of_vram", "the large-BAR rule")
             results.append(
                 CheckResult(
-                    "platform.bar",
-                    gpu.subject,
-                    verdict.status,
-                    "bar0",
-                    bar_gib,
-                    "GiB",
-                    verdict.threshold,
-                    verdict.reason,
-                    evidence,
+                    id="platform.bar",
+                    subject=gpu.subject,
+                    status=verdict.status,
+                    metric="bar0",
+                    value=bar_gib,
+                    unit="GiB",
+                    threshold=verdict.threshold,
+                    hint=verdict.reason,
+                    evidence=evidence,
                 )
             )
             continue
@@ -212,15 +249,15 @@ def _bar_results(ctx: AgentContext) -> list[CheckResult]:
         status = PASS if gpu.bar0_bytes >= needed else FAIL
         results.append(
             CheckResult(
-                "platform.bar",
-                gpu.subject,
-                status,
-                "bar0",
-                bar_gib,
-                "GiB",
-                f">= {float(fraction):g} x VRAM ({size_text(gpu.vram_bytes)})",
-                "" if status == PASS else BAR_HINT,
-                evidence,
+                id="platform.bar",
+                subject=gpu.subject,
+                status=status,
+                metric="bar0",
+                value=bar_gib,
+                unit="GiB",
+                threshold=f">= {float(fraction):g} x VRAM ({size_text(gpu.vram_bytes)})",
+                hint="" if status == PASS else BAR_HINT,
+                evidence=evidence,
             )
         )
     return results
@@ -245,15 +282,15 @@ def _topology_result(ctx: AgentContext) -> CheckResult:
             "they are compared within their class"
         )
     return CheckResult(
-        "platform.topology",
-        "node",
-        SKIP,
-        "numa_nodes",
-        len(numa_nodes) or None,
-        "",
-        "reported only",
-        note or "reported only: where each GPU sits (NUMA node, root port)",
-        {"gpus": rows, "root_ports": root_ports, "numa_nodes": numa_nodes},
+        id="platform.topology",
+        subject="node",
+        status=SKIP,
+        metric="numa_nodes",
+        value=len(numa_nodes) or None,
+        unit="",
+        threshold="reported only",
+        hint=note or "reported only: where each GPU sits (NUMA node, root port)",
+        evidence={"gpus": rows, "root_ports": root_ports, "numa_nodes": numa_nodes},
     )
 
 
@@ -267,29 +304,37 @@ def _p2p_env_result(ctx: AgentContext) -> CheckResult:
     if found.get("NCCL_P2P_DISABLE") == "1":
         notes.append("P2P is disabled for this environment: stable on R9700 (rocm-systems#11348), slower")
     return CheckResult(
-        "platform.p2p_env",
-        "node",
-        SKIP,
-        "variables",
-        len(found),
-        "",
-        "reported only",
-        "; ".join(notes) or "reported only: the P2P-related variables of this environment",
-        {"variables": found},
+        id="platform.p2p_env",
+        subject="node",
+        status=SKIP,
+        metric="variables",
+        value=len(found),
+        unit="",
+        threshold="reported only",
+        hint="; ".join(notes) or "reported only: the P2P-related variables of this environment",
+        evidence={"variables": found},
     )
 
 
 @register(
     id="platform",
     family="platform",
-    levels={"config", "quick", "standard", "burnin"},
+    levels=from_level("config"),
     needs_gpu=False,
     order=12,
     thresholds=("platform.iommu_passthrough_expected", "platform.bar_min_fraction_of_vram"),
 )
 def run(ctx: AgentContext) -> list[CheckResult]:
     if not ctx.gpus:
-        return [CheckResult("platform.iommu", "node", SKIP, threshold="GPUs to judge", hint="no GPU found")]
+        return [
+            CheckResult(
+                id="platform.iommu",
+                subject="node",
+                status=SKIP,
+                threshold="GPUs to judge",
+                hint="no GPU found",
+            )
+        ]
     return [
         _iommu_result(ctx),
         _acs_result(ctx),

@@ -25,6 +25,7 @@ from r9700ctl.agent import power, stats, thermal
 from r9700ctl.agent.checks import _measure, register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.kernels.specs import PowerSpec
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, CheckResult
 
 THRESHOLDS = (
@@ -60,7 +61,7 @@ POLICY_CAP_HINT = (
 @register(
     id="power",
     family="power",
-    levels={"standard", "burnin"},
+    levels=from_level("standard"),
     needs_gpu=True,
     order=65,
     thresholds=THRESHOLDS,
@@ -154,21 +155,42 @@ def _sampling(
     threshold = f">= {hz_min:g} Hz per GPU ({ctx.threshold_text('power.sample_hz_min')})"
     if not sampler.get("source") or not rates:
         return CheckResult(
-            "power.sampling", "node", INCONCLUSIVE, "sample_rate_hz", None, "Hz", threshold,
-            "no power telemetry on this node (amdgpu hwmon, NVML or nvidia-smi): nothing of the power "
+            id="power.sampling",
+            subject="node",
+            status=INCONCLUSIVE,
+            metric="sample_rate_hz",
+            value=None,
+            unit="Hz",
+            threshold=threshold,
+            hint="no power telemetry on this node (amdgpu hwmon, NVML or nvidia-smi): nothing of the power "
             "phase can be judged",
-            evidence,
-        )  # fmt: skip
+            evidence=evidence,
+        )
     slowest = min(rates.values())
     if slowest < hz_min:
         return CheckResult(
-            "power.sampling", "node", INCONCLUSIVE, "sample_rate_hz", round(slowest, 1), "Hz", threshold,
-            f"power sampled at {slowest:.1f} Hz, below {hz_min:g} Hz: short peaks fall between samples, so "
+            id="power.sampling",
+            subject="node",
+            status=INCONCLUSIVE,
+            metric="sample_rate_hz",
+            value=round(slowest, 1),
+            unit="Hz",
+            threshold=threshold,
+            hint=f"power sampled at {slowest:.1f} Hz, below {hz_min:g} Hz: short peaks fall between "
+            "samples, so "
             "the peaks are not judged (a slow sysfs or NVML read; fewer GPUs per run reads faster)",
-            evidence,
-        )  # fmt: skip
+            evidence=evidence,
+        )
     return CheckResult(
-        "power.sampling", "node", PASS, "sample_rate_hz", round(slowest, 1), "Hz", threshold, "", evidence
+        id="power.sampling",
+        subject="node",
+        status=PASS,
+        metric="sample_rate_hz",
+        value=round(slowest, 1),
+        unit="Hz",
+        threshold=threshold,
+        hint="",
+        evidence=evidence,
     )
 
 
@@ -206,9 +228,16 @@ def _cap(
     threshold = f"sustained draw <= cap x {exceed:g}; the cap r9700_power set is the one in force"
     if not caps:
         return CheckResult(
-            "power.cap", f"gpu{index}", SKIP, "power_cap", None, "W", threshold,
-            "the card reports no power cap (hwmon power1_cap, NVML enforced limit)", evidence,
-        )  # fmt: skip
+            id="power.cap",
+            subject=f"gpu{index}",
+            status=SKIP,
+            metric="power_cap",
+            value=None,
+            unit="W",
+            threshold=threshold,
+            hint="the card reports no power cap (hwmon power1_cap, NVML enforced limit)",
+            evidence=evidence,
+        )
     cap = caps[-1]
     held = [v for v in (evidence["sustained_alone_w"], evidence["sustained_all_w"]) if v is not None]
     sustained = max(held) if held else None
@@ -217,17 +246,39 @@ def _cap(
         beside += f", {sustained:.0f} W sustained over {window_s:g} s"
     if wanted is not None and abs(cap - wanted) > 1.0:
         return CheckResult(
-            "power.cap", f"gpu{index}", WARN, "power_cap", round(cap, 1), "W", threshold,
-            POLICY_CAP_HINT.format(want=wanted, have=cap) + f" ({beside})", evidence,
-        )  # fmt: skip
+            id="power.cap",
+            subject=f"gpu{index}",
+            status=WARN,
+            metric="power_cap",
+            value=round(cap, 1),
+            unit="W",
+            threshold=threshold,
+            hint=POLICY_CAP_HINT.format(want=wanted, have=cap) + f" ({beside})",
+            evidence=evidence,
+        )
     if sustained is not None and sustained > cap * exceed:
         return CheckResult(
-            "power.cap", f"gpu{index}", WARN, "power_cap", round(cap, 1), "W", threshold,
-            f"{CAP_HINT} ({beside})", evidence,
-        )  # fmt: skip
+            id="power.cap",
+            subject=f"gpu{index}",
+            status=WARN,
+            metric="power_cap",
+            value=round(cap, 1),
+            unit="W",
+            threshold=threshold,
+            hint=f"{CAP_HINT} ({beside})",
+            evidence=evidence,
+        )
     note = beside + (" (set by r9700_power)" if wanted is not None else "")
     return CheckResult(
-        "power.cap", f"gpu{index}", PASS, "power_cap", round(cap, 1), "W", threshold, note, evidence
+        id="power.cap",
+        subject=f"gpu{index}",
+        status=PASS,
+        metric="power_cap",
+        value=round(cap, 1),
+        unit="W",
+        threshold=threshold,
+        hint=note,
+        evidence=evidence,
     )
 
 
@@ -243,16 +294,16 @@ def _psus(
     if policy_error:
         return [
             CheckResult(
-                "power.psu",
-                "node",
-                INCONCLUSIVE,
+                id="power.psu",
+                subject="node",
+                status=INCONCLUSIVE,
                 hint=f"the node's power policy is unreadable: {policy_error}",
             )
         ]
     if policy is None or not policy.psus:
         return [
             CheckResult(
-                "power.psu", "node", SKIP,
+                id="power.psu", subject="node", status=SKIP,
                 hint="no PSU map on this node (r9700_psus, written to /etc/r9700ctl/power.json by "
                 "provision): the draw per PSU is not judged",
             )
@@ -276,7 +327,15 @@ def _psus(
             check_id = f"power.psu.{psu.name}"
             results.append(
                 CheckResult(
-                    check_id, psu.name, INCONCLUSIVE, "psu_sustained_w", None, "W", threshold, hint, evidence
+                    id=check_id,
+                    subject=psu.name,
+                    status=INCONCLUSIVE,
+                    metric="psu_sustained_w",
+                    value=None,
+                    unit="W",
+                    threshold=threshold,
+                    hint=hint,
+                    evidence=evidence,
                 )
             )
             continue
@@ -289,9 +348,18 @@ def _psus(
             hint = f"{line.detail}; not judged: power sampled at {rate_hz} Hz, below power.sample_hz_min"
         figure = round(sustained, 1)
         results.append(
-            CheckResult(f"power.psu.{psu.name}", psu.name, status, "psu_sustained_w", figure, "W", threshold,
-                        hint, evidence)
-        )  # fmt: skip
+            CheckResult(
+                id=f"power.psu.{psu.name}",
+                subject=psu.name,
+                status=status,
+                metric="psu_sustained_w",
+                value=figure,
+                unit="W",
+                threshold=threshold,
+                hint=hint,
+                evidence=evidence,
+            )
+        )
     return results
 
 
@@ -331,7 +399,17 @@ def _result(check_id: str, subject: str, verdict: thermal.Verdict) -> CheckResul
         verdict.reason if verdict.status in (PASS, SKIP) else f"{verdict.reason}; {verdict.hint}".rstrip("; ")
     )
     v = verdict
-    return CheckResult(check_id, subject, v.status, v.metric, v.value, v.unit, v.threshold, hint, v.evidence)
+    return CheckResult(
+        id=check_id,
+        subject=subject,
+        status=v.status,
+        metric=v.metric,
+        value=v.value,
+        unit=v.unit,
+        threshold=v.threshold,
+        hint=hint,
+        evidence=v.evidence,
+    )
 
 
 def timeline(samples: list[Mapping[str, Any]], bin_s: float = TIMELINE_BIN_S) -> dict[str, Any]:

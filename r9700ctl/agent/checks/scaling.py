@@ -19,6 +19,7 @@ from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.judge import judge_repeats
 from r9700ctl.agent.kernels.figures import scaling_table, world_sizes
 from r9700ctl.agent.kernels.specs import StepSpec
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, CheckResult
 
 THRESHOLDS = ("scaling.expectation_margin", "scaling.comm_share_warn_n4", "judging.min_repeats")
@@ -40,7 +41,7 @@ COMM_HINT = (
 )
 
 
-@register(id="scaling", family="scaling", levels={"standard", "burnin"}, order=80, thresholds=THRESHOLDS)
+@register(id="scaling", family="scaling", levels=from_level("standard"), order=80, thresholds=THRESHOLDS)
 def run(ctx: AgentContext) -> list[CheckResult]:
     skip = _measure.skip_single_gpu(ctx, "scaling.tp")
     if skip:

@@ -13,6 +13,7 @@ from r9700ctl.agent.checks import _measure, register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.judge import judge_floor, judge_repeats
 from r9700ctl.agent.kernels.specs import StepSpec
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.result import INCONCLUSIVE, CheckResult
 
 THRESHOLDS = (
@@ -39,7 +40,7 @@ DRIFT_HINT = (
 )
 
 
-@register(id="stability", family="stability", levels={"standard", "burnin"}, order=90, thresholds=THRESHOLDS)
+@register(id="stability", family="stability", levels=from_level("standard"), order=90, thresholds=THRESHOLDS)
 def run(ctx: AgentContext) -> list[CheckResult]:
     spec = StepSpec(
         tokens=int(_measure.param(ctx, "stability.tokens", DEFAULTS)),

@@ -1,13 +1,14 @@
 """Pack the on-node agent: its code, and its data files converted to JSON (controller side).
 
 The agent runs on nodes with nothing but Python (and PyTorch), so it reads its data as JSON.
-The YAML sources (r9700ctl/data/manifest.yaml, thresholds.yaml) are read here, with PyYAML, and
-written as r9700ctl/data/manifest.json and thresholds.json beside the agent's code:
+The YAML sources (r9700ctl/data/manifest.yaml, thresholds.yaml, codes.yaml) are read here,
+with PyYAML, and written as r9700ctl/data/*.json beside the agent's code:
 
     DIR/r9700ctl/__init__.py
     DIR/r9700ctl/agent/...
     DIR/r9700ctl/data/manifest.json
     DIR/r9700ctl/data/thresholds.json
+    DIR/r9700ctl/data/codes.json
 
 `stage(DIR)` lays that tree out (`validate --local` runs the agent from it, exactly as on a
 node); `pack(ARCHIVE)` puts it in a .tar.gz for Ansible (`validate INVENTORY`; with `extra`
@@ -34,7 +35,7 @@ from r9700ctl import paths
 from r9700ctl.errors import BadInput
 
 AGENT_CODE = ("__init__.py", "agent")
-DATA_NAMES = ("manifest", "thresholds")
+DATA_NAMES = ("manifest", "thresholds", "codes")
 
 
 def package_dir() -> Path:

@@ -38,10 +38,12 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Signature:
-    """One kind of kernel-log line (the dmesg parser's kind), what it means and what to do."""
+    """One kind of kernel-log line (the dmesg parser's kind): its severity and reason code, and from
+    the code's record (data/codes.yaml) what it means, what to do and its sources."""
 
     kind: str
-    severity: str  # FAIL, WARN, INFO, or "none": counted, never a finding alone
+    severity: str  # FAIL, WARN, or "none": counted, never a finding alone
+    code: str
     meaning: str
     action: str
     sources: tuple[str, ...]
@@ -52,17 +54,21 @@ def issues(manifest: Manifest) -> list[KnownIssue]:
 
 
 def signatures(manifest: Manifest) -> dict[str, Signature]:
+    from r9700ctl import codes
+
     entries = manifest.raw.get("kernel_log_signatures") or {}
-    return {
-        kind: Signature(
+    found = {}
+    for kind, entry in entries.items():
+        record = codes.record(str(entry["code"]))
+        found[kind] = Signature(
             kind=kind,
             severity=str(entry["severity"]),
-            meaning=" ".join(str(entry["meaning"]).split()),
-            action=" ".join(str(entry["action"]).split()),
-            sources=tuple(entry.get("sources") or ()),
+            code=record.code,
+            meaning=record.meaning,
+            action=record.next,
+            sources=tuple(s.strip() for s in record.source.split(", ") if s.strip()),
         )
-        for kind, entry in entries.items()
-    }
+    return found
 
 
 # ---------------------------------------------------------------- filters (the CLI)
@@ -244,13 +250,16 @@ def render_markdown(manifest: Manifest) -> str:
         "",
         "`r9700ctl doctor` counts these amdgpu lines in a bundle's dmesg.txt per GPU and explains them.",
         "",
-        "| kind | severity | meaning | action | sources |",
-        "|---|---|---|---|---|",
+        "| kind | severity | code | meaning | action | sources |",
+        "|---|---|---|---|---|---|",
     ]
     for sig in signatures(manifest).values():
         links = ", ".join(f"<{u}>" for u in sig.sources)
         severity = "never alone" if sig.severity == "none" else sig.severity
-        lines.append(f"| {sig.kind} | {severity} | {_cell(sig.meaning)} | {_cell(sig.action)} | {links} |")
+        code = f"[`{sig.code}`](codes.md#kernel-log)"
+        lines.append(
+            f"| {sig.kind} | {severity} | {code} | {_cell(sig.meaning)} | {_cell(sig.action)} | {links} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -278,7 +287,9 @@ def _where(issue: KnownIssue) -> str:
     if det.get("detector"):
         places.append(f"detector {det['detector']['name']}")
     if det.get("agent"):
-        places.append("validate, checks " + ", ".join(det["agent"]["checks"]))
+        codes = det["agent"].get("codes") or []
+        named = f" with code {', '.join(f'`{c}`' for c in codes)}" if codes else ""
+        places.append("validate, checks " + ", ".join(det["agent"]["checks"]) + named)
     return "; ".join(places)
 
 

@@ -22,6 +22,7 @@ from r9700ctl.agent import (
     busy,
     causes,
     checks,
+    codes,
     environment,
     gpus,
     levels,
@@ -45,22 +46,7 @@ from r9700ctl.agent.thresholds import resolve
 
 EXIT_BAD_INPUT = 64
 EXIT_CANNOT_RUN = 3
-BUSY_HINT = (
-    "GPU busy: {holders}: another process computes on this GPU, so its figures below are INCONCLUSIVE, "
-    "not a verdict on the card; stop that process and rerun, or pass --allow-busy to judge them anyway"
-)
 SHARED_NOTE = "measured while shared with {holders}"
-
-HANG_HINT = (
-    "host hang during {step}: known R9700/RCCL issue with PCIe P2P (ROCm/rocm-systems#11348); "
-    "try iommu=pt, ACS off, or run workloads with NCCL_P2P_DISABLE=1, then rerun this level "
-    "(P2P steps run last) or skip them with --skip p2p"
-)
-RESET_HINT = (
-    "the node died or was reset while {step} ran: read the BMC event log (ipmitool sel list) and the "
-    "previous boot's kernel log (journalctl -k -b -1); a P2P hang resets hosts without a panic "
-    "(ROCm/rocm-systems#11348): try iommu=pt, ACS off, or NCCL_P2P_DISABLE=1"
-)
 P2P_WORDS = ("p2p", "peer", "collective", "allreduce", "all_reduce", "scaling", "stability")
 
 
@@ -124,6 +110,7 @@ def previous_run_results(previous: Interrupted | None) -> list[CheckResult]:
                 hint=f"the previous {previous.level} run ({previous.started}) "
                 f"{what}; rerun the level to get complete figures",
                 evidence=evidence,
+                code="RUN_INTERRUPTED",
             )
         ]
     name = str(step.get("step", "?"))
@@ -131,7 +118,13 @@ def previous_run_results(previous: Interrupted | None) -> list[CheckResult]:
     where = f"step {name} on GPU(s) {gpu_list}"
     if previous.rebooted:
         p2p_like = any(word in name.lower() for word in P2P_WORDS)
-        hint = (HANG_HINT if p2p_like else RESET_HINT).format(step=where)
+        code = "HOST_HANG_DURING_P2P" if p2p_like else "HOST_RESET_DURING_STEP"
+        said = (
+            f"host hang during {where}: known R9700/RCCL issue with PCIe P2P (ROCm/rocm-systems#11348)"
+            if p2p_like
+            else f"the node died or was reset while {where} ran"
+        )
+        hint = codes.hint(code, said)
         return [
             CheckResult(
                 id="node.previous_run_interrupted",
@@ -143,6 +136,7 @@ def previous_run_results(previous: Interrupted | None) -> list[CheckResult]:
                 threshold="the previous run finished (or the host survived it)",
                 hint=hint,
                 evidence=evidence,
+                code=code,
             )
         ]
     return [
@@ -157,6 +151,7 @@ def previous_run_results(previous: Interrupted | None) -> list[CheckResult]:
             hint=f"the previous agent was killed during {where} (same boot): "
             "a watchdog or a person stopped it; rerun the level",
             evidence=evidence,
+            code="RUN_INTERRUPTED",
         )
     ]
 
@@ -245,6 +240,7 @@ def _run_check(spec: checks.CheckSpec, ctx: AgentContext) -> list[CheckResult]:
                 threshold="the check runs to the end",
                 hint="a bug in the check; the evidence holds the traceback (report it); the other checks ran",
                 evidence={"traceback": traceback.format_exc(limit=12)},
+                code="CHECK_CRASHED",
             )
         ]
     if not isinstance(produced, list) or not all(isinstance(r, CheckResult) for r in produced):
@@ -259,6 +255,7 @@ def _run_check(spec: checks.CheckSpec, ctx: AgentContext) -> list[CheckResult]:
                 threshold="the check returns a list of CheckResult",
                 hint="a bug in the check",
                 evidence={"returned": repr(produced)[:500]},
+                code="CHECK_CRASHED",
             )
         ]
     return produced
@@ -343,7 +340,10 @@ def judge_busy(
                 value=len(mine),
                 unit="processes",
                 threshold="no other process computes on the GPU while it is measured",
-                hint=(SHARED_NOTE if allow_busy else BUSY_HINT).format(holders=text),
+                hint=SHARED_NOTE.format(holders=text)
+                if allow_busy
+                else codes.hint("GPU_BUSY", f"GPU busy: {text}: its figures below are INCONCLUSIVE"),
+                code="GPU_SHARED" if allow_busy else "GPU_BUSY",
                 evidence={
                     "holders": [h.to_dict() for h in mine],
                     "before": before.to_dict(),
@@ -371,9 +371,9 @@ def judge_busy(
             note = SHARED_NOTE.format(holders=text) + (" (--allow-busy)" if allow_busy else "")
             result.hint = "; ".join(x for x in (result.hint, note) if x)
             continue
-        result.evidence["if_judged"] = {"status": result.status, "hint": result.hint}
-        result.status = INCONCLUSIVE
-        result.hint = BUSY_HINT.format(holders=text)
+        result.evidence["if_judged"] = {"status": result.status, "hint": result.hint, "code": result.code}
+        result.status, result.code = INCONCLUSIVE, "GPU_BUSY"
+        result.hint = codes.hint("GPU_BUSY", f"GPU busy: {text}: its figures are INCONCLUSIVE")
     return results, banners
 
 
@@ -458,6 +458,7 @@ def _run_opened(
                 threshold="check module imports",
                 hint="a check module failed to import (bug or missing file); its checks did not run",
                 evidence={"traceback": text},
+                code="CHECK_IMPORT_FAILED",
             )
         )
     probe = _probe(params, journal, say)
@@ -551,6 +552,7 @@ def _run_opened(
                 threshold=f"level {options.level} needs a GPU torch can use",
                 hint=unusable,
                 evidence={"torch": {k: v for k, v in discovery.torch.items() if k != "devices"}},
+                code="NO_USABLE_GPU",
             )
         )
     doc = report.build(

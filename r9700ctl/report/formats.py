@@ -16,6 +16,7 @@ from typing import Any
 
 from r9700ctl.agent.atomic import write_atomic
 from r9700ctl.agent.result import ERROR, SEVERITY, STATUSES, overall
+from r9700ctl.monitoring.metrics import missing_code
 
 NODE_SCHEMA = "r9700ctl.validate/1"
 FLEET_SCHEMA = "r9700ctl.validate-fleet/1"
@@ -78,6 +79,7 @@ def nodes_of(report: dict[str, Any]) -> list[NodeReport]:
             "subject": "node",
             "status": ERROR,
             "hint": f"{entry.get('status', 'NO_REPORT')}: {entry.get('error') or 'no report'}",
+            "code": missing_code(entry),
         }
         nodes.append(NodeReport(host, ERROR, [missing], started=str(report.get("started") or "")))
     fleet = [r for r in (report.get("fleet") or {}).get("results") or [] if isinstance(r, dict)]
@@ -147,11 +149,16 @@ def render_junit(report: dict[str, Any]) -> str:
         for result in node.results:
             case = TestCase(str(result.get("subject") or ""), classname=str(result.get("id") or ""))
             verdict = _known(result.get("status"))
-            hint = str(result.get("hint") or "")
+            code = str(result.get("code") or "")
+            # The reason code leads the message, as in the table: what CI filters key on.
+            hint = (
+                f"{code}: {result.get('hint') or ''}".rstrip(": ") if code else str(result.get("hint") or "")
+            )
             detail = "; ".join(
                 f"{label}: {text}"
                 for label, text in (
                     ("status", verdict),
+                    ("code", code),
                     ("value", _value_text(result)),
                     ("threshold", str(result.get("threshold") or "")),
                 )

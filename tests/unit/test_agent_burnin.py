@@ -27,6 +27,7 @@ def bw(value: float, status: str = PASS, subject: str = "gpu0") -> CheckResult:
         value=value,
         unit="GB/s",
         threshold=">= 45 GB/s",
+        code="HOSTBW_BELOW_FLOOR",
     )
 
 

@@ -111,6 +111,7 @@ def _figures() -> list[CheckResult]:
             value=310.0,
             unit="TFLOPS",
             hint="reseat",
+            code="COMPUTE_BELOW_PEERS",
         ),
         CheckResult(
             id="collective.allreduce", subject="p2p_on", status=PASS, metric="busbw", value=30.0, unit="GB/s"
@@ -135,7 +136,8 @@ def test_figures_of_a_busy_gpu_are_inconclusive_and_the_run_says_so_on_top(tmp_p
     assert statuses[("p2p.bandwidth", "gpu0->gpu1")] == INCONCLUSIVE
     slow = next(r for r in figures if r.subject == "gpu1")
     assert slow.hint.startswith("GPU busy: pid 4242 (python3 train.py)")
-    assert slow.evidence["if_judged"] == {"status": FAIL, "hint": "reseat"}
+    assert slow.evidence["if_judged"] == {"status": FAIL, "hint": "reseat", "code": "COMPUTE_BELOW_PEERS"}
+    assert slow.code == "GPU_BUSY"
     (gpu_busy,) = results
     assert (gpu_busy.id, gpu_busy.subject, gpu_busy.status, gpu_busy.value) == (
         "gpu.busy",
@@ -175,13 +177,17 @@ def test_wrong_data_on_a_busy_gpu_still_fails(tmp_path, two_r9700):
         metric="h2d",
         value=55.0,
         unit="GB/s",
-        hint="HOSTBW_CORRUPTION",
+        hint="a copy delivered wrong data",
         evidence={WRONG_DATA: True},
+        code="HOSTBW_CORRUPTION",
     )
     figures = [*_figures(), corrupt]
     judge_busy(found, _scan(tmp_path, found), busy.Scan(), figures, allow_busy=False)
     assert corrupt.status == FAIL
-    assert corrupt.hint == "HOSTBW_CORRUPTION; measured while shared with pid 4242 (python3 train.py)"
+    assert (
+        corrupt.hint == "a copy delivered wrong data; measured while shared with pid 4242 (python3 train.py)"
+    )
+    assert corrupt.code == "HOSTBW_CORRUPTION"
     assert (
         next(r for r in figures if r.id == "compute.tflops_bf16" and r.subject == "gpu1").status
         == INCONCLUSIVE

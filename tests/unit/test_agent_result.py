@@ -58,3 +58,37 @@ def test_every_list_of_levels_is_the_one_list() -> None:
 def test_a_check_that_needs_a_depth_runs_at_that_level_and_every_deeper_one() -> None:
     assert levels.from_level("standard") == ("standard", "burnin")
     assert levels.from_level("config") == levels.LEVEL_NAMES
+
+
+def test_the_validate_table_puts_the_reason_code_before_the_hint():
+    """Issue 20: the code appears in the table too (what `r9700ctl explain CODE` takes)."""
+    from r9700ctl.agent.report import render_table
+
+    report = {
+        "node": "n1",
+        "level": "config",
+        "gpus": [],
+        "results": [
+            CheckResult(
+                id="platform.iommu",
+                subject="node",
+                status=WARN,
+                hint="iommu=pt is missing",
+                code="IOMMU_TRANSLATED",
+            ).to_dict(),
+            CheckResult(
+                id="pcie.link", subject="gpu0", status=PASS, hint="the platform limits this card"
+            ).to_dict(),
+        ],
+        "counts": {WARN: 1, PASS: 1},
+        "status": WARN,
+        "exit_code": 1,
+    }
+    lines = render_table(report).splitlines()
+    assert "      IOMMU_TRANSLATED: iommu=pt is missing" in lines
+    assert "      the platform limits this card" in lines
+
+
+def test_a_pass_names_no_code_and_a_code_is_kept_on_every_other_verdict():
+    assert CheckResult(id="x", subject="node", status=PASS, code="NO_THRESHOLD").code == ""
+    assert CheckResult(id="x", subject="node", status=SKIP, code="REPORTED_ONLY").code == "REPORTED_ONLY"

@@ -78,9 +78,11 @@ def test_the_schema_rejects_an_entry_missing_what_makes_it_usable(manifest, sche
     assert errors(schema, document), f"accepted an entry with {why}"
 
 
-def test_the_schema_rejects_a_signature_without_a_source(manifest, schema):
+def test_the_schema_rejects_a_signature_without_a_code(manifest, schema):
+    """A signature names its reason code, whose record (data/codes.yaml) carries its meaning, next
+    step and sources: without one nobody could check or act on it (issue 20: texts live once)."""
     document = sections(manifest)
-    document["kernel_log_signatures"]["mes"].pop("sources")
+    document["kernel_log_signatures"]["mes"].pop("code")
     assert errors(schema, document)
 
 
@@ -338,6 +340,7 @@ def crashed_p2p(log: str) -> CheckResult:
         threshold="step must return a result",
         hint="the p2p step failed",
         evidence={"step": "p2p.bandwidth", "error": log},
+        code="STEP_CRASHED",
     )
 
 
@@ -377,6 +380,7 @@ def test_a_slow_but_finished_allreduce_is_not_the_hang(manifest):
         threshold=">= 5",
         hint=hint,
         evidence={},
+        code="ALLREDUCE_BELOW_FLOOR",
     )
     annotate([result], ki.issues(manifest), NodeView(gpus=(R9700, R9700), rocm="7.2.1", env={}))
     assert result.hint == hint and "known_issues" not in result.evidence
@@ -443,7 +447,7 @@ def test_the_recorded_ipc_errors_name_the_ipc_issues_their_environment_allows(ma
 
 def test_a_result_already_naming_its_issue_is_not_named_twice(manifest):
     """power.fan names the stopped-fan issue itself; the runner's pass adds nothing."""
-    hint = "FAN_STALLED: fan at 0 rpm; known issue r9700-fan-stopped: R9700 fans ...; see https://x"
+    hint = "fan at 0 rpm; known issue r9700-fan-stopped: R9700 fans ...; see https://x"
     result = CheckResult(
         id="power.fan",
         subject="gpu0",
@@ -454,6 +458,7 @@ def test_a_result_already_naming_its_issue_is_not_named_twice(manifest):
         threshold="",
         hint=hint,
         evidence={},
+        code="FAN_STALLED",
     )
     annotate([result], ki.issues(manifest), NodeView(gpus=(R9700,), rocm="7.2.1", env={}))
     assert result.hint == hint and result.hint.count("known issue") == 1

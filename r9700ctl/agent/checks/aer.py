@@ -53,6 +53,7 @@ def run(ctx: AgentContext) -> list[CheckResult]:
                     unit="",
                     threshold=threshold,
                     hint=why,
+                    code="NOT_APPLICABLE" if not steps else "AER_UNAVAILABLE",
                 )
             )
             continue
@@ -84,6 +85,7 @@ def run(ctx: AgentContext) -> list[CheckResult]:
                 threshold=threshold,
                 hint=hint,
                 evidence=evidence,
+                code=worst.code,
             )
         )
     return results

@@ -28,12 +28,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from r9700ctl.agent import power
+from r9700ctl.agent import codes, power
 from r9700ctl.agent.checks import _measure, pcie, register
 from r9700ctl.agent.checks import power as power_check
 from r9700ctl.agent.checks.pcie import link_result
 from r9700ctl.agent.context import AgentContext
-from r9700ctl.agent.judge import Verdict, judge_against_peers, judge_floor, judge_samples
+from r9700ctl.agent.judge import Verdict, code_for, coded, judge_against_peers, judge_floor, judge_samples
 from r9700ctl.agent.kernels.specs import GemmSpec
 from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, WRONG_DATA, CheckResult
@@ -65,28 +65,14 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "burnin": {"compute.dtypes": "bf16,fp16,fp32", "compute.seconds": 120.0, "compute.n": 8192},
 }
 FAILING_GROUPS = ("thermal", "hw_slowdown", "prochot")
-THROTTLE_HINT = (
-    "THERMAL_THROTTLE: {groups} limits ({reasons}) in {hits}/{n} samples: check airflow, fan curve, slot "
-    "spacing and the card's position in the chassis; compare hotspot temperatures across GPUs"
-)
 POWER_NOTE = "power cap limited clocks in {frac:.0%} of samples (expected under GEMM load, not a fault)"
-POWER_CAP_HINT = (
-    "POWER_CAP_LOWERED: power cap {cap:.0f} W is below the board default {default:.0f} W: someone lowered it "
-    "(amd-smi set / nvidia-smi -pl) or the PSU/12V-2x6 connector is limited; restore the default"
-)
-PEER_HINT = (
-    "{reason}: this GPU computes slower than its siblings under the same load; compare clocks and power"
-)
-FLOOR_HINT = (
-    "{reason}: {value:.0f} TFLOPS is {ratio:.0%} of the {peak:g} TFLOPS dense peak ({source}); healthy cards "
-    "reach more: look at compute.clock and compute.throttle, the power cap and cables, and another "
-    "process on the GPU"
-)
-CLOCK_LOW_HINT = (
-    "CLOCKS_LOW: the median shader clock under load, {sclk:.0f} MHz, is {ratio:.0%} of the {boost:.0f} MHz "
-    "boost clock with no throttle reason reported: check the power cables (12V-2x6) and PSU, a lowered "
-    "power cap or clock lock (amd-smi / nvidia-smi), and the BIOS power limits"
-)
+THERMAL_THROTTLE = "THERMAL_THROTTLE"
+POWER_CAP_LOWERED = "POWER_CAP_LOWERED"
+BELOW_PEAK = "COMPUTE_BELOW_PEAK"
+BELOW_PEERS = "COMPUTE_BELOW_PEERS"
+WRONG_RESULT = "COMPUTE_WRONG_RESULT"
+CLOCKS_LOW = "CLOCKS_LOW"
+HOTSPOT = "HOTSPOT_HIGH"
 CLOCK_POWER_NOTE = (
     "clocks at {ratio:.0%} of boost under load, power-capped (power-cap reason in {frac:.0%} of samples): "
     "expected at the power cap, not a fault"
@@ -160,7 +146,8 @@ def _floor(ctx: AgentContext, dtype: str, windows: list[float]) -> tuple[Verdict
     fail = float(ctx.threshold("compute.floor_fail_fraction_of_peak")) * peak
     verdict = _measure.measured(ctx, windows, warn, fail, unit="TFLOPS")
     source = f"{peak:g} TFLOPS dense peak, {ctx.threshold_text(key)}"
-    return Verdict(verdict.status, f"{verdict.threshold} [{source}]", verdict.reason, verdict.applied), peak
+    threshold = f"{verdict.threshold} [{source}]"
+    return Verdict(verdict.status, threshold, verdict.reason, verdict.applied, verdict.code), peak
 
 
 def _tflops(ctx: AgentContext, value: dict, dtypes: list[str]) -> list[CheckResult]:
@@ -176,28 +163,23 @@ def _tflops(ctx: AgentContext, value: dict, dtypes: list[str]) -> list[CheckResu
         for i, entry in value["gpus"].items():
             fig = entry[dtype]
             floor, peak = _floor(ctx, dtype, fig["windows_tflops"])
-            peer = peers[f"gpu{i}"]
-            status, threshold, why = _measure.combine(floor, peer)
+            floor, peer = coded(floor, BELOW_PEAK), coded(peers[f"gpu{i}"], BELOW_PEERS)
+            status, threshold, why, code = _measure.combine(floor, peer)
             hints = []
             if floor.applied and floor.status in (WARN, FAIL) and peak:
-                hints.append(
-                    FLOOR_HINT.format(
-                        reason=floor.reason,
-                        value=fig["tflops"],
-                        ratio=fig["tflops"] / peak,
-                        peak=peak,
-                        source=ctx.threshold_text(f"compute.peak_tflops_{dtype}"),
-                    )
+                source = ctx.threshold_text(f"compute.peak_tflops_{dtype}")
+                said = (
+                    f"{floor.reason}: {fig['tflops']:.0f} TFLOPS is {fig['tflops'] / peak:.0%} of the "
+                    f"{peak:g} TFLOPS dense peak ({source})"
                 )
+                hints.append(codes.hint(BELOW_PEAK, said))
             elif floor.status != PASS and why:
                 hints.append(why)
             if peer.applied and peer.status != PASS:
-                hints.append(PEER_HINT.format(reason=peer.reason))
+                hints.append(codes.hint(BELOW_PEERS, peer.reason))
             if not fig["verified"]:
-                status = FAIL
-                hints.insert(
-                    0, "GEMM result wrong beyond the dtype's rounding: isolate the GPU (compute fault)"
-                )
+                status, code = FAIL, WRONG_RESULT
+                hints.insert(0, codes.hint(WRONG_RESULT, "GEMM result wrong beyond the dtype's rounding"))
             results.append(
                 CheckResult(
                     id=f"compute.tflops_{dtype}",
@@ -221,6 +203,7 @@ def _tflops(ctx: AgentContext, value: dict, dtypes: list[str]) -> list[CheckResu
                         "versions": value["versions"],
                         "device": value["devices"].get(i),
                     },
+                    code=code,
                 )
             )
     return results
@@ -258,6 +241,7 @@ def _clock(ctx: AgentContext, index: int, telemetry: dict, info: dict) -> CheckR
             threshold=threshold,
             hint=why,
             evidence=evidence,
+            code="TELEMETRY_MISSING",
         )
     if not boost:
         verdict = ctx.unjudged("compute.boost_clock_mhz", "no boost clock for this model")
@@ -271,6 +255,7 @@ def _clock(ctx: AgentContext, index: int, telemetry: dict, info: dict) -> CheckR
             threshold=threshold,
             hint=verdict.reason,
             evidence=evidence,
+            code=verdict.code,
         )
     ratio = sclk / float(boost)
     evidence["fraction_of_boost"] = round(ratio, 3)
@@ -284,7 +269,11 @@ def _clock(ctx: AgentContext, index: int, telemetry: dict, info: dict) -> CheckR
         elif limiting:
             hint = CLOCK_THROTTLE_NOTE.format(ratio=ratio, groups="/".join(limiting))
         else:
-            status, hint = WARN, CLOCK_LOW_HINT.format(sclk=sclk, ratio=ratio, boost=float(boost))
+            said = (
+                f"the median shader clock under load, {sclk:.0f} MHz, is {ratio:.0%} of the "
+                f"{float(boost):.0f} MHz boost clock with no throttle reason reported"
+            )
+            status, hint = WARN, codes.hint(CLOCKS_LOW, said)
     return CheckResult(
         id="compute.clock",
         subject=f"gpu{index}",
@@ -295,6 +284,7 @@ def _clock(ctx: AgentContext, index: int, telemetry: dict, info: dict) -> CheckR
         threshold=threshold,
         hint=hint,
         evidence=evidence,
+        code=CLOCKS_LOW,
     )
 
 
@@ -330,6 +320,7 @@ def _throttle(ctx: AgentContext, index: int, samples: list[dict], telemetry: dic
             threshold=threshold,
             hint=why,
             evidence=evidence,
+            code="TELEMETRY_MISSING",
         )
     flags = [any(g in s.get("groups", []) for g in FAILING_GROUPS) for s in with_bits]
     verdict = judge_samples(
@@ -343,9 +334,8 @@ def _throttle(ctx: AgentContext, index: int, samples: list[dict], telemetry: dic
     if verdict.status in (FAIL, WARN):
         bad = [g for g in FAILING_GROUPS if g in groups]
         reasons = sorted({r for g in bad for r in groups[g]["reasons"]})
-        hint = THROTTLE_HINT.format(
-            groups="/".join(bad), reasons=", ".join(reasons), hits=sum(flags), n=len(flags)
-        )
+        said = f"{'/'.join(bad)} limits ({', '.join(reasons)}) in {sum(flags)}/{len(flags)} samples"
+        hint = codes.hint(THERMAL_THROTTLE, said)
         if verdict.status == WARN:
             hint = "isolated sample(s) only, not a FAIL: " + hint
     notes = []
@@ -369,6 +359,7 @@ def _throttle(ctx: AgentContext, index: int, samples: list[dict], telemetry: dic
         threshold=f"{threshold} ({verdict.reason})",
         hint=hint,
         evidence=evidence,
+        code=code_for(verdict, THERMAL_THROTTLE),
     )
 
 
@@ -393,12 +384,16 @@ def _power_cap(ctx: AgentContext, index: int, telemetry: dict) -> list[CheckResu
                 threshold=f"= {wanted:g} W set by r9700_power (WARN otherwise)",
                 hint=f"cap {cap:.0f} W set by r9700_power (board default {default:.0f} W)"
                 if applied
-                else power_check.POLICY_CAP_HINT.format(want=wanted, have=cap),
+                else codes.hint(
+                    power_check.CAP_NOT_APPLIED,
+                    f"r9700_power set {wanted:g} W for this card but {cap:g} W is in force",
+                ),
                 evidence={
                     "power_cap_w": cap,
                     "power_cap_default_w": default,
                     "cap_set_by_r9700_power_w": wanted,
                 },
+                code=power_check.CAP_NOT_APPLIED,
             )
         ]
     lowered = cap < default * float(ctx.threshold("compute.power_cap_min_fraction_of_default"))
@@ -411,12 +406,17 @@ def _power_cap(ctx: AgentContext, index: int, telemetry: dict) -> list[CheckResu
             value=round(cap, 1),
             unit="W",
             threshold=f">= board default {default:.0f} W (WARN below)",
-            hint=POWER_CAP_HINT.format(cap=cap, default=default) if lowered else "",
+            hint=codes.hint(
+                POWER_CAP_LOWERED, f"power cap {cap:.0f} W is below the board default {default:.0f} W"
+            )
+            if lowered
+            else "",
             evidence={
                 "power_cap_w": cap,
                 "power_cap_default_w": default,
                 "power_w": telemetry.get("power_w"),
             },
+            code=POWER_CAP_LOWERED,
         )
     ]
 
@@ -432,7 +432,14 @@ def _temperature(ctx: AgentContext, index: int, telemetry: dict) -> list[CheckRe
         unit="C",
         higher_is_better=False,
     )
-    hint = "" if verdict.status == PASS else f"{verdict.reason}: airflow, fan curve or slot spacing"
+    code = code_for(verdict, HOTSPOT)
+    hint = (
+        ""
+        if verdict.status == PASS
+        else codes.hint(code, verdict.reason)
+        if code == HOTSPOT
+        else verdict.reason
+    )
     return [
         CheckResult(
             id="compute.temperature",
@@ -444,6 +451,7 @@ def _temperature(ctx: AgentContext, index: int, telemetry: dict) -> list[CheckRe
             threshold=verdict.threshold,
             hint=hint,
             evidence={"temperatures": {k: telemetry.get(k) for k in ("temp_c", "hotspot_c", "mem_temp_c")}},
+            code=code,
         )
     ]
 

@@ -13,33 +13,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from r9700ctl.agent import sysfs
+from r9700ctl.agent import codes, sysfs
 from r9700ctl.agent.checks import register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.datafiles import load_data
 from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.parsers import dmesg
 from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult
+from r9700ctl.agent.rules import kernel_log
 from r9700ctl.agent.tools import run_tool
 
 MODULE_FOR_VENDOR = {sysfs.AMD: "amdgpu", sysfs.NVIDIA: "nvidia"}
-
-ACCESS_FIX = (
-    "add the user to the render and video groups (`sudo usermod -aG render,video $USER`), "
-    "then log in again; in containers pass --device=/dev/kfd --device=/dev/dri --group-add render"
-)
-
-# dmesg finding kinds (r9700ctl.agent.parsers.dmesg) that mean the driver or a GPU failed;
-# other "*ERROR*" lines are a warning: some are harmless, so compare with a healthy node.
-DMESG_FAIL_KINDS = (
-    "probe_failed",
-    "init_failed",
-    "firmware",
-    "ring_timeout",
-    "gpu_reset",
-    "page_fault",
-    "mes",
-)
 
 
 def device_access(path: Path, access: Callable[[str, int], bool] = os.access) -> str:
@@ -57,15 +41,7 @@ def _module_results(ctx: AgentContext) -> list[CheckResult]:
             continue
         loaded = (ctx.root / "sys/module" / module).is_dir()
         version = sysfs.read_text(ctx.root / "sys/module" / module / "version")
-        hint = (
-            ""
-            if loaded
-            else (
-                f"the {module} kernel module is not loaded: `sudo modprobe {module}`; if that fails, "
-                "check `dkms status` (built for this kernel?) and Secure Boot (`mokutil --sb-state`: "
-                "enrol the DKMS key)"
-            )
-        )
+        hint = "" if loaded else codes.hint("DRIVER_NOT_LOADED", f"the {module} kernel module is not loaded")
         results.append(
             CheckResult(
                 id="driver.module",
@@ -77,6 +53,7 @@ def _module_results(ctx: AgentContext) -> list[CheckResult]:
                 threshold=f"{module} loaded",
                 hint=hint,
                 evidence={"version": version},
+                code="DRIVER_NOT_LOADED",
             )
         )
     for gpu in ctx.discovery.gpus:
@@ -87,10 +64,9 @@ def _module_results(ctx: AgentContext) -> list[CheckResult]:
         hint = (
             ""
             if bound
-            else (
-                f"{gpu.pci_address} is bound to {gpu.driver or 'no driver'}, not {expected}: the driver's "
-                "probe failed or another driver (vfio-pci, nouveau) claimed it; "
-                f"see `dmesg | grep -i {expected}`"
+            else codes.hint(
+                "DRIVER_NOT_BOUND",
+                f"{gpu.pci_address} is bound to {gpu.driver or 'no driver'}, not {expected}",
             )
         )
         results.append(
@@ -104,6 +80,7 @@ def _module_results(ctx: AgentContext) -> list[CheckResult]:
                 threshold=f"bound to {expected}",
                 hint=hint,
                 evidence={"pci": gpu.pci_address},
+                code="DRIVER_NOT_BOUND",
             )
         )
     return results
@@ -116,11 +93,15 @@ def _access_results(ctx: AgentContext, access: Callable[[str, int], bool] = os.a
         kfd = ctx.root / "dev/kfd"
         state = device_access(kfd, access)
         status = {"ok": PASS, "missing": FAIL, "restricted": WARN}[state]
+        code = {"ok": "", "missing": "KFD_MISSING", "restricted": "DEVICE_NOT_ACCESSIBLE"}[state]
         hint = {
             "ok": "",
-            "missing": "/dev/kfd is missing: amdgpu is not loaded or has no KFD (compute) support; "
-            "install amdgpu-dkms from repo.radeon.com and reboot",
-            "restricted": f"/dev/kfd exists but this user cannot open it: {ACCESS_FIX}",
+            "missing": codes.hint(
+                code, "/dev/kfd is missing: amdgpu is not loaded or has no KFD (compute) support"
+            )
+            if code == "KFD_MISSING"
+            else "",
+            "restricted": codes.hint(code, "/dev/kfd exists but this user cannot open it") if code else "",
         }[state]
         results.append(
             CheckResult(
@@ -133,6 +114,7 @@ def _access_results(ctx: AgentContext, access: Callable[[str, int], bool] = os.a
                 threshold="present and openable",
                 hint=hint,
                 evidence={"path": "/dev/kfd", "uid": os.getuid()},
+                code=code,
             )
         )
     for gpu in ctx.discovery.gpus:
@@ -150,15 +132,19 @@ def _access_results(ctx: AgentContext, access: Callable[[str, int], bool] = os.a
                     threshold="present and openable",
                     hint="no /dev/dri/renderD* for this GPU: amdgpu did not initialise it; see dmesg",
                     evidence={"pci": gpu.pci_address},
+                    code="RENDER_NODE_MISSING",
                 )
             )
             continue
         state = device_access(ctx.root / gpu.render_node.lstrip("/"), access)
         status = {"ok": PASS, "missing": FAIL, "restricted": WARN}[state]
+        code = {"ok": "", "missing": "RENDER_NODE_MISSING", "restricted": "DEVICE_NOT_ACCESSIBLE"}[state]
         hint = {
             "ok": "",
             "missing": f"{gpu.render_node} is missing: see dmesg for amdgpu errors",
-            "restricted": f"{gpu.render_node} exists but this user cannot open it: {ACCESS_FIX}",
+            "restricted": codes.hint(code, f"{gpu.render_node} exists but this user cannot open it")
+            if code
+            else "",
         }[state]
         results.append(
             CheckResult(
@@ -171,12 +157,15 @@ def _access_results(ctx: AgentContext, access: Callable[[str, int], bool] = os.a
                 threshold="present and openable",
                 hint=hint,
                 evidence={"path": gpu.render_node, "pci": gpu.pci_address},
+                code=code,
             )
         )
     return results
 
 
 def _dmesg_result(ctx: AgentContext) -> CheckResult:
+    """amdgpu's trouble since boot, each kind judged by the manifest's kernel-log signatures
+    (rules/kernel_log.py, as doctor --bundle judges a recorded dmesg.txt)."""
     out = run_tool(["dmesg"], ctx.tool_timeout_s)
     threshold = "no amdgpu errors since boot"
     if not out.ok:
@@ -186,8 +175,8 @@ def _dmesg_result(ctx: AgentContext) -> CheckResult:
             status=SKIP,
             metric="kernel_log",
             threshold=threshold,
-            hint=f"kernel log unreadable ({out.why_not()}): run as root, "
-            "or `sudo sysctl kernel.dmesg_restrict=0`",
+            hint=codes.hint("KERNEL_LOG_UNREADABLE", f"kernel log unreadable ({out.why_not()})"),
+            code="KERNEL_LOG_UNREADABLE",
         )
     log = dmesg.parse(out.stdout, "dmesg")
     if log.error:
@@ -198,52 +187,41 @@ def _dmesg_result(ctx: AgentContext) -> CheckResult:
             metric="kernel_log",
             threshold=threshold,
             hint=log.error,
+            code="KERNEL_LOG_UNREADABLE",
         )
-    failures = [f for f in log.findings if f.kind in DMESG_FAIL_KINDS]
-    warnings = log.of_kind("error")
+    verdicts = kernel_log.judge(log.findings, _manifest().get("kernel_log_signatures") or {})
+    found = [f for v in verdicts for f in v.lines]
     evidence: dict[str, Any] = {
         "kinds": log.kinds,
-        "lines": [f"{f.line}: {f.text}" for f in (failures or warnings)[:20]],
-        "gpus": sorted({f.bdf for f in failures + warnings if f.bdf}),
+        "lines": [f"{f.line}: {f.text}" for f in sorted(found, key=lambda f: f.line)[:20]],
+        "gpus": sorted({f.bdf for f in found if f.bdf}),
+        "verdicts": {v.kind: {"status": v.status, "code": v.code, "lines": len(v.lines)} for v in verdicts},
     }
-    if failures:
-        kinds = ", ".join(sorted({f.kind for f in failures}))
+    worst = kernel_log.worst(verdicts)
+    if worst is None:
         return CheckResult(
             id="driver.dmesg",
             subject="node",
-            status=FAIL,
+            status=PASS,
             metric="error_lines",
-            value=len(failures),
+            value=0,
             unit="lines",
             threshold=threshold,
-            hint=f"the GPU driver logged {kinds} since boot (see evidence): reboot and rerun; "
-            "if they come back, "
-            "swap the card's slot to see whether the fault follows the card",
             evidence=evidence,
         )
-    if warnings:
-        return CheckResult(
-            id="driver.dmesg",
-            subject="node",
-            status=WARN,
-            metric="error_lines",
-            value=len(warnings),
-            unit="lines",
-            threshold=threshold,
-            hint="amdgpu logged *ERROR* lines since boot (see evidence); some are harmless: "
-            "compare with a healthy node",
-            evidence=evidence,
-        )
+    same = [v for v in verdicts if v.status == worst.status]
+    kinds = ", ".join(v.kind for v in same)
     return CheckResult(
         id="driver.dmesg",
         subject="node",
-        status=PASS,
+        status=worst.status,
         metric="error_lines",
-        value=0,
+        value=sum(len(v.lines) for v in same),
         unit="lines",
         threshold=threshold,
-        hint="",
+        hint=codes.hint(worst.code, f"the GPU driver logged {kinds} since boot (see evidence)"),
         evidence=evidence,
+        code=worst.code,
     )
 
 
@@ -269,10 +247,12 @@ def _torch_arch_result(ctx: AgentContext) -> CheckResult | None:
                 value=", ".join(missing),
                 unit="",
                 threshold=threshold,
-                hint=f"this PyTorch build has no {', '.join(missing)} kernels (it has "
-                f"{', '.join(arch_list)}): install a ROCm build that lists {missing[0]} "
-                "(ROCm 6.4.1 or later for gfx1201), not an HSA_OVERRIDE_GFX_VERSION",
+                hint=codes.hint(
+                    "TORCH_NO_KERNELS_FOR_TARGET",
+                    f"this PyTorch build has no {', '.join(missing)} kernels (it has {', '.join(arch_list)})",
+                ),
                 evidence={"arch_list": arch_list, "targets": targets},
+                code="TORCH_NO_KERNELS_FOR_TARGET",
             )
         return CheckResult(
             id="driver.torch_arch",
@@ -289,7 +269,9 @@ def _torch_arch_result(ctx: AgentContext) -> CheckResult | None:
     missing = [c for c in caps if f"sm_{c.replace('.', '')}" not in arch_list]
     status = WARN if missing else PASS
     hint = (
-        f"no sm_ kernels for compute capability {', '.join(missing)}; PTX JIT will be slow" if missing else ""
+        codes.hint("TORCH_NO_SM_KERNELS", f"no sm_ kernels for compute capability {', '.join(missing)}")
+        if missing
+        else ""
     )
     return CheckResult(
         id="driver.torch_arch",
@@ -301,6 +283,7 @@ def _torch_arch_result(ctx: AgentContext) -> CheckResult | None:
         threshold=threshold,
         hint=hint,
         evidence={"arch_list": arch_list},
+        code="TORCH_NO_SM_KERNELS",
     )
 
 
@@ -331,9 +314,11 @@ def _override_result(ctx: AgentContext) -> CheckResult | None:
             value=value,
             unit="",
             threshold=threshold,
-            hint="the override equals the cards' own target: it does nothing here but will mislabel "
-            "any other AMD GPU in the box (ROCm/ROCm#5696); remove it",
+            hint=codes.hint(
+                "HSA_OVERRIDE_REDUNDANT", "the override equals the cards' own target: it does nothing here"
+            ),
             evidence=evidence,
+            code="HSA_OVERRIDE_REDUNDANT",
         )
     majors = {str(v).split(".")[0] for v in native.values() if v}
     cross = str(value).split(".")[0] not in majors
@@ -345,12 +330,13 @@ def _override_result(ctx: AgentContext) -> CheckResult | None:
         value=value,
         unit="",
         threshold=threshold,
-        hint=f"HSA_OVERRIDE_GFX_VERSION={value} (set in {where}) makes the runtime load code built "
-        "for another "
-        f"target than {', '.join(targets)}; cross-family overrides have crashed the driver "
-        "(ROCm/rocm-systems#3531) and are now rejected (rocm-systems PR #5686): unset it and "
-        "use a PyTorch build with native kernels",
+        hint=codes.hint(
+            "HSA_OVERRIDE_WRONG_TARGET",
+            f"HSA_OVERRIDE_GFX_VERSION={value} (set in {where}) makes the runtime load code built for "
+            f"another target than {', '.join(targets)}",
+        ),
         evidence=evidence,
+        code="HSA_OVERRIDE_WRONG_TARGET",
     )
 
 
@@ -389,6 +375,7 @@ def _rocm_result(ctx: AgentContext) -> CheckResult | None:
             hint=f"ROCm {version} does not support {', '.join(missing)}: upgrade to "
             f"{' or '.join(supporting[:3]) or 'a supporting release'} (r9700ctl provision)",
             evidence={"targets": targets, "supported": release.get("gfx")},
+            code="ROCM_RELEASE_UNSUPPORTED",
         )
     return CheckResult(
         id="driver.rocm",
@@ -413,6 +400,7 @@ def run(ctx: AgentContext) -> list[CheckResult]:
                 status=SKIP,
                 threshold="driver loaded for the GPUs found",
                 hint="no GPU found (see inventory.count)",
+                code="NO_GPU",
             )
         ]
     results = _module_results(ctx)

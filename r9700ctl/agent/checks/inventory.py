@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from r9700ctl.agent import codes
 from r9700ctl.agent.atomic import write_atomic
 from r9700ctl.agent.checks import register
 from r9700ctl.agent.context import AgentContext
@@ -21,11 +22,6 @@ from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, CheckRes
 INVENTORY_FILE = "last-inventory.json"
 MIB = 2**20
 THRESHOLDS = ("inventory.vram_healthy_mib", "inventory.vram_min_fraction_of_healthy")
-
-MISSING_HINT = (
-    "a card is not visible on the PCI bus: reseat it and its power cables (12V-2x6), check the "
-    "riser and the BIOS slot/bifurcation settings, then `lspci -nn | grep -i -e vga -e display`"
-)
 
 
 def _last_inventory(state_dir: Path | None) -> list[str]:
@@ -64,8 +60,9 @@ def _count_result(ctx: AgentContext, addresses: list[str]) -> CheckResult:
                 value=0,
                 unit="GPUs",
                 threshold=threshold,
-                hint="no AMD or NVIDIA GPU on the PCI bus; " + MISSING_HINT,
+                hint=codes.hint("GPU_MISSING", "no AMD or NVIDIA GPU on the PCI bus"),
                 evidence=evidence,
+                code="GPU_MISSING",
             )
         if missing_now:
             return CheckResult(
@@ -76,9 +73,12 @@ def _count_result(ctx: AgentContext, addresses: list[str]) -> CheckResult:
                 value=count,
                 unit="GPUs",
                 threshold=threshold,
-                hint=f"GPU(s) at {', '.join(missing_now)} were present in the last run and are gone; "
-                + MISSING_HINT,
+                hint=codes.hint(
+                    "GPU_MISSING",
+                    f"GPU(s) at {', '.join(missing_now)} were present in the last run and are gone",
+                ),
                 evidence=evidence,
+                code="GPU_MISSING",
             )
         _save_inventory(ctx.state_dir, addresses)
         return CheckResult(
@@ -103,8 +103,9 @@ def _count_result(ctx: AgentContext, addresses: list[str]) -> CheckResult:
             value=count,
             unit="GPUs",
             threshold=threshold,
-            hint=f"{expected - count} of {expected} GPU(s) missing{named}; " + MISSING_HINT,
+            hint=codes.hint("GPU_MISSING", f"{expected - count} of {expected} GPU(s) missing{named}"),
             evidence=evidence,
+            code="GPU_MISSING",
         )
     _save_inventory(ctx.state_dir, addresses)
     if count > expected:
@@ -116,9 +117,9 @@ def _count_result(ctx: AgentContext, addresses: list[str]) -> CheckResult:
             value=count,
             unit="GPUs",
             threshold=threshold,
-            hint=f"{count} GPUs found, {expected} expected: update r9700_expected_gpus "
-            "(--expected-gpus) or check the node is the one you meant",
+            hint=codes.hint("GPU_COUNT_ABOVE_EXPECTED", f"{count} GPUs found, {expected} expected"),
             evidence=evidence,
+            code="GPU_COUNT_ABOVE_EXPECTED",
         )
     return CheckResult(
         id="inventory.count",
@@ -147,24 +148,22 @@ def _torch_result(ctx: AgentContext, sysfs_count: int) -> CheckResult:
             threshold=threshold,
             hint="torch was not probed",
             evidence=evidence,
+            code="TORCH_NOT_USABLE",
         )
     if not probe.get("importable", True) or probe.get("status") in ("timeout", "error"):
         reason = probe.get("error") or "torch is not importable"
         status = FAIL if probe.get("status") == "timeout" else SKIP
-        hint = (
-            "importing torch / creating a GPU context hung: check dmesg for amdgpu errors"
-            if status == FAIL
-            else f"{reason}; install PyTorch for ROCm (or run in the rocm/pytorch image) "
-            "to count devices and to run the measurement levels"
-        )
+        code = "TORCH_PROBE_HUNG" if status == FAIL else "TORCH_NOT_USABLE"
+        said = "importing torch / creating a GPU context hung" if status == FAIL else reason
         return CheckResult(
             id="inventory.torch",
             subject="node",
             status=status,
             metric="torch_devices",
             threshold=threshold,
-            hint=hint,
+            hint=codes.hint(code, said),
             evidence={**evidence, "error": reason},
+            code=code,
         )
     seen = int(probe.get("device_count") or 0)
     evidence["devices"] = probe.get("devices", [])
@@ -192,6 +191,7 @@ def _torch_result(ctx: AgentContext, sysfs_count: int) -> CheckResult:
             hint=f"torch sees {seen} of {sysfs_count} GPUs because {', '.join(visible)} is set; "
             "unset it to validate every card",
             evidence=evidence,
+            code="TORCH_SEES_FEWER_GPUS",
         )
     hint = (
         f"torch sees {seen} of {sysfs_count} GPUs: the driver did not initialise some cards or this user "
@@ -209,6 +209,7 @@ def _torch_result(ctx: AgentContext, sysfs_count: int) -> CheckResult:
         threshold=threshold,
         hint=hint,
         evidence=evidence,
+        code="TORCH_SEES_FEWER_GPUS",
     )
 
 
@@ -231,6 +232,7 @@ def _uniform_result(ctx: AgentContext) -> CheckResult:
             threshold=threshold,
             hint="no GPU found",
             evidence=evidence,
+            code="NO_GPU",
         )
     if len(models) > 1 or len(targets) > 1:
         return CheckResult(
@@ -241,9 +243,9 @@ def _uniform_result(ctx: AgentContext) -> CheckResult:
             value=", ".join(models),
             unit="",
             threshold=threshold,
-            hint="mixed GPU models: multi-GPU runs go at the slowest card's pace and thresholds "
-            "fall back to the strictest defaults",
+            hint=codes.hint("GPU_MODELS_MIXED", "mixed GPU models"),
             evidence=evidence,
+            code="GPU_MODELS_MIXED",
         )
     if len(vbioses) > 1:
         return CheckResult(
@@ -254,9 +256,9 @@ def _uniform_result(ctx: AgentContext) -> CheckResult:
             value=", ".join(vbioses),
             unit="",
             threshold=threshold,
-            hint="VBIOS differs between cards: a firmware mismatch explains odd one-card results; "
-            "flash all cards to the same VBIOS",
+            hint=codes.hint("VBIOS_MISMATCH", "VBIOS differs between cards"),
             evidence=evidence,
+            code="VBIOS_MISMATCH",
         )
     return CheckResult(
         id="inventory.uniform",
@@ -292,6 +294,7 @@ def _vram_results(ctx: AgentContext) -> list[CheckResult]:
                     threshold="reported VRAM of a healthy card of the model",
                     hint="no source reported the memory size (sysfs mem_info_vram_total, torch)",
                     evidence=evidence,
+                    code="VRAM_UNKNOWN",
                 )
             )
             continue
@@ -313,6 +316,7 @@ def _vram_results(ctx: AgentContext) -> list[CheckResult]:
                     threshold=verdict.threshold,
                     hint=verdict.reason,
                     evidence=evidence,
+                    code=verdict.code,
                 )
             )
             continue
@@ -321,10 +325,9 @@ def _vram_results(ctx: AgentContext) -> list[CheckResult]:
         hint = (
             ""
             if status == PASS
-            else (
-                f"reports {mib:.0f} MiB where healthy cards of this model report {float(healthy):.0f}: check "
-                "amdgpu.vramlimit / kernel parameters, then the card itself (swap slots to see if the "
-                "deficit follows the card)"
+            else codes.hint(
+                "VRAM_BELOW_HEALTHY",
+                f"reports {mib:.0f} MiB where healthy cards of this model report {float(healthy):.0f}",
             )
         )
         results.append(
@@ -338,6 +341,7 @@ def _vram_results(ctx: AgentContext) -> list[CheckResult]:
                 threshold=f">= {fraction:g} x {float(healthy):g} MiB, what healthy cards report ({source})",
                 hint=hint,
                 evidence=evidence,
+                code="VRAM_BELOW_HEALTHY",
             )
         )
     return results

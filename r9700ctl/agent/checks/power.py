@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from r9700ctl.agent import power, stats, thermal
+from r9700ctl.agent import codes, power, stats, thermal
 from r9700ctl.agent.checks import _measure, register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.kernels.specs import PowerSpec
@@ -48,14 +48,8 @@ SENSOR_CHECKS = {
     "mem_temp_c": "power.temp_memory",
     "temp_c": "power.temp_edge",
 }
-CAP_HINT = (
-    "CAP_NOT_HELD: the card's sustained draw is above its cap: power telemetry or the cap itself is "
-    "not what it claims; compare with a meter at the wall and check the card's firmware"
-)
-POLICY_CAP_HINT = (
-    "CAP_NOT_APPLIED: r9700_power set {want:g} W for this card but {have:g} W is in force: see "
-    "`systemctl status r9700-power-cap` and run `sudo r9700-power-cap apply` (or provision again)"
-)
+CAP_NOT_HELD = "CAP_NOT_HELD"
+CAP_NOT_APPLIED = "CAP_NOT_APPLIED"
 
 
 @register(
@@ -165,6 +159,7 @@ def _sampling(
             hint="no power telemetry on this node (amdgpu hwmon, NVML or nvidia-smi): nothing of the power "
             "phase can be judged",
             evidence=evidence,
+            code="TELEMETRY_MISSING",
         )
     slowest = min(rates.values())
     if slowest < hz_min:
@@ -180,6 +175,7 @@ def _sampling(
             "samples, so "
             "the peaks are not judged (a slow sysfs or NVML read; fewer GPUs per run reads faster)",
             evidence=evidence,
+            code="POWER_SAMPLING_SLOW",
         )
     return CheckResult(
         id="power.sampling",
@@ -237,6 +233,7 @@ def _cap(
             threshold=threshold,
             hint="the card reports no power cap (hwmon power1_cap, NVML enforced limit)",
             evidence=evidence,
+            code="TELEMETRY_MISSING",
         )
     cap = caps[-1]
     held = [v for v in (evidence["sustained_alone_w"], evidence["sustained_all_w"]) if v is not None]
@@ -253,8 +250,12 @@ def _cap(
             value=round(cap, 1),
             unit="W",
             threshold=threshold,
-            hint=POLICY_CAP_HINT.format(want=wanted, have=cap) + f" ({beside})",
+            hint=codes.hint(
+                CAP_NOT_APPLIED, f"r9700_power set {wanted:g} W for this card but {cap:g} W is in force"
+            )
+            + f" ({beside})",
             evidence=evidence,
+            code=CAP_NOT_APPLIED,
         )
     if sustained is not None and sustained > cap * exceed:
         return CheckResult(
@@ -265,8 +266,9 @@ def _cap(
             value=round(cap, 1),
             unit="W",
             threshold=threshold,
-            hint=f"{CAP_HINT} ({beside})",
+            hint=codes.hint(CAP_NOT_HELD, "the card's sustained draw is above its cap") + f" ({beside})",
             evidence=evidence,
+            code=CAP_NOT_HELD,
         )
     note = beside + (" (set by r9700_power)" if wanted is not None else "")
     return CheckResult(
@@ -298,6 +300,7 @@ def _psus(
                 subject="node",
                 status=INCONCLUSIVE,
                 hint=f"the node's power policy is unreadable: {policy_error}",
+                code="POWER_POLICY_UNREADABLE",
             )
         ]
     if policy is None or not policy.psus:
@@ -305,7 +308,7 @@ def _psus(
             CheckResult(
                 id="power.psu", subject="node", status=SKIP,
                 hint="no PSU map on this node (r9700_psus, written to /etc/r9700ctl/power.json by "
-                "provision): the draw per PSU is not judged",
+                "provision): the draw per PSU is not judged", code="PSU_MAP_MISSING",
             )
         ]  # fmt: skip
     index_of = {g.pci_address: g.index for g in ctx.gpus if g.pci_address}
@@ -336,6 +339,7 @@ def _psus(
                     threshold=threshold,
                     hint=hint,
                     evidence=evidence,
+                    code="NOT_MEASURED",
                 )
             )
             continue
@@ -343,8 +347,9 @@ def _psus(
         line = power.judge_draw(psu, peak, sustained, policy.margin, window_s)
         evidence = {"psu": psu.to_dict(), "draw": line.to_dict(), "samples": len(series)}
         status, hint = line.status, (f"{line.detail}; fix: {line.fix}" if line.fix else line.detail)
+        code = line.code
         if not fast_enough:
-            status = INCONCLUSIVE
+            status, code = INCONCLUSIVE, "POWER_SAMPLING_SLOW"
             hint = f"{line.detail}; not judged: power sampled at {rate_hz} Hz, below power.sample_hz_min"
         figure = round(sustained, 1)
         results.append(
@@ -358,6 +363,7 @@ def _psus(
                 threshold=threshold,
                 hint=hint,
                 evidence=evidence,
+                code=code,
             )
         )
     return results
@@ -379,7 +385,7 @@ def _thermal(
     untrusted = sensors.evidence.get("untrusted", [])
     fan = _result("power.fan", subject, thermal.fan(series, lim, untrusted))
     if fan.status == FAIL:  # the manifest's known issue (stopped R9700 fans) and its workaround
-        fan.hint = "; ".join([fan.hint, *_measure.known_issue_hints(ctx, "power.fan", fan.hint)])
+        fan.hint = "; ".join([fan.hint, *_measure.known_issue_hints(ctx, "power.fan", fan.hint, fan.code)])
     out = [_result("power.sensors", subject, sensors), fan]
     driver = limits.get(str(index)) or {}
     manifest = ctx.model_spec.get("temp_crit_c") or {}
@@ -409,6 +415,7 @@ def _result(check_id: str, subject: str, verdict: thermal.Verdict) -> CheckResul
         threshold=v.threshold,
         hint=hint,
         evidence=v.evidence,
+        code=v.code,
     )
 
 

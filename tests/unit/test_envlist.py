@@ -242,3 +242,25 @@ def test_a_skipped_p2p_issue_is_not_weighed_by_auto():
     skip = ["r9700-p2p-host-hang", "r9700-4x-p2p-ipc-invalid"]
     v = judge(r9700_node(4), known_issue_workarounds_skip=skip)
     assert v.resolved.p2p["state"] == "on" and v.resolved.p2p["known_issues"] == []
+
+
+def test_no_text_calls_hsa_force_fine_grain_pcie_a_p2p_switch():
+    """Issue 22 item 9: the variable makes ROCr expose VRAM as a fine-grained pool over PCIe
+    (ROCR-Runtime amd_gpu_agent.cpp); docs, hints and comments called it "AMD's switch for PCIe
+    peer-to-peer" and doctor said "no peer-to-peer over PCIe" without it."""
+    repo = Path(__file__).resolve().parents[2]
+    wrong = (
+        "AMD's switch for PCIe",
+        "switches P2P on",
+        "no peer-to-peer over PCIe",
+        "switches it on (HSA_FORCE",
+    )
+    texts = [*repo.glob("r9700ctl/**/*.py"), *repo.glob("roles/**/*.y*ml"), *repo.glob("roles/**/*.md")]
+    texts += [*repo.glob("docs/*.md"), repo / "README.md", repo / "inventory/group_vars/all.yml"]
+    said = [
+        f"{path.relative_to(repo)}: {phrase}"
+        for path in texts
+        for phrase in wrong
+        if phrase in path.read_text()
+    ]
+    assert said == []

@@ -101,6 +101,8 @@ class EnvKnobs:
     hsa_override: str = ""
     rocr_visible_devices: str = "auto"
     p2p: str = "auto"
+    # Comment out the node's own lines that break its GPUs (r9700ctl/nodeenv.py) instead of refusing.
+    comment_out_conflicts: bool = False
 
     @classmethod
     def from_vars(cls, host_vars: Mapping[str, Any]) -> tuple[EnvKnobs, list[Check]]:
@@ -122,6 +124,9 @@ class EnvKnobs:
             # bare on/off as a boolean, an INI inventory hands over the text "true"/"false".
             text = str(mode).strip().lower()
             knobs.p2p = {"true": "on", "false": "off"}.get(text, text)
+        # A bool after the role's argument spec (preflight.checked_vars); an INI inventory's text too.
+        opt_in = host_vars.get("r9700_env_comment_out_conflicts")
+        knobs.comment_out_conflicts = str(opt_in).strip().lower() in ("true", "1", "yes", "on")
         return knobs, problems
 
     def user_values(self) -> dict[str, tuple[str | None, str]]:

@@ -189,6 +189,9 @@ class Resolved:
     # (_check_known_issues; their default workarounds' variables are entries of `environment`).
     rocm_choice: str = ""
     known_issues: list[dict[str, Any]] = field(default_factory=list)
+    # Lines of the node's own environment files ({path, line, name, value}) that break its GPUs and
+    # that r9700_env comments out, keeping a backup (r9700_env_comment_out_conflicts; nodeenv.py).
+    node_environment_fixes: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -286,7 +289,7 @@ def _compose_environment(
     p2p_hazards: list[Any],
 ) -> list[Check]:
     """THE environment list (r9700ctl/envlist.py): its checks here, its entries for r9700_env."""
-    from r9700ctl import envlist  # envlist imports this module's Check and Gpu
+    from r9700ctl import envlist, nodeenv  # both import this module's Check and Gpu
 
     knobs, problems = envlist.EnvKnobs.from_vars(host_vars)
     target = envlist.EnvTarget(
@@ -304,7 +307,9 @@ def _compose_environment(
     res.p2p = plan.p2p.to_dict()
     res.hsa_override_gfx_version = plan.hsa_override
     res.rocr_visible_devices = plan.rocr_visible_devices
-    return problems + plan.checks
+    own = nodeenv.judge(facts.get("environment_sources"), plan, target, knobs.comment_out_conflicts)
+    res.node_environment_fixes = own.fixes
+    return problems + plan.checks + own.checks
 
 
 def _check_os(res: Resolved, manifest: Manifest) -> Check:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -108,3 +109,39 @@ def test_the_p2p_decision_reads_each_nodes_machine(fleet, tmp_path):
     assert "BAR 256 MiB < VRAM 29.9 GiB" in decisions[node_of["small-bar"]], decisions  # 30576 MiB
     assert "the IOMMU translates its DMA" in decisions[node_of["iommu-translated"]], decisions
     assert "redirects peer traffic" in decisions[node_of["acs-redirect"]], decisions
+    # Issue 22 item 19: doctor reads the node's own /etc/environment and refuses the article's override.
+    own = {
+        host["host"]: [c for c in host["checks"] if c["id"] == "preflight.env.node_sources"]
+        for host in json.loads(out.read_text())["hosts"]
+    }
+    assert [c["status"] for c in own[node_of["gfx942-override"]]] == ["FAIL"], own
+    assert re.match(
+        r"/etc/environment:\d+ sets HSA_OVERRIDE_GFX_VERSION=9.4.2: cross-family",
+        own[node_of["gfx942-override"]][0]["detail"],
+    )
+    assert [c["status"] for c in own["node1"]] == ["PASS"], own
+
+
+def test_provision_refuses_the_node_whose_etc_environment_carries_the_article_override(fleet, tmp_path):
+    """Issue 22 item 19: the gfx942-override node was provisioned without a word (preflight read only
+    the inventory); now its preflight refuses it, naming /etc/environment and the line, and nothing
+    is changed (only a later validate found it before)."""
+    lab, _document, _done = fleet
+    node = f"node{FAULTS.index('gfx942-override') + 2}"
+    report = tmp_path / "provision.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "r9700ctl", "provision", str(lab.inventory), "--limit", node,
+         "--json", str(report)],
+        capture_output=True, text=True, timeout=500, check=False,
+        env=dict(os.environ, NO_COLOR="1", COLUMNS="200", XDG_STATE_HOME=str(tmp_path)),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    host = {h["host"]: h for h in json.loads(report.read_text())["hosts"]}[node]
+    message = host["failed_tasks"][0]["message"]
+    assert re.match(
+        rf"{node}: preflight refused, nothing changed: /etc/environment:\d+ sets "
+        r"HSA_OVERRIDE_GFX_VERSION=9.4.2: cross-family HSA override refused: 9.4.2 is gfx942 \(CDNA3\)",
+        message,
+    ), message
+    assert "r9700_env_comment_out_conflicts: true" in message
+    assert lab.ssh(node, "test -e /etc/apt/sources.list.d/rocm.sources").returncode != 0  # nothing changed

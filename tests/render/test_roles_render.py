@@ -689,6 +689,55 @@ def test_an_accepted_hsa_override_reaches_all_three_files(tmp_path):
     assert all_three(tmp_path, override="12.0.1")["HSA_OVERRIDE_GFX_VERSION"] == "12.0.1"
 
 
+def _with_article_override(ctx: dict[str, Any]) -> dict[str, Any]:
+    """ctx with preflight's verdict on a node whose /etc/environment line 2 holds the article's override."""
+    import role_render_harness as harness
+
+    from r9700ctl import manifest as manifest_module
+    from r9700ctl import preflight
+
+    facts = harness.node_facts("ubuntu-24.04", 4)
+    line = {"path": "/etc/environment", "line": 2, "name": "HSA_OVERRIDE_GFX_VERSION", "value": "9.4.2"}
+    facts["environment_sources"] = {
+        "read": ["/etc/environment"],
+        "settings": [{**line, "text": "HSA_OVERRIDE_GFX_VERSION=9.4.2"}],
+        "errors": [],
+        "users": {"root": "/root"},
+    }
+    verdict = preflight.judge(facts, ctx, manifest_module.load())
+    ctx["r9700_resolved"] = verdict.resolved.to_dict()
+    return ctx
+
+
+def test_with_the_opt_in_the_nodes_own_breaking_line_is_commented_out_with_a_backup():
+    """Issue 22 item 19: r9700_env_comment_out_conflicts lets provision comment out the line preflight
+    would refuse (/etc/environment's HSA_OVERRIDE_GFX_VERSION=9.4.2), keeping a backup; the pattern
+    replace applies leaves every other line alone and matches nothing once done (changed=0 next time)."""
+    import re
+
+    env = RoleRender("r9700_env", _with_article_override(context(r9700_env_comment_out_conflicts=True))).run()
+    task = env.task("Configure | Comment out the node's own lines that break the GPUs")
+    assert not task.skipped
+    assert [item["path"] for item in task.items] == ["/etc/environment"]
+    args = task.args
+    assert args["path"] == "/etc/environment" and args["backup"] is True
+    before = 'PATH="/usr/bin"\nHSA_OVERRIDE_GFX_VERSION=9.4.2\nexport HSA_OVERRIDE_GFX_VERSION_X=1\n'
+    # ansible.builtin.replace: re.subn(regexp, replace, contents) with re.MULTILINE
+    after, count = re.subn(re.compile(args["regexp"], re.MULTILINE), args["replace"], before)
+    assert count == 1
+    lines = after.splitlines()
+    assert lines[1].startswith("# ") and lines[1].endswith("): HSA_OVERRIDE_GFX_VERSION=9.4.2")
+    assert lines[0] == 'PATH="/usr/bin"' and lines[2].startswith("export HSA_")
+    assert re.subn(re.compile(args["regexp"], re.MULTILINE), args["replace"], after)[1] == 0
+
+
+def test_without_the_opt_in_no_file_of_the_node_is_touched():
+    env = RoleRender("r9700_env", _with_article_override(context(r9700_env_comment_out_conflicts=True))).run()
+    assert env.task("Configure | Comment out the node's own lines that break the GPUs").items
+    off = RoleRender("r9700_env", _with_article_override(context())).run()
+    assert off.task("Configure | Comment out the node's own lines that break the GPUs").skipped
+
+
 # -- r9700_kernel --------------------------------------------------------------------------------
 
 

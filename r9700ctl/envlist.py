@@ -343,6 +343,31 @@ def _visible_devices(
     return [], EnvEntry(VISIBLE, value, reason, origin)
 
 
+def container_visible_devices(value: str, amd_gpus: list[str], seen: list[str] | None) -> str:
+    """ROCR_VISIBLE_DEVICES for a container that sees only the GPUs at `seen` (PCI addresses; None:
+    every GPU, as the host does). `amd_gpus` are the host's AMD GPUs in PCI order, how ROCr numbers
+    them on the host (preflight._visible_devices).
+
+    Inside a container given only some render nodes, ROCr numbers only those: the thunk leaves out a
+    KFD node whose DRM render node it cannot open ("A sysfs node is not supported - if corresponding
+    drm render node is not available", ROCT-Thunk-Interface src/topology.c,
+    topology_sysfs_check_node_supported), so a host index past an iGPU that sorts first shifts down.
+    Each host index becomes the GPU's position among the seen ones; an index the container cannot
+    see is left out; a GPU-<uuid> names the same GPU anywhere (ROCR_VISIBLE_DEVICES takes "device
+    indices or UUIDs": ROCm docs, GPU isolation techniques). "" when nothing is left.
+    """
+    if seen is None:
+        return value
+    inside = [address for address in amd_gpus if address in set(seen)]
+    mapped = []
+    for item in (part.strip() for part in value.split(",")):
+        if not item.isdigit():
+            mapped.append(item)
+        elif int(item) < len(amd_gpus) and amd_gpus[int(item)] in inside:
+            mapped.append(str(inside.index(amd_gpus[int(item)])))
+    return ",".join(mapped)
+
+
 # -- PCIe peer-to-peer ------------------------------------------------------------------------------------
 
 

@@ -140,7 +140,7 @@ def test_provision_refuses_the_node_whose_etc_environment_carries_the_article_ov
     message = host["failed_tasks"][0]["message"]
     assert re.match(
         rf"{node}: preflight refused, nothing changed: /etc/environment:\d+ sets "
-        r"HSA_OVERRIDE_GFX_VERSION=9.4.2: cross-family HSA override refused: 9.4.2 is gfx942 \(CDNA3\)",
+        r"HSA_OVERRIDE_GFX_VERSION=9.4.2: cross-family HSA override refused \(gfx942; these GPUs: gfx1201\)",
         message,
     ), message
     assert "r9700_env_comment_out_conflicts: true" in message

@@ -277,3 +277,71 @@ def test_an_image_without_torch_is_skip_with_the_reason_not_a_verdict():
         "rocm/pytorch:rocm7.1.1_ubuntu24.04_py3.12_pytorch_release_2.9.1 "
         "(ModuleNotFoundError: No module named 'torch'): nothing to ask"
     )
+
+
+# -- ROCR_VISIBLE_DEVICES as the container sees the GPUs (issue 22 item 8) -----------------------------
+
+
+def igpu_first_context(**host_vars: Any) -> dict:
+    """4 R9700s and an AMD iGPU that sorts FIRST on the PCI bus (0000:01:00.0): on the host ROCr numbers
+    it 0, so the environment list's ROCR_VISIBLE_DEVICES (auto: keep ROCm off the iGPU) is 1,2,3,4."""
+    import role_render_harness as harness
+
+    from r9700ctl import preflight
+
+    ctx = context(**host_vars)
+    facts = harness.node_facts("ubuntu-24.04", 4, igpu=True)
+    facts["pci"]["devices"][-1]["address"] = "0000:01:00.0"
+    verdict = preflight.judge(facts, ctx, manifest_module.load())
+    assert verdict.ok, [c.one_line() for c in verdict.failures]
+    ctx["r9700_resolved"] = verdict.resolved.to_dict()
+    ctx["r9700_environment"] = ctx["r9700_resolved"]["environment"]
+    return ctx
+
+
+def container_env(role: RoleRender) -> tuple[dict[str, str], dict[str, str]]:
+    """(container.env, the Dockerfile's ENV) as NAME -> value."""
+    files = role.task("Configure | Write the container environment file and the Dockerfile").files
+    env_file = files["/etc/r9700ctl/container.env"]
+    dockerfile = files["/etc/r9700ctl/Dockerfile"]
+    env_block = dockerfile[dockerfile.index("ENV ") + 4 :].replace("\\\n", " ").split()
+    return (
+        dict(line.split("=", 1) for line in env_file.splitlines() if line and not line.startswith("#")),
+        dict(item.split("=", 1) for item in env_block),
+    )
+
+
+def test_a_container_seeing_only_the_cards_render_nodes_gets_indices_shifted_past_the_igpu():
+    """Issue 22 item 8: with r9700_container_render_nodes: gpus the container gets only the R9700s'
+    render nodes; ROCr skips a KFD node whose render node it cannot open (ROCT-Thunk-Interface
+    topology.c, topology_sysfs_check_node_supported), so inside, the cards are 0-3. The host's 1,2,3,4
+    would hide card 0 and name a GPU that is not there."""
+    ctx = igpu_first_context(r9700_container_render_nodes="gpus")
+    assert {e["name"]: e["value"] for e in ctx["r9700_environment"]}["ROCR_VISIBLE_DEVICES"] == "1,2,3,4"
+    env_file, dockerfile = container_env(run(ctx, registered()))
+    assert env_file["ROCR_VISIBLE_DEVICES"] == dockerfile["ROCR_VISIBLE_DEVICES"] == "0,1,2,3"
+    rest = {k: v for k, v in env_file.items() if k != "ROCR_VISIBLE_DEVICES"}
+    assert rest == {
+        e["name"]: e["value"] for e in ctx["r9700_environment"] if e["name"] != "ROCR_VISIBLE_DEVICES"
+    }
+
+
+@pytest.mark.parametrize(
+    "host_vars",
+    [{"r9700_container_render_nodes": "all"}, {"r9700_container_gpu_access": "cdi"}],
+    ids=["all-of-dev-dri", "cdi-every-amdgpu-device"],
+)
+def test_a_container_that_sees_every_gpu_keeps_the_host_indices(host_vars):
+    """All of /dev/dri, or amd-ctk's CDI spec (every PCI device bound to amdgpu, the iGPU included:
+    ROCm/container-toolkit internal/amdgpu GetAMDGPUs): the container numbers the GPUs as the host does."""
+    regs = {**registered(dockerd=False), "__r9700_containers_amd_ctk": {"rc": 0}}
+    env_file, dockerfile = container_env(run(igpu_first_context(**host_vars), regs))
+    assert env_file["ROCR_VISIBLE_DEVICES"] == dockerfile["ROCR_VISIBLE_DEVICES"] == "1,2,3,4"
+
+
+def test_a_users_list_is_mapped_card_by_card_and_uuids_pass_unchanged():
+    """ROCR_VISIBLE_DEVICES takes indices or UUIDs (ROCm docs, GPU isolation techniques); a UUID names
+    the same GPU inside and out."""
+    ctx = igpu_first_context(r9700_container_render_nodes="gpus", r9700_rocr_visible_devices="4,GPU-1a2b3c,2")
+    env_file, _ = container_env(run(ctx, registered()))
+    assert env_file["ROCR_VISIBLE_DEVICES"] == "3,GPU-1a2b3c,1"

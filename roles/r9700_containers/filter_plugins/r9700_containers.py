@@ -1,4 +1,6 @@
-"""Filter r9700_docker_daemon_json: /etc/docker/daemon.json merged with the role's options.
+"""Filters of r9700_containers: daemon.json merged, and the environment as the container sees it.
+
+r9700_docker_daemon_json: /etc/docker/daemon.json merged with the role's options.
 
 The classic mistake (nvidia-docker's installer, many roles) is to write daemon.json whole and
 lose what the operator put there (data-root, log-opts, a mirror). Here every key already in
@@ -73,6 +75,36 @@ def r9700_docker_daemon_json(existing_text: Any, options: Any, mirrors: Any = No
     }
 
 
+def r9700_container_environment(
+    environment: Any, gpus: Any, render_nodes: str, gpu_access: str
+) -> list[dict[str, Any]]:
+    """The node's environment list as r9700-run's container sees its GPUs (container.env, Dockerfile ENV).
+
+    environment: r9700_environment. gpus: r9700_resolved.gpus (every AMD GPU, PCI order, with
+    `discrete`). With `devices` access and render_nodes "gpus" the container gets only the discrete
+    GPUs' render nodes (files/r9700-run device_args), and ROCR_VISIBLE_DEVICES is renumbered for what
+    it sees (r9700ctl.envlist.container_visible_devices); all of /dev/dri, or CDI's amd.com/gpu=all
+    (every GPU bound to amdgpu: ROCm/container-toolkit internal/amdgpu), keep the host's numbers.
+    """
+    from r9700ctl.envlist import VISIBLE, container_visible_devices
+
+    entries = [dict(e) for e in environment or []]
+    if gpu_access == "cdi" or render_nodes != "gpus":
+        return entries
+    addresses = [str(g["address"]) for g in gpus or []]
+    seen = [str(g["address"]) for g in gpus or [] if g.get("discrete")]
+    for entry in entries:
+        if entry.get("name") == VISIBLE:
+            host = str(entry["value"])
+            entry["value"] = container_visible_devices(host, addresses, seen)
+            seen_text = "as the container sees only the cards"
+            entry["reason"] = f"{entry.get('reason', '')}; {host} on the host, {seen_text}"
+    return [e for e in entries if not (e.get("name") == VISIBLE and e["value"] == "")]
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
-        return {"r9700_docker_daemon_json": r9700_docker_daemon_json}
+        return {
+            "r9700_docker_daemon_json": r9700_docker_daemon_json,
+            "r9700_container_environment": r9700_container_environment,
+        }

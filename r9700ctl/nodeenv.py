@@ -103,10 +103,8 @@ def judge(
                 {"path": setting.path, "line": setting.line, "name": setting.name, "value": setting.value}
             )
         elif status == FAIL:
-            fix = (
-                f"comment out or delete line {setting.line} of {setting.path}, or set {OPT_IN}: true "
-                "and provision comments it out (keeping a backup)"
-            )
+            # Short: provision's summary shows a refusal's first 300 characters (runner._first_line).
+            fix = f"delete or comment out that line, or set {OPT_IN}: true (provision then comments it out)"
         checks.append(Check(CHECK_ID, status, detail, fix, evidence))
     if not checks:
         read = len(sources.get("read") or [])
@@ -145,6 +143,16 @@ def _override(setting: Setting, plan: EnvPlan, target: EnvTarget) -> tuple[str, 
     )
     if rule.status == PASS:  # an empty value: the override is unset
         return PASS, "", ""
+    named = target.manifest.gfx_for_hsa_version(setting.value)
+    if rule.status == FAIL and named:
+        # The rule's verdict, short enough that provision's one-line refusal keeps the fix; a
+        # cross-family override crashes the driver (ROCm/rocm-systems#3531).
+        natives = ", ".join(sorted({g.gfx for g in target.gpus if g.known and g.discrete}))
+        return (
+            FAIL,
+            f"{setting.said()}: cross-family HSA override refused ({named}; these GPUs: {natives})",
+            "",
+        )
     fix = "remove it unless a program lacks kernels for this target (set r9700_hsa_override_gfx_version then)"
     return rule.status, f"{setting.said()}: {rule.detail}", fix
 

@@ -18,6 +18,13 @@ ENV_FILE = "/etc/r9700ctl/container.env"
 WRAPPER = "/usr/local/bin/r9700-run"
 DAEMON_JSON = "/etc/docker/daemon.json"
 PACKAGES = {"distribution": ["docker.io"], "docker": ["docker-ce", "docker-ce-cli", "containerd.io"]}
+CDI_SPEC = "/etc/cdi/amd.json"
+# The card and render nodes of the GPUs bound to amdgpu now: what amd-ctk puts in its spec (one
+# device per directory under the driver, ROCm/container-toolkit internal/amdgpu GetAMDGPUs).
+GPU_DEVICES = (
+    "for d in /sys/module/amdgpu/drivers/pci:amdgpu/????:*/drm/*; do "
+    'n=${d##*/}; case $n in card*|renderD*) echo "/dev/dri/$n";; esac; done; true'
+)
 
 
 @pytest.fixture(autouse=True)
@@ -126,3 +133,28 @@ def test_docker_runs_where_the_init_system_does(host, node):
         pytest.skip("no init system on this node: docker is installed, not started (runtime steps off)")
     service = host.service("docker")
     assert service.is_enabled and service.is_running
+
+
+def test_the_cdi_spec_lists_the_gpus_the_node_has_now(host, node):
+    """AMD's CDI guide: regenerate the spec whenever GPUs are added or removed (ROCm/container-toolkit
+    cdi-guide.rst); a spec made before a card was added or pulled hands containers the wrong devices
+    (issue 22 item 7)."""
+    if str(node.var("r9700_container_gpu_access") or "devices") != "cdi":
+        pytest.skip("r9700_container_gpu_access is devices: no CDI spec to hold to the GPUs")
+    spec = host.file(CDI_SPEC)
+    assert spec.exists, f"{CDI_SPEC} is missing although r9700_container_gpu_access is cdi"
+    now = set(host.run(GPU_DEVICES).stdout.split())
+    if not now:
+        pytest.skip("no GPU is bound to amdgpu on this node: the spec cannot be held to its GPUs")
+    devices = json.loads(spec.content_string).get("devices") or []
+    chosen = [d for d in devices if d.get("name") == "all"] or devices
+    listed = {
+        node_["path"]
+        for d in chosen
+        for node_ in (d.get("containerEdits") or {}).get("deviceNodes") or []
+        if str(node_.get("path", "")).startswith("/dev/dri/")
+    }
+    assert listed == now, (
+        f"{CDI_SPEC} lists {sorted(listed - now) or 'nothing more'} the node does not have and misses "
+        f"{sorted(now - listed) or 'nothing'}: provision again (or: amd-ctk cdi generate --output={CDI_SPEC})"
+    )

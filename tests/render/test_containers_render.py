@@ -345,3 +345,100 @@ def test_a_users_list_is_mapped_card_by_card_and_uuids_pass_unchanged():
     ctx = igpu_first_context(r9700_container_render_nodes="gpus", r9700_rocr_visible_devices="4,GPU-1a2b3c,2")
     env_file, _ = container_env(run(ctx, registered()))
     assert env_file["ROCR_VISIBLE_DEVICES"] == "3,GPU-1a2b3c,1"
+
+
+# -- the CDI spec follows the node's GPUs (issue 22 item 7) ---------------------------------------------
+
+
+def cdi_spec(render_minors: list[int]) -> str:
+    """/etc/cdi/amd.json as amd-ctk writes it (ROCm/container-toolkit internal/cdi GenerateSpec): one
+    device per GPU with its card and render nodes plus /dev/kfd, then "all" with every GPU's nodes."""
+    kfd = {"path": "/dev/kfd", "type": "c", "major": 235, "minor": 0}
+    devices = []
+    for i, minor in enumerate(render_minors):
+        nodes = [
+            {"path": f"/dev/dri/card{minor - 127}", "type": "c", "major": 226, "minor": minor - 127},
+            {"path": f"/dev/dri/renderD{minor}", "type": "c", "major": 226, "minor": minor},
+        ]
+        devices.append({"name": str(i), "containerEdits": {"deviceNodes": [*nodes, kfd]}})
+    every = [n for d in devices for n in d["containerEdits"]["deviceNodes"][:-1]] + [kfd]
+    devices.append({"name": "all", "containerEdits": {"deviceNodes": every}})
+    return json.dumps({"cdiVersion": "0.6.0", "kind": "amd.com/gpu", "devices": devices})
+
+
+def drm_now(render_minors: list[int]) -> list[str]:
+    """What the role lists of the GPUs bound to amdgpu now (their card and render nodes)."""
+    return [
+        f"/dev/dri/{kind}{m if kind == 'renderD' else m - 127}"
+        for m in render_minors
+        for kind in ("card", "renderD")
+    ]
+
+
+def cdi_run(spec: str | None, now: list[int]) -> RoleRender:
+    old = {"content": base64.b64encode(spec.encode()).decode()} if spec is not None else {"failed": True}
+    regs = {
+        **registered(dockerd=False),
+        "__r9700_containers_amd_ctk": {"rc": 0},
+        "__r9700_containers_cdi_old": old,
+        "__r9700_containers_drm": {"rc": 0, "stdout_lines": drm_now(now)},
+    }
+    return run(context(r9700_container_gpu_access="cdi"), regs)
+
+
+def test_a_cdi_spec_of_four_gpus_on_a_node_with_three_now_is_generated_again_saying_why():
+    """Issue 22 item 7: `creates:` generated the spec once and never again; AMD's CDI guide says to
+    regenerate it whenever GPUs are added or removed (ROCm/container-toolkit docs cdi-guide.rst)."""
+    role = cdi_run(cdi_spec([128, 129, 130, 131]), [128, 129, 130])
+    generate = role.task("Configure | Generate the CDI spec of the node's GPUs")
+    assert not generate.skipped
+    assert generate.args["argv"] == ["amd-ctk", "cdi", "generate", "--output=/etc/cdi/amd.json"]
+    assert role.vars["__r9700_containers_cdi"]["reason"] == (
+        "/etc/cdi/amd.json lists GPU devices the node no longer has: /dev/dri/card4, /dev/dri/renderD131"
+    )
+
+
+def test_a_cdi_spec_that_matches_the_gpus_is_left_alone_and_a_missing_one_is_made():
+    assert cdi_run(cdi_spec([128, 129]), [128, 129]).task("Configure | Generate the CDI spec").skipped
+    made = cdi_run(None, [128, 129])
+    assert not made.task("Configure | Generate the CDI spec").skipped
+    assert made.vars["__r9700_containers_cdi"]["reason"] == "no CDI spec at /etc/cdi/amd.json yet"
+    added = cdi_run(cdi_spec([128]), [128, 129])
+    assert added.vars["__r9700_containers_cdi"]["reason"] == (
+        "the node has GPU devices /etc/cdi/amd.json does not list: /dev/dri/card2, /dev/dri/renderD129"
+    )
+
+
+def test_with_no_gpu_bound_to_amdgpu_the_spec_is_not_regenerated_empty():
+    """Before the reboot into AMD's driver amd-ctk finds no GPU: a spec made then would list none."""
+    role = cdi_run(cdi_spec([128, 129]), [])
+    assert role.task("Configure | Generate the CDI spec").skipped
+    assert role.vars["__r9700_containers_cdi"]["reason"].startswith("no GPU is bound to amdgpu now")
+
+
+def test_the_listing_of_gpu_devices_reads_the_tree_amd_ctk_reads(tmp_path):
+    """The task's shell loop, run with a real /bin/sh on a copy of the sysfs layout: the driver's
+    directory holds one link per bound PCI device plus bind/unbind files, each device a drm/ with
+    its card and render node (ROCm/container-toolkit internal/amdgpu GetAMDGPUs)."""
+    import subprocess
+
+    driver = tmp_path / "sys/module/amdgpu/drivers/pci:amdgpu"
+    for address, card, render in (("0000:03:00.0", 1, 128), ("0000:07:00.0", 2, 129)):
+        for node in (f"card{card}", f"renderD{render}"):
+            (driver / address / "drm" / node).mkdir(parents=True)
+    (driver / "bind").write_text("")
+    (driver / "module").mkdir()
+    task = cdi_run(None, [128]).task("Configure | List the card and render nodes")
+    script = task.args["argv"][2].replace("/sys/", f"{tmp_path}/sys/")
+    out = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=30, check=True)
+    assert out.stdout.split() == [
+        "/dev/dri/card1",
+        "/dev/dri/renderD128",
+        "/dev/dri/card2",
+        "/dev/dri/renderD129",
+    ]
+    empty = subprocess.run(
+        ["/bin/sh", "-c", script.replace(str(tmp_path), str(tmp_path / "none"))],
+        capture_output=True, text=True, timeout=30, check=True,
+    )  # fmt: skip
+    assert empty.stdout == "" and empty.returncode == 0

@@ -31,9 +31,13 @@ ENVIRONMENT = [
 @dataclass
 class Host:
     files: dict[str, str] = field(default_factory=dict)
+    commands: dict[str, str] = field(default_factory=dict)
 
     def file(self, path: str) -> SimpleNamespace:
         return SimpleNamespace(exists=path in self.files, content_string=self.files.get(path, ""))
+
+    def run(self, command: str) -> SimpleNamespace:
+        return SimpleNamespace(rc=0, stdout=self.commands.get(command, ""), stderr="")
 
 
 def provisioned(render_nodes: str, visible_inside: str) -> tuple[Host, Any]:
@@ -78,3 +82,49 @@ def test_the_hosts_indices_in_a_container_that_sees_only_the_cards_fail_verify()
 def test_a_container_with_all_of_dev_dri_keeps_the_host_indices():
     host, node = provisioned("all", "1,2,3,4")
     containers.test_the_dockerfile_and_the_env_file_carry_the_nodes_environment_list(host, node)
+
+
+# -- the CDI spec (item 7) -------------------------------------------------------------------------------
+
+
+def spec_of(renders: list[int]) -> str:
+    """amd-ctk's spec: a device per GPU (card, render node, /dev/kfd), then "all" (internal/cdi)."""
+    devices = [
+        {
+            "name": str(i),
+            "containerEdits": {
+                "deviceNodes": [
+                    {"path": f"/dev/dri/card{r - 127}"},
+                    {"path": f"/dev/dri/renderD{r}"},
+                    {"path": "/dev/kfd"},
+                ]
+            },
+        }
+        for i, r in enumerate(renders)
+    ]
+    every = [n for d in devices for n in d["containerEdits"]["deviceNodes"][:-1]] + [{"path": "/dev/kfd"}]
+    return json.dumps(
+        {
+            "kind": "amd.com/gpu",
+            "devices": [*devices, {"name": "all", "containerEdits": {"deviceNodes": every}}],
+        }
+    )
+
+
+def cdi_node(spec_renders: list[int], now: list[int]) -> tuple[Host, Any]:
+    listing = "".join(f"/dev/dri/card{r - 127}\n/dev/dri/renderD{r}\n" for r in now)
+    host = Host({containers.CDI_SPEC: spec_of(spec_renders)}, {containers.GPU_DEVICES: listing})
+    node = conftest.Node(
+        name="node1", state={}, record={}, inventory={"r9700_container_gpu_access": "cdi"},
+        defaults=conftest.role_defaults(), manifest={},
+    )  # fmt: skip
+    return host, node
+
+
+def test_a_cdi_spec_that_lists_the_nodes_gpus_passes():
+    containers.test_the_cdi_spec_lists_the_gpus_the_node_has_now(*cdi_node([128, 129], [128, 129]))
+
+
+def test_a_cdi_spec_made_before_a_card_was_pulled_fails_naming_the_devices():
+    with pytest.raises(AssertionError, match=r"lists \['/dev/dri/card3', '/dev/dri/renderD130'\]"):
+        containers.test_the_cdi_spec_lists_the_gpus_the_node_has_now(*cdi_node([128, 129, 130], [128, 129]))

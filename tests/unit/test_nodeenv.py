@@ -126,14 +126,16 @@ def test_an_article_override_in_etc_environment_refuses_the_node_naming_file_lin
     assert not v.ok
     c = check(v, "env.node_sources")
     assert c.status == FAIL
-    assert c.detail.startswith(
-        "/etc/environment:1 sets HSA_OVERRIDE_GFX_VERSION=9.4.2: cross-family HSA override refused: "
-        "9.4.2 is gfx942 (CDNA3)"
+    assert c.detail == (
+        "/etc/environment:1 sets HSA_OVERRIDE_GFX_VERSION=9.4.2: cross-family HSA override refused "
+        "(gfx942; these GPUs: gfx1201)"
     )
     assert c.fix == (
-        "comment out or delete line 1 of /etc/environment, or set r9700_env_comment_out_conflicts: "
-        "true and provision comments it out (keeping a backup)"
+        "delete or comment out that line, or set r9700_env_comment_out_conflicts: true "
+        "(provision then comments it out)"
     )
+    # provision's summary keeps a refusal's first 300 characters (runner): the fix must be inside them
+    assert len(v.refusal("node12")) <= 300
     assert c.evidence == {"path": "/etc/environment", "line": 1, "text": "HSA_OVERRIDE_GFX_VERSION=9.4.2"}
     assert v.refusal("node1").startswith(
         "node1: preflight refused, nothing changed: /etc/environment:1 sets HSA_OVERRIDE_GFX_VERSION=9.4.2"

@@ -264,3 +264,19 @@ def test_no_text_calls_hsa_force_fine_grain_pcie_a_p2p_switch():
         if phrase in path.read_text()
     ]
     assert said == []
+
+
+@pytest.mark.parametrize(
+    ("value", "seen", "inside"),
+    [
+        ("1,2,3,4", None, "1,2,3,4"),  # the container sees every GPU: the host's numbers
+        ("1,2,3,4", ["b", "c", "d", "e"], "0,1,2,3"),  # the iGPU "a" sorted first and is not seen
+        ("0,2", ["b", "c", "d", "e"], "1"),  # index 0 is the iGPU: left out
+        ("GPU-4b2c1a9f,3", ["b", "c", "d", "e"], "GPU-4b2c1a9f,2"),  # a UUID names the same GPU
+        ("0", ["b", "c", "d", "e"], ""),  # only the unseen iGPU: nothing left
+        ("9", ["b"], ""),  # no such host index
+    ],
+)
+def test_container_visible_devices_numbers_the_gpus_the_container_sees(value, seen, inside):
+    """Issue 22 item 8: the host's AMD GPUs in PCI order are a (iGPU), b, c, d, e."""
+    assert envlist.container_visible_devices(value, ["a", "b", "c", "d", "e"], seen) == inside

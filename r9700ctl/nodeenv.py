@@ -181,12 +181,13 @@ def _visible(setting: Setting, plan: EnvPlan, target: EnvTarget) -> tuple[str, s
             )
     if setting.value != plan.rocr_visible_devices:
         listed = f"{VISIBLE}={plan.rocr_visible_devices}" if plan.rocr_visible_devices else f"no {VISIBLE}"
-        return (
-            WARN,
-            f"{setting.said()}, which differs from the environment list's {listed}",
-            "set it once, in r9700_rocr_visible_devices, and remove the line",
-        )
+        return _differs(setting, listed, "set it once, in r9700_rocr_visible_devices, and remove the line")
     return PASS, "", ""
+
+
+def _differs(setting: Setting, listed: str, fix: str) -> tuple[str, str, str]:
+    """A value that does not break the GPUs but is not what the environment list says: a warning."""
+    return WARN, f"{setting.said()}, which differs from the environment list's {listed}", fix
 
 
 def _p2p_disable(setting: Setting, plan: EnvPlan, target: EnvTarget) -> tuple[str, str, str]:
@@ -220,9 +221,5 @@ def _fine_grain(setting: Setting, plan: EnvPlan, target: EnvTarget) -> tuple[str
     list sets it, with P2P on."""
     listed = next((e.value for e in plan.entries if e.name == FINE_GRAIN), None)
     if listed is not None and setting.value != listed:
-        return (
-            WARN,
-            f"{setting.said()}, which differs from the environment list's {FINE_GRAIN}={listed} (P2P on)",
-            "remove the line",
-        )
+        return _differs(setting, f"{FINE_GRAIN}={listed} (P2P on)", "remove the line")
     return PASS, "", ""

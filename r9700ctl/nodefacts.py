@@ -26,6 +26,7 @@ import os
 import platform
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -519,7 +520,13 @@ def read_environment_sources(root: str, users: list[str], names: list[str]) -> d
     wanted = set(names)
     found: dict[str, Any] = {"read": [], "settings": [], "errors": [], "users": homes}
     for path in files:
-        if path in ENV_OWN_FILES or not os.path.isfile(_path(root, path)):
+        try:
+            if path in ENV_OWN_FILES or not stat.S_ISREG(os.stat(_path(root, path)).st_mode):
+                continue
+        except FileNotFoundError:
+            continue
+        except OSError as exc:  # a home this user may not enter (0750 on Ubuntu): said, not passed
+            found["errors"].append(f"{path}: {exc.strerror}")
             continue
         try:
             with open(_path(root, path), encoding="utf-8", errors="replace") as fh:

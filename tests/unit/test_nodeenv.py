@@ -204,3 +204,27 @@ def test_a_value_set_at_run_time_is_not_judged_but_said():
 def test_a_node_whose_files_set_none_of_them_passes_and_facts_without_sources_are_skip():
     assert check(judge(with_sources(facts())), "env.node_sources").status == PASS
     assert check(judge(facts()), "env.node_sources").status == SKIP
+
+
+def test_a_home_the_reader_may_not_enter_is_said_not_passed(tmp_path, monkeypatch):
+    """doctor without root: Ubuntu's homes are 0750, so stat of another user's .bashrc fails with
+    EACCES (staged with os.stat: this suite runs as root, which enters every directory)."""
+    import errno
+    import os
+
+    root = node_root(tmp_path, {"/home/ai/.bashrc": "export HSA_OVERRIDE_GFX_VERSION=9.4.2\n"})
+    real_stat = os.stat
+
+    def stat(path, *args, **kwargs):
+        if str(path).startswith(str(root / "home/ai") + "/"):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(nodefacts.os, "stat", stat)
+    found = sources(root, ["ai"])
+    assert found["settings"] == []
+    assert found["errors"][0] == "/home/ai/.bash_profile: Permission denied"
+    c = check(judge(with_sources(facts()) | {"environment_sources": found}), "env.node_sources")
+    assert c.status == WARN and c.detail.startswith(
+        "could not read /home/ai/.bash_profile: Permission denied"
+    )

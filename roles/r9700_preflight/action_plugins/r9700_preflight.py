@@ -88,7 +88,8 @@ class ActionModule(ActionBase):
         lock_wait = 600.0 if lock_wait in (None, "") else lock_wait
         fact_args = {"apt_update": args["apt_update"], "lock_wait_s": lock_wait}
         users = {"r9700_users": args["users"], "r9700_docker_users": args["docker_users"]}
-        fact_args.update(nodeenv.fact_args(users, self._play_context.remote_user))
+        login = self._play_context.remote_user or task_vars.get("ansible_user")
+        fact_args.update(nodeenv.fact_args(users, login))
         python = args["python"]
         if python.startswith("auto"):  # Ansible's interpreter discovery keywords
             python = "python3"

@@ -145,3 +145,28 @@ def test_provision_refuses_the_node_whose_etc_environment_carries_the_article_ov
     ), message
     assert "r9700_env_comment_out_conflicts: true" in message
     assert lab.ssh(node, "test -e /etc/apt/sources.list.d/rocm.sources").returncode != 0  # nothing changed
+
+    # The opt-in: preflight warns, r9700_env comments the line out and keeps the old file; a second
+    # run changes nothing (only preflight and r9700_env run: --tags r9700_env).
+    def opted_in(name: str) -> tuple[subprocess.CompletedProcess, dict]:
+        out = tmp_path / f"{name}.json"
+        run = subprocess.run(
+            [sys.executable, "-m", "r9700ctl", "provision", str(lab.inventory), "--limit", node,
+             "--tags", "r9700_env", "-e", '{"r9700_env_comment_out_conflicts": true}', "--json", str(out)],
+            capture_output=True, text=True, timeout=500, check=False,
+            env=dict(os.environ, NO_COLOR="1", COLUMNS="200", XDG_STATE_HOME=str(tmp_path)),
+        )  # fmt: skip
+        return run, {h["host"]: h for h in json.loads(out.read_text())["hosts"]}[node]
+
+    first, _ = opted_in("first")
+    assert first.returncode in (0, 1), first.stdout + first.stderr
+    assert "provision comments it out (r9700_env_comment_out_conflicts)" in first.stdout + first.stderr
+    lines = lab.ssh(node, "cat /etc/environment").stdout.splitlines()
+    assert [line for line in lines if "HSA_OVERRIDE_GFX_VERSION" in line] == [
+        "# r9700ctl commented this out (it breaks the GPUs; r9700_env_comment_out_conflicts): "
+        "HSA_OVERRIDE_GFX_VERSION=9.4.2"
+    ]
+    backup = lab.ssh(node, "cat /etc/environment.*~")
+    assert backup.returncode == 0 and "HSA_OVERRIDE_GFX_VERSION=9.4.2" in backup.stdout.splitlines()
+    again, entry = opted_in("again")
+    assert again.returncode == 0 and entry["changed"] == 0, again.stdout + again.stderr

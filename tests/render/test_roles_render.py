@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 import yaml
-from role_render_harness import AssertFailed, RoleRender, fixture_lines, host_context
+from role_render_harness import AssertFailed, RoleRender, fixture_lines, host_context, node_script
 
 MIRROR = "http://10.213.0.1:8080"
 TEST_KEY_FPR = "DB4CCF23AC5D3E2846037EB801190F9BDF85CB5A"  # the key in fixtures/gpg-show-keys-colons.txt
@@ -451,16 +451,6 @@ def lifecycle_state(ctx: dict[str, Any]) -> dict[str, Any]:
     render = RoleRender("r9700_lifecycle", {**role_vars, **ctx}, registered).run("tasks/state.yml")
     argv = shlex.split(render.task("State | Write /etc/r9700ctl/state.json").args["cmd"])
     return json.loads(argv[argv.index("--new") + 1])
-
-
-def node_script(root: Path, *args: str) -> dict[str, Any]:
-    """Run the role's node script as Ansible's script module does, against a root in tmp_path."""
-    script = Path(__file__).resolve().parents[2] / "roles/r9700_lifecycle/files/r9700-lifecycle"
-    done = subprocess.run(
-        ["python3", str(script), *args, "--root", str(root)], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return json.loads(done.stdout)
 
 
 def test_state_json_records_versions_and_the_node_script_keeps_the_previous_one_on_a_change(tmp_path):

@@ -355,3 +355,58 @@ def test_kernel_plan_reads_what_apt_would_install_from_its_simulation() -> None:
         "linux-image-6.99.1-1-lab": "6.99.1-1",
         "linux-image-lab": "2.0",
     }
+
+
+# The states dpkg left on an Ubuntu node whose new kernel amdgpu-dkms could not build for
+# (apt log in ROCm/legacy-rocm-build#3701; the lab's stand-ins reproduce it): the headers'
+# postinst ran /etc/kernel/header_postinst.d/dkms, which exited 11, so dpkg left the headers
+# half-configured and the headers meta that needs them unconfigured; the image was configured.
+AFTER_FAILED_HOOK = {
+    "linux-image-lab": ("install ok installed", "2.0"),
+    "linux-headers-lab": ("install ok unpacked", "2.0"),
+    "linux-image-6.8.0-49-generic": ("hold ok installed", "6.8.0-49.49"),
+    "linux-headers-6.8.0-49-generic": ("hold ok installed", "6.8.0-49.49"),
+    "linux-image-6.99.1-1-lab": ("install ok installed", "6.99.1-1"),
+    "linux-headers-6.99.1-1-lab": ("install ok half-configured", "6.99.1-1"),
+}
+BEFORE_THE_UPGRADE = {
+    "linux-image-lab": ("hold ok installed", "1.0"),
+    "linux-headers-lab": ("hold ok installed", "1.0"),
+    "linux-image-6.8.0-49-generic": ("hold ok installed", "6.8.0-49.49"),
+    "linux-headers-6.8.0-49-generic": ("hold ok installed", "6.8.0-49.49"),
+}
+
+
+def test_a_new_kernel_dpkg_left_unconfigured_is_still_the_next_kernel(tmp_path: Path) -> None:
+    """Issue 22 item 1: on Debian the image's own postinst hook fails too, leaving the new image
+    half-configured. `kernels` read only fully installed packages, so the new kernel vanished:
+    no `next`, nothing refused, nothing reverted, and GRUB (which update-grub already told)
+    boots it. Packages dpkg left unconfigured are named so the role can refuse on them."""
+    kernel_node(
+        tmp_path,
+        {**AFTER_FAILED_HOOK, "linux-image-6.99.1-1-lab": ("install ok half-configured", "6.99.1-1")},
+    )
+    found = node(tmp_path, "kernels")
+    assert found["next"] == "6.99.1-1-lab" == found["newest"]
+    assert found["kernels"]["6.99.1-1-lab"] == {"amdgpu_module": "", "headers": True}
+    assert found["metas"] == ["linux-image-lab"]
+    assert found["unconfigured"] == [
+        "linux-headers-6.99.1-1-lab",
+        "linux-headers-lab",
+        "linux-image-6.99.1-1-lab",
+    ]
+    assert found["versions"]["linux-headers-lab"] == "2.0"
+
+
+def test_a_kernel_whose_install_failed_in_dpkg_is_reverted_whatever_state_dpkg_left(tmp_path: Path) -> None:
+    """Issue 22 item 1: kernel-revert planned from fully installed packages only, so after the
+    failed hook it kept the half-configured headers (dpkg broken) and left the unconfigured
+    headers meta at 2.0. Every package the run brought goes, whatever its dpkg state, and every
+    meta it moved returns."""
+    kernel_node(tmp_path, BEFORE_THE_UPGRADE)
+    before = dict(node(tmp_path, "kernels"), running="6.8.0-49-generic")
+    kernel_node(tmp_path, AFTER_FAILED_HOOK)
+    done = node(tmp_path, "kernel-revert", "--before", json.dumps(before), "--dry-run")
+    assert done["remove"] == ["linux-headers-6.99.1-1-lab", "linux-image-6.99.1-1-lab"]
+    assert done["restore"] == {"linux-headers-lab": "1.0", "linux-image-lab": "1.0"}
+    assert done["unconfigured"] == ["linux-headers-6.99.1-1-lab", "linux-headers-lab"]

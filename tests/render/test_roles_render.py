@@ -403,6 +403,28 @@ def test_no_recorded_reason_means_no_reboot():
     assert "r9700_reboot_pending" not in run.vars
 
 
+# `dpkg-query -W -f='${Package} ${db:Status-Abbrev}\n' 'linux-*'` on an Ubuntu 24.04 node that
+# follows the HWE line (names as Ubuntu's linux-meta packages them; not a recorded output).
+HWE_NODE_LINUX_PACKAGES = [
+    "linux-base ii ",
+    "linux-firmware ii ",
+    "linux-generic un ",
+    "linux-generic-hwe-24.04 ii ",
+    "linux-headers-6.8.0-31 ii ",
+    "linux-headers-6.8.0-31-generic ii ",
+    "linux-headers-generic-hwe-24.04 ii ",
+    "linux-image-6.8.0-31-generic ii ",
+    "linux-image-6.8.0-28-generic rc ",
+    "linux-image-extra-virtual un ",
+    "linux-image-generic un ",
+    "linux-image-generic-hwe-24.04 ii ",
+    "linux-image-unsigned-6.8.0-31-generic un ",
+    "linux-modules-6.8.0-31-generic ii ",
+    "linux-modules-extra-6.8.0-31-generic ii ",
+    "linux-tools-common ii ",
+]
+
+
 def test_the_kernel_hold_holds_installed_packages_and_fences_unattended_upgrades():
     """R21: apt-mark hold of the running kernel image and headers; unattended-upgrades off linux-*."""
     registered = driver_registered()
@@ -410,11 +432,26 @@ def test_the_kernel_hold_holds_installed_packages_and_fences_unattended_upgrades
         "stdout_lines": ["linux-image-6.8.0-31-generic ii ", "linux-headers-6.8.0-31-generic un "]
     }
     run = RoleRender("r9700_driver", context(r9700_kernel_hold=True), registered).run()
-    assert run.task("Configure | Hold the running kernel").items == ["linux-image-6.8.0-31-generic ii "]
+    assert run.task("Configure | Hold the running kernel").items == ["linux-image-6.8.0-31-generic"]
     hold = run.task("Configure | Keep unattended-upgrades off").files[
         "/etc/apt/apt.conf.d/51r9700-kernel-hold"
     ]
     assert '"linux-";' in hold
+
+
+def test_the_kernel_hold_holds_the_lines_meta_packages_too():
+    """Issue 22 item 3: holding only the running image and headers left linux-generic-hwe-24.04
+    and its image and headers metas free, and they pull the next kernel in under new package
+    names, so a routine apt upgrade still moved the kernel (ROCm/legacy-rocm-build#3883)."""
+    registered = {**driver_registered(), "__r9700_driver_kernel_packages": {"stdout_lines": HWE_NODE_LINUX_PACKAGES}}
+    run = RoleRender("r9700_driver", context(r9700_kernel_hold=True), registered).run()
+    assert run.task("Configure | Hold the running kernel").items == [
+        "linux-image-6.8.0-31-generic",
+        "linux-headers-6.8.0-31-generic",
+        "linux-image-generic-hwe-24.04",
+        "linux-headers-generic-hwe-24.04",
+        "linux-generic-hwe-24.04",
+    ]
 
 
 # -- r9700_rocm ----------------------------------------------------------------------------------

@@ -153,6 +153,40 @@ def test_uninstall_keeps_every_managed_file_of_a_node_whose_record_is_incomplete
     assert plan["groups"] == {"leave": {"video": ["r9700"]}, "delete": []}
 
 
+def test_uninstall_purges_dockers_own_engine_when_provision_installed_it(tmp_path: Path) -> None:
+    """Issue 22 item 5: with r9700_docker_source=docker, provision installs docker-ce,
+    docker-ce-cli and containerd.io from Docker's repository; uninstall removed the repository
+    but purged only docker.io, so the engine stayed installed without updates. A containerd.io
+    that was there before provision stays."""
+    fresh_debian(tmp_path)
+    dpkg_status(
+        tmp_path,
+        {"base-files": "install ok installed", "containerd.io": "install ok installed"},
+    )
+    node(tmp_path, "record-before", "--managed", managed())
+    dpkg_status(
+        tmp_path,
+        {
+            "base-files": "install ok installed",
+            "containerd.io": "install ok installed",
+            "docker-ce": "install ok installed",
+            "docker-ce-cli": "install ok installed",
+            "docker-buildx-plugin": "install ok installed",
+        },
+    )
+    write(tmp_path, "/etc/apt/sources.list.d/docker.sources", "Types: deb\n")
+    plan = node(tmp_path, "uninstall", "--managed", managed(), "--dry-run")
+    assert plan["purge"] == ["docker-ce", "docker-ce-cli", "docker-buildx-plugin"]
+    assert "/etc/apt/sources.list.d/docker.sources" in plan["remove"]
+
+
+def test_the_managed_list_holds_every_package_the_container_role_installs() -> None:
+    """An engine package the list forgets survives uninstall without its repository."""
+    containers = yaml.safe_load((ROLES / "r9700_containers" / "vars" / "main.yml").read_text())
+    engines = [name for names in containers["__r9700_containers_packages"].values() for name in names]
+    assert [name for name in engines if name not in MANAGED["packages"]] == []
+
+
 def test_uninstall_without_a_record_refuses_and_changes_nothing(tmp_path: Path) -> None:
     provision(tmp_path)
     refused = node(tmp_path, "uninstall", "--managed", managed(), rc=1)
@@ -410,3 +444,37 @@ def test_a_kernel_whose_install_failed_in_dpkg_is_reverted_whatever_state_dpkg_l
     assert done["remove"] == ["linux-headers-6.99.1-1-lab", "linux-image-6.99.1-1-lab"]
     assert done["restore"] == {"linux-headers-lab": "1.0", "linux-image-lab": "1.0"}
     assert done["unconfigured"] == ["linux-headers-6.99.1-1-lab", "linux-headers-lab"]
+
+
+def test_kernel_upgrade_and_provision_name_the_same_kernel_lines() -> None:
+    """Provision's hold (r9700_driver) and kernel-upgrade (this script) must agree on which
+    installed packages are a line's meta packages, or one would hold what the other never moves."""
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.SourceFileLoader("r9700_lifecycle_node_metas", str(SCRIPT))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    assert spec
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    driver = yaml.safe_load((ROLES / "r9700_driver" / "vars" / "Debian.yml").read_text())
+    assert module._KERNEL_META.pattern == driver["__r9700_driver_kernel_meta_pattern"]
+
+
+def test_a_lines_top_meta_package_is_part_of_the_line(tmp_path: Path) -> None:
+    """Issue 22 item 3: linux-generic-hwe-24.04 depends on the image and headers metas at their
+    exact version; kernel-upgrade moves and holds it with them."""
+    dpkg_status(
+        tmp_path,
+        {
+            "linux-generic-hwe-24.04": "hold ok installed",
+            "linux-image-generic-hwe-24.04": "hold ok installed",
+            "linux-headers-generic-hwe-24.04": "hold ok installed",
+            "linux-image-extra-virtual": "install ok installed",
+            "linux-generic": "deinstall ok config-files",
+            "linux-image-6.8.0-49-generic": "hold ok installed",
+        },
+    )
+    found = node(tmp_path, "kernels")
+    assert found["metas"] == ["linux-image-generic-hwe-24.04"]
+    assert found["line_metas"] == ["linux-generic-hwe-24.04"]

@@ -443,7 +443,8 @@ def test_the_kernel_hold_holds_the_lines_meta_packages_too():
     """Issue 22 item 3: holding only the running image and headers left linux-generic-hwe-24.04
     and its image and headers metas free, and they pull the next kernel in under new package
     names, so a routine apt upgrade still moved the kernel (ROCm/legacy-rocm-build#3883)."""
-    registered = {**driver_registered(), "__r9700_driver_kernel_packages": {"stdout_lines": HWE_NODE_LINUX_PACKAGES}}
+    registered = driver_registered()
+    registered["__r9700_driver_kernel_packages"] = {"stdout_lines": HWE_NODE_LINUX_PACKAGES}
     run = RoleRender("r9700_driver", context(r9700_kernel_hold=True), registered).run()
     assert run.task("Configure | Hold the running kernel").items == [
         "linux-image-6.8.0-31-generic",

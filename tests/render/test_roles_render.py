@@ -479,16 +479,27 @@ def test_the_default_set_is_the_rocm_meta_package_and_runtime_only_uses_the_mani
         RoleRender("r9700_rocm", context(r9700_rocm_runtime_only=True), rocm_registered()).run()
 
 
+RELEASE_BROUGHT = ["amdgpu-dkms", "mesa-amdgpu-va-drivers", "rocm", "rocm-core"]
+
+
 def lifecycle_state(ctx: dict[str, Any]) -> dict[str, Any]:
     """The state r9700_lifecycle's state step hands its node script (the --new JSON)."""
-    registered = {"__r9700_lifecycle_dpkg": {"stdout_lines": fixture_lines("dpkg-query-installed.txt")}}
+    registered = {
+        "__r9700_lifecycle_dpkg": {"stdout_lines": fixture_lines("dpkg-query-installed.txt")},
+        # `r9700-lifecycle release-packages`: what apt's lists say the release's repositories brought.
+        "__r9700_lifecycle_release": {"stdout": json.dumps({"packages": RELEASE_BROUGHT, "unread": []})},
+    }
     # tasks/main.yml loads the per-OS vars before it imports the step.
     role_vars = yaml.safe_load(
         (Path(__file__).resolve().parents[2] / "roles/r9700_lifecycle/vars/Debian.yml").read_text()
     )
     render = RoleRender("r9700_lifecycle", {**role_vars, **ctx}, registered).run("tasks/state.yml")
     argv = shlex.split(render.task("State | Write /etc/r9700ctl/state.json").args["cmd"])
-    return json.loads(argv[argv.index("--new") + 1])
+    state = json.loads(argv[argv.index("--new") + 1])
+    # The repositories whose lists say what the release brought are the ones the state records.
+    asked = shlex.split(render.task("State | Read from apt's lists").args["cmd"])
+    assert json.loads(asked[asked.index("--repositories") + 1]) == state["repositories"]
+    return state
 
 
 def test_state_json_records_versions_and_the_node_script_keeps_the_previous_one_on_a_change(tmp_path):
@@ -506,8 +517,8 @@ def test_state_json_records_versions_and_the_node_script_keeps_the_previous_one_
     assert state["repositories"]["paths"] == paths
     assert state["image"].startswith("rocm/pytorch:rocm7.1.1_")
     assert state["kernel"] and "time" not in state
-    # Asked about, so that its absence says "not installed" to a later rollback.
-    assert state["release_packages"] == ["mesa-amdgpu-va-drivers"]
+    # What the release's repositories brought, read from apt's lists (issue 22 item 4).
+    assert state["release_packages"] == RELEASE_BROUGHT
 
     new = json.dumps(state)
     assert node_script(tmp_path, "state", "--new", new, "--time", "2026-12-01T10:00:00Z")["changed"]

@@ -478,3 +478,82 @@ def test_a_lines_top_meta_package_is_part_of_the_line(tmp_path: Path) -> None:
     found = node(tmp_path, "kernels")
     assert found["metas"] == ["linux-image-generic-hwe-24.04"]
     assert found["line_metas"] == ["linux-generic-hwe-24.04"]
+
+
+def apt_list(root: Path, uri: str, suite: str, names: list[str]) -> None:
+    """An apt list file as `apt-get update` leaves it for `uri` (apt names it after the URI)."""
+    prefix = uri.split("://", 1)[1].strip("/").replace("/", "_")
+    stanzas = "".join(f"Package: {n}\nVersion: 1\nArchitecture: amd64\n\n" for n in names)
+    write(root, f"/var/lib/apt/lists/{prefix}_dists_{suite}_main_binary-amd64_Packages", stanzas)
+
+
+MIRROR = "http://10.213.9.1:8080"
+
+
+def test_what_a_release_brought_is_read_from_its_repositories_in_apts_lists(tmp_path: Path) -> None:
+    """Issue 22 item 4: what a release brings was a hard-coded list (mesa-amdgpu-va-drivers, as if
+    only 7.x's graphics repository had it), but 6.x's amdgpu repository carries it too and
+    rocdecode needs it since rocDecode PR #416 (legacy-rocm-build#5963: 6.2.4). The installed
+    packages that the release's own repositories offer are what it brought."""
+    apt_list(tmp_path, f"{MIRROR}/rocm/apt/6.4.1", "noble", ["rocm-core", "rocdecode", "rocminfo"])
+    apt_list(tmp_path, f"{MIRROR}/amdgpu/6.4.1/ubuntu", "noble", ["amdgpu-dkms", "mesa-amdgpu-va-drivers"])
+    apt_list(tmp_path, "http://archive.ubuntu.com/ubuntu", "noble", ["base-files", "rocminfo"])
+    apt_list(tmp_path, f"{MIRROR}/rocm/apt/7.2.3", "noble", ["hipblaslt"])  # another release's
+    dpkg_status(
+        tmp_path,
+        {
+            "base-files": "install ok installed",
+            "rocm-core": "install ok installed",
+            "rocminfo": "install ok installed",
+            "mesa-amdgpu-va-drivers": "install ok installed",
+            "hipblaslt": "install ok installed",
+            "amdgpu-dkms": "deinstall ok config-files",
+        },
+    )
+    repositories = {"base_url": MIRROR, "suite": "noble", "paths": ["rocm/apt/6.4.1", "amdgpu/6.4.1/ubuntu"]}
+    found = node(tmp_path, "release-packages", "--repositories", json.dumps(repositories))
+    assert found["packages"] == ["mesa-amdgpu-va-drivers", "rocm-core", "rocminfo"]
+    assert found["unread"] == []
+    # A repository apt has no list of is named, not taken as bringing nothing silently.
+    repositories["paths"].append("graphics/6.4.1/ubuntu")
+    found = node(tmp_path, "release-packages", "--repositories", json.dumps(repositories))
+    assert found["unread"] == [f"{MIRROR}/graphics/6.4.1/ubuntu"]
+
+
+def test_rollback_keeps_what_the_older_release_brought_itself_at_its_version_and_purges_the_rest(
+    tmp_path: Path,
+) -> None:
+    """Issue 22 item 4: back from 7.2.3 to 6.4.1, whose own amdgpu repository brought
+    mesa-amdgpu-va-drivers, the package stays and returns to 6.4.1's version; what only the
+    graphics repository of 7.2.3 brought (libdrm-amdgpu-common) goes."""
+    newer = {
+        "rocm_version": "7.2.3",
+        "release_packages": ["libdrm-amdgpu-common", "mesa-amdgpu-va-drivers", "rocm-core"],
+        "installed": {
+            "rocm-core": "7.2.3.70203-90~24.04",
+            "mesa-amdgpu-va-drivers": "25.2.0.70203-2327507.24.04",
+            "libdrm-amdgpu-common": "1.0.0.70203-2327507.24.04",
+        },
+    }
+    older = {
+        "rocm_version": "6.4.1",
+        "release_packages": ["mesa-amdgpu-va-drivers", "rocm-core"],
+        "installed": {
+            "rocm-core": "6.4.1.60401-83~24.04",
+            "mesa-amdgpu-va-drivers": "25.0.0.60401-2164967.24.04",
+        },
+    }
+    write(tmp_path, "/etc/r9700ctl/state.json", json.dumps(newer))
+    write(tmp_path, "/etc/r9700ctl/state.prev.json", json.dumps(older))
+    kernel_node(  # (any package: name -> dpkg Status, Version)
+        tmp_path,
+        {
+            "rocm-core": ("install ok installed", "6.4.1.60401-83~24.04"),
+            "mesa-amdgpu-va-drivers": ("install ok installed", "25.2.0.70203-2327507.24.04"),
+            "libdrm-amdgpu-common": ("install ok installed", "1.0.0.70203-2327507.24.04"),
+            "docker.io": ("install ok installed", "20.10"),
+        },
+    )
+    done = node(tmp_path, "rollback-packages", "--dry-run")
+    assert done["purge"] == ["libdrm-amdgpu-common"]
+    assert done["restore"] == {"mesa-amdgpu-va-drivers": "25.0.0.60401-2164967.24.04"}

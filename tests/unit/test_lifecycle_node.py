@@ -8,12 +8,15 @@ second provision would rotate state.prev.json and lose the release rollback retu
 
 from __future__ import annotations
 
+import gzip
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 ROLES = Path(__file__).resolve().parents[2] / "roles"
@@ -557,3 +560,25 @@ def test_rollback_keeps_what_the_older_release_brought_itself_at_its_version_and
     done = node(tmp_path, "rollback-packages", "--dry-run")
     assert done["purge"] == ["libdrm-amdgpu-common"]
     assert done["restore"] == {"mesa-amdgpu-va-drivers": "25.0.0.60401-2164967.24.04"}
+
+
+@pytest.mark.skipif(
+    not (shutil.which("lz4") and Path("/usr/lib/apt/apt-helper").exists()),
+    reason="needs lz4 and apt's apt-helper",
+)
+def test_apt_lists_kept_compressed_are_read_too(tmp_path: Path) -> None:
+    """apt may keep its lists compressed (Debian's container images: .lz4); they say what the
+    release brought as much as plain ones."""
+    apt_list(tmp_path, f"{MIRROR}/amdgpu/6.4.1/ubuntu", "noble", ["amdgpu-dkms", "mesa-amdgpu-va-drivers"])
+    plain = next((tmp_path / "var/lib/apt/lists").iterdir())
+    subprocess.run(["lz4", "-q", "--rm", str(plain), f"{plain}.lz4"], check=True)
+    apt_list(tmp_path, f"{MIRROR}/rocm/apt/6.4.1", "noble", ["rocm-core"])
+    gz = next(p for p in (tmp_path / "var/lib/apt/lists").iterdir() if "rocm_apt" in p.name)
+    gz.with_name(gz.name + ".gz").write_bytes(gzip.compress(gz.read_bytes()))
+    gz.unlink()
+    dpkg_status(
+        tmp_path, {"rocm-core": "install ok installed", "mesa-amdgpu-va-drivers": "install ok installed"}
+    )
+    repositories = {"base_url": MIRROR, "suite": "noble", "paths": ["rocm/apt/6.4.1", "amdgpu/6.4.1/ubuntu"]}
+    found = node(tmp_path, "release-packages", "--repositories", json.dumps(repositories))
+    assert found == {"changed": False, "packages": ["mesa-amdgpu-va-drivers", "rocm-core"], "unread": []}

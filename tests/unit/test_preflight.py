@@ -356,7 +356,6 @@ def test_an_os_no_release_supports_is_refused():
         pytest.param("11.0.0", FAIL, "", id="rdna3-on-rdna4-refused"),
         pytest.param("12.0.1", WARN, "12.0.1", id="native-value-accepted-as-pointless"),
         pytest.param("12.0.0", WARN, "12.0.0", id="same-family-accepted-with-warning"),
-        pytest.param("gfx1201", FAIL, "", id="not-major-minor-stepping"),
         pytest.param("", PASS, "", id="unset-needs-nothing"),
     ],
 )
@@ -368,6 +367,16 @@ def test_hsa_override_is_checked_against_the_detected_targets(value, status, acc
     assert v.resolved.hsa_override_gfx_version == accepted
     if value == "9.4.2":
         assert "cross-family" in c.detail and "gfx942 (CDNA3)" in c.detail and "MI300X" in c.detail
+
+
+def test_an_override_that_is_not_major_minor_stepping_is_refused_by_the_variable_check():
+    """The shape is judged with every other value (r9700ctl/value_rules.py, the check the inventory
+    runs before any host is contacted): one FAIL naming the variable; nothing is accepted."""
+    v = judge(facts(), hsa_override_gfx_version="gfx1201")
+    failed = [c for c in v.checks if c.status == FAIL]
+    assert [c.id for c in failed] == ["settings"], [c.one_line() for c in failed]
+    assert "r9700_hsa_override_gfx_version='gfx1201' is not major.minor.stepping" in failed[0].detail
+    assert v.resolved.hsa_override_gfx_version == ""
 
 
 def test_an_override_beside_an_igpu_warns_that_it_mislabels_the_igpu():

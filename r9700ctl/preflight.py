@@ -259,6 +259,7 @@ def judge(facts: Mapping[str, Any], host_vars: Mapping[str, Any], manifest: Mani
     res.igpu_present = any(g.known and not g.discrete for g in gpus) and bool(discrete)
     checks.extend(_check_gpus(gpus, settings, facts))
     checks.extend(_check_rocm(res, settings, manifest))
+    checks.append(_check_kernel_line(res, settings, manifest))
     known = _known_issues(res, manifest)
     checks.append(_check_lock(facts))
     checks.extend(_check_kernel_packages(res, settings, facts, manifest))
@@ -431,11 +432,13 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
                 )
             )
             return checks
+        from r9700ctl import kernel_lines  # kernel_lines imports this module's Check
         from r9700ctl.known_issues import auto_release, issues
 
-        choice = auto_release(issues(manifest), _node_gpus(res), working)
-        res.rocm_version = choice.release or working[-1]
-        res.rocm_choice = f"auto -> ROCm {res.rocm_version} (newest supporting {target_text}" + (
+        candidates, by_kernel = kernel_lines.auto_candidates(working, _kernel_node(res, settings), manifest)
+        choice = auto_release(issues(manifest), _node_gpus(res), candidates)
+        res.rocm_version = choice.release or candidates[-1]
+        res.rocm_choice = f"auto -> ROCm {res.rocm_version} (newest supporting {target_text}{by_kernel}" + (
             f"; {choice.skipped_text()})" if choice.skipped else ")"
         )
         if choice.all_blocked:
@@ -520,6 +523,20 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
             )
         )
     return checks
+
+
+def _kernel_node(res: Resolved, settings: Settings) -> Any:
+    from r9700ctl import kernel_lines  # kernel_lines imports this module's Check
+
+    return kernel_lines.Node(res.kernel, res.os_key, settings.driver_source, frozenset(res.gfx_targets))
+
+
+def _check_kernel_line(res: Resolved, settings: Settings, manifest: Manifest) -> Check:
+    """The running kernel against the lines AMD lists with the resolved release (kernel_lines.py)."""
+    from r9700ctl import kernel_lines  # kernel_lines imports this module's Check
+
+    node = _kernel_node(res, settings)
+    return kernel_lines.judge(node, res.rocm_version, settings.allow_unsupported, manifest)
 
 
 def _node_gpus(res: Resolved) -> list[tuple[str | None, str | None]]:

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 import yaml
-from role_render_harness import AssertFailed, RoleRender, fixture_lines, host_context
+from role_render_harness import AssertFailed, RoleRender, fixture_lines, host_context, node_script
 
 MIRROR = "http://10.213.0.1:8080"
 TEST_KEY_FPR = "DB4CCF23AC5D3E2846037EB801190F9BDF85CB5A"  # the key in fixtures/gpg-show-keys-colons.txt
@@ -403,6 +403,28 @@ def test_no_recorded_reason_means_no_reboot():
     assert "r9700_reboot_pending" not in run.vars
 
 
+# `dpkg-query -W -f='${Package} ${db:Status-Abbrev}\n' 'linux-*'` on an Ubuntu 24.04 node that
+# follows the HWE line (names as Ubuntu's linux-meta packages them; not a recorded output).
+HWE_NODE_LINUX_PACKAGES = [
+    "linux-base ii ",
+    "linux-firmware ii ",
+    "linux-generic un ",
+    "linux-generic-hwe-24.04 ii ",
+    "linux-headers-6.8.0-31 ii ",
+    "linux-headers-6.8.0-31-generic ii ",
+    "linux-headers-generic-hwe-24.04 ii ",
+    "linux-image-6.8.0-31-generic ii ",
+    "linux-image-6.8.0-28-generic rc ",
+    "linux-image-extra-virtual un ",
+    "linux-image-generic un ",
+    "linux-image-generic-hwe-24.04 ii ",
+    "linux-image-unsigned-6.8.0-31-generic un ",
+    "linux-modules-6.8.0-31-generic ii ",
+    "linux-modules-extra-6.8.0-31-generic ii ",
+    "linux-tools-common ii ",
+]
+
+
 def test_the_kernel_hold_holds_installed_packages_and_fences_unattended_upgrades():
     """R21: apt-mark hold of the running kernel image and headers; unattended-upgrades off linux-*."""
     registered = driver_registered()
@@ -410,11 +432,27 @@ def test_the_kernel_hold_holds_installed_packages_and_fences_unattended_upgrades
         "stdout_lines": ["linux-image-6.8.0-31-generic ii ", "linux-headers-6.8.0-31-generic un "]
     }
     run = RoleRender("r9700_driver", context(r9700_kernel_hold=True), registered).run()
-    assert run.task("Configure | Hold the running kernel").items == ["linux-image-6.8.0-31-generic ii "]
+    assert run.task("Configure | Hold the running kernel").items == ["linux-image-6.8.0-31-generic"]
     hold = run.task("Configure | Keep unattended-upgrades off").files[
         "/etc/apt/apt.conf.d/51r9700-kernel-hold"
     ]
     assert '"linux-";' in hold
+
+
+def test_the_kernel_hold_holds_the_lines_meta_packages_too():
+    """Issue 22 item 3: holding only the running image and headers left linux-generic-hwe-24.04
+    and its image and headers metas free, and they pull the next kernel in under new package
+    names, so a routine apt upgrade still moved the kernel (ROCm/legacy-rocm-build#3883)."""
+    registered = driver_registered()
+    registered["__r9700_driver_kernel_packages"] = {"stdout_lines": HWE_NODE_LINUX_PACKAGES}
+    run = RoleRender("r9700_driver", context(r9700_kernel_hold=True), registered).run()
+    assert run.task("Configure | Hold the running kernel").items == [
+        "linux-image-6.8.0-31-generic",
+        "linux-headers-6.8.0-31-generic",
+        "linux-image-generic-hwe-24.04",
+        "linux-headers-generic-hwe-24.04",
+        "linux-generic-hwe-24.04",
+    ]
 
 
 # -- r9700_rocm ----------------------------------------------------------------------------------
@@ -441,26 +479,27 @@ def test_the_default_set_is_the_rocm_meta_package_and_runtime_only_uses_the_mani
         RoleRender("r9700_rocm", context(r9700_rocm_runtime_only=True), rocm_registered()).run()
 
 
+RELEASE_BROUGHT = ["amdgpu-dkms", "mesa-amdgpu-va-drivers", "rocm", "rocm-core"]
+
+
 def lifecycle_state(ctx: dict[str, Any]) -> dict[str, Any]:
     """The state r9700_lifecycle's state step hands its node script (the --new JSON)."""
-    registered = {"__r9700_lifecycle_dpkg": {"stdout_lines": fixture_lines("dpkg-query-installed.txt")}}
+    registered = {
+        "__r9700_lifecycle_dpkg": {"stdout_lines": fixture_lines("dpkg-query-installed.txt")},
+        # `r9700-lifecycle release-packages`: what apt's lists say the release's repositories brought.
+        "__r9700_lifecycle_release": {"stdout": json.dumps({"packages": RELEASE_BROUGHT, "unread": []})},
+    }
     # tasks/main.yml loads the per-OS vars before it imports the step.
     role_vars = yaml.safe_load(
         (Path(__file__).resolve().parents[2] / "roles/r9700_lifecycle/vars/Debian.yml").read_text()
     )
     render = RoleRender("r9700_lifecycle", {**role_vars, **ctx}, registered).run("tasks/state.yml")
     argv = shlex.split(render.task("State | Write /etc/r9700ctl/state.json").args["cmd"])
-    return json.loads(argv[argv.index("--new") + 1])
-
-
-def node_script(root: Path, *args: str) -> dict[str, Any]:
-    """Run the role's node script as Ansible's script module does, against a root in tmp_path."""
-    script = Path(__file__).resolve().parents[2] / "roles/r9700_lifecycle/files/r9700-lifecycle"
-    done = subprocess.run(
-        ["python3", str(script), *args, "--root", str(root)], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return json.loads(done.stdout)
+    state = json.loads(argv[argv.index("--new") + 1])
+    # The repositories whose lists say what the release brought are the ones the state records.
+    asked = shlex.split(render.task("State | Read from apt's lists").args["cmd"])
+    assert json.loads(asked[asked.index("--repositories") + 1]) == state["repositories"]
+    return state
 
 
 def test_state_json_records_versions_and_the_node_script_keeps_the_previous_one_on_a_change(tmp_path):
@@ -478,8 +517,8 @@ def test_state_json_records_versions_and_the_node_script_keeps_the_previous_one_
     assert state["repositories"]["paths"] == paths
     assert state["image"].startswith("rocm/pytorch:rocm7.1.1_")
     assert state["kernel"] and "time" not in state
-    # Asked about, so that its absence says "not installed" to a later rollback.
-    assert state["release_packages"] == ["mesa-amdgpu-va-drivers"]
+    # What the release's repositories brought, read from apt's lists (issue 22 item 4).
+    assert state["release_packages"] == RELEASE_BROUGHT
 
     new = json.dumps(state)
     assert node_script(tmp_path, "state", "--new", new, "--time", "2026-12-01T10:00:00Z")["changed"]

@@ -37,6 +37,7 @@ class Check:
     detail: str
     fix: str = ""
     evidence: dict[str, Any] = field(default_factory=dict)
+    code: str = ""
 
     def to_result(self, subject: str = "node") -> CheckResult:
         return CheckResult(
@@ -45,6 +46,7 @@ class Check:
             status=self.status,
             hint=self.fix,
             evidence={"detail": self.detail, **self.evidence},
+            code=self.code,
         )
 
     def one_line(self) -> str:
@@ -489,7 +491,7 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
                     )
                 )
             else:
-                checks.append(Check("rocm.version", FAIL, detail, fix))
+                checks.append(Check("rocm.version", FAIL, detail, fix, code="ROCM_RELEASE_UNSUPPORTED"))
                 return checks
         else:
             res.rocm_version = wanted

@@ -252,24 +252,28 @@ def _render_bundles(app: Application, fleet: FleetBundleReport, verbose: bool) -
 
 
 def _bundle_lines(bundle: BundleReport, verbose: bool) -> list[str]:
+    from r9700ctl.bundle import lines as evidence_of
+    from r9700ctl.bundle import severity
+
     lines = [f"bundle {bundle.path} (node {bundle.node})"]
     lines += [f"  {line}" for line in bundle.overview_lines()]
-    shown = [f for f in bundle.findings if verbose or f.severity != "INFO"]
+    shown = [f for f in bundle.findings if verbose or severity(f) != "INFO"]
     hidden = len(bundle.findings) - len(shown)
     if not bundle.findings:
         lines.append("  no problems found in the files present")
     for finding in shown:
-        lines.append(f"  {finding.severity:<5} {finding.detail}")
-        for evidence in finding.evidence[:3]:
-            lines.append(
-                f"        evidence: {evidence.location()}" + (f": {evidence.text}" if evidence.text else "")
-            )
-        if len(finding.evidence) > 3:
-            lines.append(f"        evidence: {len(finding.evidence) - 3} more line(s) in --json")
-        if finding.fix:
-            lines.append(f"        fix: {finding.fix}")
+        lines.append(f"  {severity(finding):<5} {finding.detail}")
+        evidence = evidence_of(finding)
+        for line in evidence[:3]:
+            lines.append(f"        evidence: {line.location()}" + (f": {line.text}" if line.text else ""))
+        if len(evidence) > 3:
+            lines.append(f"        evidence: {len(evidence) - 3} more line(s) in --json")
+        if finding.hint:
+            lines.append(f"        fix: {finding.hint}")
+        if finding.code:
+            lines.append(f"        code: {finding.code}")
     if hidden:
         lines.append(f"  {hidden} note(s) not shown (--verbose shows them)")
-    lines += [f"  {item}" for item in bundle.not_judged]
+    lines += [f"  {item.detail}" for item in bundle.not_judged]
     lines.append(f"  {bundle.summary()}")
     return lines

@@ -141,6 +141,7 @@ def test_a_recorded_bundle_prints_gpus_findings_with_evidence_and_what_was_not_j
         in (result.output)
     )
     assert "        evidence: amd-smi.txt:13: | 0000:0d:00.0    AMD Radeon Graphics |" in result.output
+    assert "        code: IGPU_BESIDE_DISCRETE" in lines  # issue 20: the reason code, for explain
     assert "  could not judge the IOMMU mode because cmdline.txt is missing" in lines
     assert lines[-1] == "  r9700-igpu: WARN (0 failed, 1 warnings, 0 notes, 8 not judged)"  # + aer.txt
 

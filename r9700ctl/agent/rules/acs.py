@@ -49,6 +49,8 @@ class AcsVerdict:
     unreadable: dict[str, str] = field(default_factory=dict)  # port -> why
     clear: dict[str, list[str]] = field(default_factory=dict)  # port -> pairs it does not redirect
     shared_pairs: int = 0
+    # (pair, port, "redirects" | "unreadable" | "clear"), in the order the pairs were examined.
+    judged: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def ports_between(path_a: Sequence[str], path_b: Sequence[str]) -> list[str]:
@@ -92,6 +94,7 @@ def judge(
     flags: dict[str, tuple[str, ...]] = {}
     unreadable: dict[str, str] = {}
     clear: dict[str, list[str]] = {}
+    judged: list[tuple[str, str, str]] = []
     shared = 0
     for i, first in enumerate(names):
         for second in names[i + 1 :]:
@@ -102,12 +105,21 @@ def judge(
                 state = acs.get(port, PortAcs())
                 if not state.readable:
                     unreadable[port] = state.why_unreadable or "not readable"
+                    judged.append((pair, port, "unreadable"))
                 elif state.redirects:
                     redirecting.setdefault(port, []).append(pair)
                     flags[port] = state.redirects
+                    judged.append((pair, port, "redirects"))
                 else:
                     clear.setdefault(port, []).append(pair)
-    found = {"redirecting": redirecting, "flags": flags, "unreadable": unreadable, "clear": clear}
+                    judged.append((pair, port, "clear"))
+    found = {
+        "redirecting": redirecting,
+        "flags": flags,
+        "unreadable": unreadable,
+        "clear": clear,
+        "judged": judged,
+    }
     if shared == 0:
         note = "every GPU has its own root port: peer traffic crosses the root complex by design"
         return AcsVerdict(PASS, note, shared_pairs=0, **found)

@@ -59,8 +59,10 @@ def judge(facts: IommuFacts, *, expected: bool = True) -> IommuVerdict:
         return IommuVerdict(PASS, "off")
     if facts.passthrough_param:
         return IommuVerdict(PASS, "passthrough (cmdline)")
-    reason = f"{PASSTHROUGH_PARAM} is missing from the kernel command line" + (
-        ", and an IOMMU is active" if facts.units else ""
+    active = " and an IOMMU is active" if facts.units else ""
+    reason = (
+        f"{PASSTHROUGH_PARAM} is missing from the kernel command line{active}: GPU DMA goes through IOMMU "
+        "translation"
     )
     return _translated("unknown", reason, facts, expected, ())
 

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from r9700ctl.agent import power
-from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult
+from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult, finding, one_line
 from r9700ctl.manifest import AMD_PCI_VENDOR, Manifest, version_key
 
 GB = 1000**3
@@ -27,39 +27,17 @@ IGPU_SOURCE = "https://rocm.docs.amd.com/projects/install-on-linux/en/docs-6.2.0
 HSA_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
 
-@dataclass
-class Check:
-    """One verdict of preflight or doctor (the one record both use): `fix` says what to do when
-    status is WARN or FAIL."""
-
-    id: str
-    status: str
-    detail: str
-    fix: str = ""
-    evidence: dict[str, Any] = field(default_factory=dict)
-    code: str = ""
-
-    def to_result(self, subject: str = "node") -> CheckResult:
-        return CheckResult(
-            id=f"preflight.{self.id}",
-            subject=subject,
-            status=self.status,
-            hint=self.fix,
-            evidence={"detail": self.detail, **self.evidence},
-            code=self.code,
-        )
-
-    def one_line(self) -> str:
-        return f"{self.detail} (fix: {self.fix})" if self.fix else self.detail
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "status": self.status,
-            "detail": self.detail,
-            "fix": self.fix,
-            "evidence": self.evidence,
-        }
+def check_dict(check: CheckResult) -> dict[str, Any]:
+    """A preflight check as the role's facts and doctor's JSON carry it: id, status, detail, fix and
+    evidence as before, and its reason code beside them."""
+    return {
+        "id": check.id,
+        "status": check.status,
+        "detail": check.detail,
+        "fix": check.hint,
+        "evidence": check.evidence,
+        "code": check.code,
+    }
 
 
 @dataclass
@@ -81,13 +59,13 @@ class Settings:
     psu_margin: float = power.DEFAULT_MARGIN
 
     @classmethod
-    def from_vars(cls, host_vars: Mapping[str, Any]) -> tuple[Settings, list[Check]]:
+    def from_vars(cls, host_vars: Mapping[str, Any]) -> tuple[Settings, list[CheckResult]]:
         """Settings from r9700_* host variables; bad values come back as FAIL checks.
 
         `host_vars` are checked against the roles' argument specs first (`checked_vars`): a bad
         value is a FAIL there and unset here, so it is reported once.
         """
-        problems: list[Check] = []
+        problems: list[CheckResult] = []
         s = cls()
 
         def get(name: str) -> Any:
@@ -119,18 +97,26 @@ class Settings:
         s.psu_margin, margin_problems = power.parse_margin(host_vars.get("r9700_psu_margin"))
         for problem in cap_problems + psu_problems + margin_problems:
             problems.append(
-                Check("settings", FAIL, problem, "correct it in the inventory (see r9700_power's README)")
+                finding(
+                    "settings",
+                    FAIL,
+                    problem,
+                    "correct it in the inventory (see r9700_power's README)",
+                    code="SETTINGS_INVALID",
+                )
             )
         return s, problems
 
 
-def checked_vars(host_vars: Mapping[str, Any]) -> tuple[dict[str, Any], list[Check]]:
+def checked_vars(host_vars: Mapping[str, Any]) -> tuple[dict[str, Any], list[CheckResult]]:
     """Host variables as the roles take them: Ansible's ArgumentSpecValidator against the roles'
     meta/argument_specs.yml (r9700ctl/variables.py); each bad value is one FAIL with its fix."""
     from r9700ctl import variables
 
     values, bad = variables.check_values(host_vars)
-    return values, [Check("settings", FAIL, b.what(), b.fix("in the inventory")) for b in bad]
+    return values, [
+        finding("settings", FAIL, b.what(), b.fix("in the inventory"), code="SETTINGS_INVALID") for b in bad
+    ]
 
 
 @dataclass
@@ -201,15 +187,15 @@ class Resolved:
 
 @dataclass
 class Verdict:
-    checks: list[Check]
+    checks: list[CheckResult]
     resolved: Resolved
 
     @property
-    def failures(self) -> list[Check]:
+    def failures(self) -> list[CheckResult]:
         return [c for c in self.checks if c.status == FAIL]
 
     @property
-    def warnings(self) -> list[Check]:
+    def warnings(self) -> list[CheckResult]:
         return [c for c in self.checks if c.status == WARN]
 
     @property
@@ -221,11 +207,11 @@ class Verdict:
         first = self.failures[0]
         more = len(self.failures) - 1
         tail = f" [+{more} more preflight failure{'s' if more > 1 else ''}]" if more else ""
-        return f"{host}: preflight refused, nothing changed: {first.one_line()}{tail}"
+        return f"{host}: preflight refused, nothing changed: {one_line(first)}{tail}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "checks": [asdict(c) for c in self.checks],
+            "checks": [check_dict(c) for c in self.checks],
             "resolved": self.resolved.to_dict(),
             "ok": self.ok,
         }
@@ -250,7 +236,7 @@ def judge(facts: Mapping[str, Any], host_vars: Mapping[str, Any], manifest: Mani
     res.installed_before = dict(facts.get("packages") or {})
 
     for error in facts.get("errors") or []:
-        checks.append(Check("facts", WARN, f"while gathering facts: {error}"))
+        checks.append(finding("facts", WARN, f"while gathering facts: {error}", code="NODE_FACTS_INCOMPLETE"))
 
     checks.append(_check_os(res, manifest))
     gpus = _gpus(facts, manifest)
@@ -290,9 +276,9 @@ def _compose_environment(
     manifest: Manifest,
     workarounds: dict[str, tuple[str, str, str]],
     p2p_hazards: list[Any],
-) -> list[Check]:
+) -> list[CheckResult]:
     """THE environment list (r9700ctl/envlist.py): its checks here, its entries for r9700_env."""
-    from r9700ctl import envlist, nodeenv  # both import this module's Check and Gpu
+    from r9700ctl import envlist, nodeenv  # both import this module's Gpu
 
     knobs, problems = envlist.EnvKnobs.from_vars(host_vars)
     target = envlist.EnvTarget(
@@ -315,13 +301,25 @@ def _compose_environment(
     return problems + plan.checks + own.checks
 
 
-def _check_os(res: Resolved, manifest: Manifest) -> Check:
+def _check_os(res: Resolved, manifest: Manifest) -> CheckResult:
     known = manifest.os_keys()
     if not res.os_key:
-        return Check("os.release", FAIL, "could not tell the OS release from /etc/os-release", _os_fix(known))
+        return finding(
+            "os.release",
+            FAIL,
+            "could not tell the OS release from /etc/os-release",
+            _os_fix(known),
+            code="OS_UNKNOWN",
+        )
     if res.os_key not in known:
-        return Check("os.release", FAIL, f"{res.os_key} is not a system the roles install on", _os_fix(known))
-    return Check(
+        return finding(
+            "os.release",
+            FAIL,
+            f"{res.os_key} is not a system the roles install on",
+            _os_fix(known),
+            code="OS_UNSUPPORTED",
+        )
+    return finding(
         "os.release", PASS, f"{res.os_key} ({res.os_codename or 'no codename'}), kernel {res.kernel}"
     )
 
@@ -355,36 +353,38 @@ def _describe(gpus: list[Gpu]) -> str:
     return ", ".join(f"{n}x {label}" for label, n in counts.items())
 
 
-def _check_gpus(gpus: list[Gpu], settings: Settings, facts: Mapping[str, Any]) -> list[Check]:
+def _check_gpus(gpus: list[Gpu], settings: Settings, facts: Mapping[str, Any]) -> list[CheckResult]:
     source = (facts.get("pci") or {}).get("source", "sysfs")
     checks = []
     discrete = [g for g in gpus if g.discrete]
     if not discrete:
         status = WARN if settings.allow_unsupported else FAIL
         checks.append(
-            Check(
+            finding(
                 "gpu.detected",
                 status,
                 f"no discrete AMD GPU found (PCI vendor 0x1002, display class, from {source})",
                 "check that the cards are seated, powered and enabled in the firmware (lspci -nn -d 1002:)",
+                code="GPU_MISSING",
             )
         )
     else:
-        checks.append(Check("gpu.detected", PASS, f"{_describe(discrete)} (from {source})"))
+        checks.append(finding("gpu.detected", PASS, f"{_describe(discrete)} (from {source})"))
     unknown = [g for g in gpus if not g.known]
     if unknown:
         checks.append(
-            Check(
+            finding(
                 "gpu.known",
                 WARN,
                 f"AMD display device(s) not in the manifest: {', '.join(g.pci_id for g in unknown)}",
                 "add the model to r9700ctl/data/manifest.yaml (gpus) with its gfx target and source",
+                code="GPU_MODEL_UNKNOWN",
             )
         )
     igpus = [g for g in gpus if g.known and not g.discrete]
     if igpus and discrete:
         checks.append(
-            Check(
+            finding(
                 "gpu.igpu",
                 WARN,
                 f"integrated {igpus[0].name} at {igpus[0].address} beside discrete cards: AMD says ROCm does "
@@ -393,31 +393,38 @@ def _check_gpus(gpus: list[Gpu], settings: Settings, facts: Mapping[str, Any]) -
                 "discrete cards meanwhile",
                 "disable the integrated GPU in the BIOS/UEFI setup (AMD's ROCm installation prerequisites)",
                 {"source": IGPU_SOURCE},
+                code="IGPU_BESIDE_DISCRETE",
             )
         )
     if settings.expected_gpus is None:
         checks.append(
-            Check("gpu.count", SKIP, f"r9700_expected_gpus not set; found {len(discrete)} discrete GPU(s)")
+            finding(
+                "gpu.count",
+                SKIP,
+                f"r9700_expected_gpus not set; found {len(discrete)} discrete GPU(s)",
+                code="GPU_COUNT_UNCHECKED",
+            )
         )
     elif len(discrete) == settings.expected_gpus:
         checks.append(
-            Check("gpu.count", PASS, f"{len(discrete)} discrete GPU(s), as r9700_expected_gpus says")
+            finding("gpu.count", PASS, f"{len(discrete)} discrete GPU(s), as r9700_expected_gpus says")
         )
     else:
         checks.append(
-            Check(
+            finding(
                 "gpu.count",
                 FAIL,
                 f"found {len(discrete)} discrete AMD GPU(s), "
                 f"r9700_expected_gpus says {settings.expected_gpus}",
                 "reseat or power the missing cards and check the firmware's PCIe settings, "
                 "or correct r9700_expected_gpus",
+                code="GPU_COUNT_MISMATCH",
             )
         )
     return checks
 
 
-def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[Check]:
+def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[CheckResult]:
     targets = set(res.gfx_targets)
     working = manifest.releases_supporting(targets, res.os_key)
     target_text = ", ".join(sorted(targets)) or "no detected GPU target"
@@ -426,15 +433,16 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
     if wanted == "auto":
         if not working:
             checks.append(
-                Check(
+                finding(
                     "rocm.version",
                     FAIL,
                     f"no ROCm release in the manifest supports {target_text} on {res.os_key}",
                     "use a supported OS (" + ", ".join(manifest.os_keys()) + ") or GPU, see the manifest",
+                    code="ROCM_NO_RELEASE_FOR_GPU",
                 )
             )
             return checks
-        from r9700ctl import kernel_lines  # kernel_lines imports this module's Check
+        from r9700ctl import kernel_lines
         from r9700ctl.known_issues import auto_release, issues
 
         candidates, by_kernel = kernel_lines.auto_candidates(working, _kernel_node(res, settings), manifest)
@@ -446,26 +454,28 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
         if choice.all_blocked:
             blockers = ", ".join(sorted({i.id for _, found in choice.skipped for i in found}))
             checks.append(
-                Check(
+                finding(
                     "rocm.version",
                     WARN,
                     f"{res.rocm_choice}; every release supporting {target_text} has a blocking known issue "
                     f"for this node ({blockers})",
                     "see `r9700ctl known-issues` for the workarounds, which provision applies by default",
+                    code="ROCM_ALL_RELEASES_BLOCKED",
                 )
             )
         else:
-            checks.append(Check("rocm.version", PASS, res.rocm_choice))
+            checks.append(finding("rocm.version", PASS, res.rocm_choice))
     else:
         release = manifest.release(wanted)
         known = manifest.release_names()
         if release is None:
             checks.append(
-                Check(
+                finding(
                     "rocm.version",
                     FAIL,
                     f"r9700_rocm_version={wanted} is not in the manifest (known: {', '.join(known)})",
                     "set r9700_rocm_version to auto or to one of " + ", ".join(known),
+                    code="ROCM_RELEASE_UNKNOWN",
                 )
             )
             return checks
@@ -483,20 +493,21 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
             if settings.allow_unsupported:
                 res.rocm_version, res.forced = wanted, True
                 checks.append(
-                    Check(
+                    finding(
                         "rocm.version",
                         WARN,
                         f"FORCED by r9700_allow_unsupported: {detail}",
                         "expect ROCm to fail on these GPUs; " + fix,
+                        code="ROCM_RELEASE_FORCED",
                     )
                 )
             else:
-                checks.append(Check("rocm.version", FAIL, detail, fix, code="ROCM_RELEASE_UNSUPPORTED"))
+                checks.append(finding("rocm.version", FAIL, detail, fix, code="ROCM_RELEASE_UNSUPPORTED"))
                 return checks
         else:
             res.rocm_version = wanted
             res.rocm_choice = f"ROCm {wanted} (pinned) supports {target_text}"
-            checks.append(Check("rocm.version", PASS, res.rocm_choice))
+            checks.append(finding("rocm.version", PASS, res.rocm_choice))
 
     release = manifest.release(res.rocm_version)
     assert release is not None
@@ -515,27 +526,28 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
         systems = sorted({s for t in unlisted for s in (release.listed_systems(t) or [])})
         note = str((manifest.os_release(res.os_key) or {}).get("radeon_note") or "").strip()
         checks.append(
-            Check(
+            finding(
                 "rocm.os_listed",
                 WARN,
                 f"AMD lists {', '.join(unlisted)} for ROCm {res.rocm_version} only on {', '.join(systems)}; "
                 f"{res.os_key} is best effort (AMD's {res.os_key} instructions use the {res.suite} packages)"
                 + (f". {note}" if note else ""),
                 f"for vendor support use {' or '.join(systems)}",
+                code="OS_BEST_EFFORT",
             )
         )
     return checks
 
 
 def _kernel_node(res: Resolved, settings: Settings) -> Any:
-    from r9700ctl import kernel_lines  # kernel_lines imports this module's Check
+    from r9700ctl import kernel_lines
 
     return kernel_lines.Node(res.kernel, res.os_key, settings.driver_source, frozenset(res.gfx_targets))
 
 
-def _check_kernel_line(res: Resolved, settings: Settings, manifest: Manifest) -> Check:
+def _check_kernel_line(res: Resolved, settings: Settings, manifest: Manifest) -> CheckResult:
     """The running kernel against the lines AMD lists with the resolved release (kernel_lines.py)."""
-    from r9700ctl import kernel_lines  # kernel_lines imports this module's Check
+    from r9700ctl import kernel_lines
 
     node = _kernel_node(res, settings)
     return kernel_lines.judge(node, res.rocm_version, settings.allow_unsupported, manifest)
@@ -591,7 +603,7 @@ def _p2p_hazards(found: list[Any], settings: Settings) -> list[Any]:
     ]
 
 
-def _check_known_issues(res: Resolved, found: list[Any], settings: Settings) -> list[Check]:
+def _check_known_issues(res: Resolved, found: list[Any], settings: Settings) -> list[CheckResult]:
     """Each known issue of the node with the workaround in force in the environment list, into
     `res.known_issues` (node.json, doctor, the provision summary). A blocking issue on the chosen
     (pinned) release is a warning naming the release `auto` would choose; `auto` never chooses one
@@ -606,13 +618,14 @@ def _check_known_issues(res: Resolved, found: list[Any], settings: Settings) -> 
             # The node's own environment list re-creates the issue (a value copied from vLLM's images).
             said = ", ".join(f"{k}={v} ({knob_of[k]})" for k, v in trigger.items())
             checks.append(
-                Check(
+                finding(
                     f"known_issue.{issue.id}",
                     WARN,
                     f"the environment list sets {said}, which re-creates known issue {issue.id}: "
                     + issue.title,
                     f"remove it from {', '.join(sorted({knob_of[k] for k in trigger}))} "
                     f"(the default workaround is {issue.workaround_short()}); see {issue.sources[0]}",
+                    code="KNOWN_ISSUE_TRIGGERED",
                 )
             )
         wanted = issue.workaround_env
@@ -643,45 +656,47 @@ def _check_known_issues(res: Resolved, found: list[Any], settings: Settings) -> 
         if issue.blocking:
             better = issue.workaround.get("release")
             checks.append(
-                Check(
+                finding(
                     f"known_issue.{issue.id}",
                     WARN,
                     f"ROCm {res.rocm_version} has known issue {issue.id} on {item.gpus} "
                     f"{'/'.join(res.gfx_targets)} GPU(s): {issue.title}; workaround {in_force}",
                     (f"set r9700_rocm_version to {better} or auto to avoid it; " if better else "")
                     + f"see {issue.sources[0]}",
+                    code="KNOWN_ISSUE_APPLIES",
                 )
             )
     if found:
         listed = "; ".join(f"{k['id']} ({k['in_force']})" for k in res.known_issues)
-        checks.append(Check("known_issues", PASS, f"known issues of this node: {listed}"))
+        checks.append(finding("known_issues", PASS, f"known issues of this node: {listed}"))
     return checks
 
 
-def _check_lock(facts: Mapping[str, Any]) -> Check:
+def _check_lock(facts: Mapping[str, Any]) -> CheckResult:
     lock = facts.get("apt_lock") or {}
     holders = lock.get("holders") or []
     waited = lock.get("waited_s", 0)
     if holders:
         who = "; ".join(f"pid {h['pid']} ({h['command']}) holds {h['file']}" for h in holders)
-        return Check(
+        return finding(
             "apt.lock",
             FAIL,
             f"dpkg/apt lock still held after waiting {waited:g} s: {who}",
             "let that process finish or stop it (e.g. systemctl stop unattended-upgrades), then rerun; "
             "r9700_apt_lock_timeout sets how long preflight waits",
             {"holders": holders},
+            code="APT_LOCK_HELD",
         )
     seen = lock.get("seen_holders") or []
     if seen:
         who = ", ".join(f"pid {h['pid']} ({h['command']})" for h in seen)
-        return Check("apt.lock", PASS, f"waited {waited:g} s for {who} to release the dpkg/apt lock")
-    return Check("apt.lock", PASS, "no process holds the dpkg/apt locks")
+        return finding("apt.lock", PASS, f"waited {waited:g} s for {who} to release the dpkg/apt lock")
+    return finding("apt.lock", PASS, "no process holds the dpkg/apt locks")
 
 
 def _check_kernel_packages(
     res: Resolved, settings: Settings, facts: Mapping[str, Any], manifest: Manifest
-) -> list[Check]:
+) -> list[CheckResult]:
     apt = facts.get("apt") or {}
     res.headers_package = str(apt.get("headers_package") or f"linux-headers-{res.kernel}")
     res.modules_extra_package = str(apt.get("modules_extra_package") or f"linux-modules-extra-{res.kernel}")
@@ -693,10 +708,11 @@ def _check_kernel_packages(
     res.modules_extra = wants_extra and bool(extra.get("candidate") or extra.get("installed"))
     if settings.driver_source != "dkms":
         return [
-            Check(
+            finding(
                 "kernel.headers",
                 SKIP,
                 f"not needed: r9700_driver_source={settings.driver_source} builds nothing",
+                code="NOT_APPLICABLE",
             )
         ]
     checks = []
@@ -704,133 +720,160 @@ def _check_kernel_packages(
     stale = "" if update.get("ok") is not False else f" (apt-get update failed: {update.get('detail', '')})"
     if not apt.get("available", True):
         checks.append(
-            Check("kernel.headers", WARN, "apt-cache is missing: cannot tell whether kernel headers exist")
+            finding(
+                "kernel.headers",
+                WARN,
+                "apt-cache is missing: cannot tell whether kernel headers exist",
+                code="APT_UNANSWERED",
+            )
         )
     elif apt.get("error"):
         checks.append(
-            Check(
+            finding(
                 "kernel.headers",
                 WARN,
                 f"apt could not answer ({apt['error']}): cannot tell whether {res.headers_package} exists",
                 "fix the apt source it names; r9700_repos removes legacy AMD one-line sources, "
                 "a frequent cause",
+                code="APT_UNANSWERED",
             )
         )
     elif headers.get("installed") or headers.get("candidate"):
         version = headers.get("installed") or headers.get("candidate")
         state = "installed" if headers.get("installed") else "candidate"
-        checks.append(Check("kernel.headers", PASS, f"{res.headers_package} {state} {version}"))
+        checks.append(finding("kernel.headers", PASS, f"{res.headers_package} {state} {version}"))
     else:
         checks.append(
-            Check(
+            finding(
                 "kernel.headers",
                 FAIL,
                 f"{res.headers_package} has no apt candidate{stale}: "
                 f"DKMS cannot build amdgpu for the running kernel {res.kernel}",
                 "upgrade the kernel and reboot into it (the new one has headers), "
                 f"or add an apt mirror that carries {res.headers_package}",
+                code="KERNEL_HEADERS_MISSING",
             )
         )
     if not wants_extra:
         checks.append(
-            Check("kernel.modules_extra", SKIP, f"{res.os_key} has no linux-modules-extra packages")
+            finding(
+                "kernel.modules_extra",
+                SKIP,
+                f"{res.os_key} has no linux-modules-extra packages",
+                code="NOT_APPLICABLE",
+            )
         )
     elif res.modules_extra:
-        checks.append(Check("kernel.modules_extra", PASS, f"{res.modules_extra_package} available"))
+        checks.append(finding("kernel.modules_extra", PASS, f"{res.modules_extra_package} available"))
     elif apt.get("available", True):
         checks.append(
-            Check(
+            finding(
                 "kernel.modules_extra",
                 WARN,
                 f"{res.modules_extra_package} has no apt candidate (common on cloud kernels)",
                 "install the generic kernel flavour if amdgpu-dkms reports missing modules",
+                code="MODULES_EXTRA_MISSING",
             )
         )
     return checks
 
 
-def _check_disk(settings: Settings, facts: Mapping[str, Any]) -> list[Check]:
+def _check_disk(settings: Settings, facts: Mapping[str, Any]) -> list[CheckResult]:
     checks = []
     need = settings.min_free_gb
     for mount, free in (facts.get("disk") or {}).items():
         check_id = "disk.root" if mount == "/" else f"disk.{mount.strip('/').replace('/', '_')}"
         if free is None:
-            checks.append(Check(check_id, WARN, f"could not read free space on {mount}"))
+            checks.append(
+                finding(check_id, WARN, f"could not read free space on {mount}", code="DISK_SPACE_UNKNOWN")
+            )
         elif free < need * GB:
             checks.append(
-                Check(
+                finding(
                     check_id,
                     FAIL,
                     f"only {free / GB:.1f} GB free on {mount}, need {need:g} GB (r9700_min_free_gb)",
                     f"free space on {mount} (apt-get clean, old kernels, logs) or lower r9700_min_free_gb",
+                    code="DISK_SPACE_LOW",
                 )
             )
         else:
-            checks.append(Check(check_id, PASS, f"{free / GB:.1f} GB free on {mount} (need {need:g} GB)"))
+            checks.append(finding(check_id, PASS, f"{free / GB:.1f} GB free on {mount} (need {need:g} GB)"))
     return checks
 
 
-def _check_secure_boot(settings: Settings, facts: Mapping[str, Any]) -> Check:
+def _check_secure_boot(settings: Settings, facts: Mapping[str, Any]) -> CheckResult:
     """Under Secure Boot, amdgpu loads only if signed with an enrolled key: the one DKMS signs with."""
     sb = facts.get("secure_boot") or {}
     state = sb.get("state", "unknown")
     if settings.driver_source != "dkms":
-        return Check(
+        return finding(
             "secureboot",
             SKIP,
             f"Secure Boot {state}; r9700_driver_source={settings.driver_source} builds nothing",
+            code="NOT_APPLICABLE",
         )
     if state == "unknown":
-        return Check(
+        return finding(
             "secureboot",
             WARN,
             f"Secure Boot state unknown ({sb.get('detail', '')})",
             "check with 'mokutil --sb-state'",
+            code="SECURE_BOOT_UNKNOWN",
         )
     if state != "enabled":
-        return Check("secureboot", PASS, f"Secure Boot {state.replace('_', ' ')}")
+        return finding("secureboot", PASS, f"Secure Boot {state.replace('_', ' ')}")
     signing = facts.get("dkms_signing") or {}
     os_id = str((facts.get("os") or {}).get("id") or "")
     key, cert = signing.get("key", ""), signing.get("certificate", "")
     if not key or not cert:  # facts of an older nodefacts: say so rather than guess a key
-        return Check("secureboot", WARN, "Secure Boot is enabled; DKMS's signing key was not reported")
+        return finding(
+            "secureboot",
+            WARN,
+            "Secure Boot is enabled; DKMS's signing key was not reported",
+            code="SECURE_BOOT_UNKNOWN",
+        )
     signs = f"DKMS signs amdgpu with {key} + {cert} ({signing.get('origin', '')})"
     other_ways = "; or disable Secure Boot in the firmware setup; or use r9700_driver_source: inbox"
     if not (signing.get("key_exists") and signing.get("certificate_exists")):
-        return Check(
+        return finding(
             "secureboot",
             FAIL,
             f"Secure Boot is enabled and {key} / {cert} do not exist yet: DKMS would make a new key at "
             "build time that the firmware does not trust, and the kernel would refuse amdgpu",
             _make_and_enroll(os_id, key, cert) + other_ways,
             {"signing": dict(signing)},
+            code="SECURE_BOOT_KEY_MISSING",
         )
     enrolled = signing.get("enrolled")
     said = signing.get("mokutil", "")
     if enrolled == "enrolled":
-        return Check("secureboot", PASS, f"Secure Boot enabled; {signs}, enrolled ({said})")
+        return finding("secureboot", PASS, f"Secure Boot enabled; {signs}, enrolled ({said})")
     if enrolled == "pending":
-        return Check(
+        return finding(
             "secureboot",
             WARN,
             f"Secure Boot enabled; {signs}, enrollment requested but not confirmed ({said})",
             "at the next boot choose 'Enroll MOK' in the blue MOK Manager screen and type the password "
             "given to mokutil --import",
+            code="SECURE_BOOT_ENROLL_PENDING",
         )
     if enrolled == "unknown":
-        return Check(
+        return finding(
             "secureboot",
             WARN,
             f"Secure Boot enabled; {signs}; whether it is enrolled is unknown ({said})",
             f"install mokutil and run: mokutil --test-key {cert}",
+            code="SECURE_BOOT_UNKNOWN",
         )
-    return Check(
+    return finding(
         "secureboot",
         FAIL,
         f"Secure Boot is enabled and {signs}, which the firmware does not trust ({said or enrolled}): "
         "the kernel would refuse amdgpu",
         _enroll(os_id, cert) + other_ways,
         {"signing": dict(signing)},
+        code="SECURE_BOOT_KEY_NOT_ENROLLED",
     )
 
 
@@ -854,7 +897,7 @@ def _make_and_enroll(os_id: str, key: str, cert: str) -> str:
     return f"create the key first ({make}), then {_enroll(os_id, cert)}"
 
 
-def _check_driver(res: Resolved, settings: Settings, facts: Mapping[str, Any]) -> Check:
+def _check_driver(res: Resolved, settings: Settings, facts: Mapping[str, Any]) -> CheckResult:
     amdgpu = facts.get("amdgpu") or {}
     loaded = bool(amdgpu.get("loaded"))
     version = amdgpu.get("version") or ""
@@ -867,39 +910,43 @@ def _check_driver(res: Resolved, settings: Settings, facts: Mapping[str, Any]) -
     dkms_pkg = (facts.get("packages") or {}).get(res.package_driver)
     if settings.driver_source == "present":
         if not loaded:
-            return Check(
+            return finding(
                 "driver.existing",
                 FAIL,
                 "r9700_driver_source=present but no amdgpu driver is loaded",
                 "load a working amdgpu first, or set r9700_driver_source: dkms to install AMD's",
+                code="DRIVER_NOT_LOADED",
             )
-        return Check("driver.existing", PASS, f"keeping {kind} (r9700_driver_source=present)")
+        return finding("driver.existing", PASS, f"keeping {kind} (r9700_driver_source=present)")
     if settings.driver_source == "inbox":
         if dkms_pkg:
-            return Check(
+            return finding(
                 "driver.existing",
                 WARN,
                 f"{res.package_driver} {dkms_pkg} is installed: its module, not the inbox one, loads at boot",
                 f"remove {res.package_driver} for the inbox driver, or use r9700_driver_source: dkms",
+                code="DKMS_SHADOWS_INBOX",
             )
         state = f"{kind} loaded" if loaded else "amdgpu not loaded yet"
-        return Check(
+        return finding(
             "driver.existing", PASS, f"{state}; using the kernel's own driver (r9700_driver_source=inbox)"
         )
     if not loaded:
-        return Check(
+        return finding(
             "driver.existing", PASS, f"no amdgpu loaded; installing {res.package_driver} {res.amdgpu_version}"
         )
     if amdgpu.get("dkms"):
-        return Check("driver.existing", PASS, f"{kind} loaded; the manifest's driver is {res.amdgpu_version}")
-    return Check(
+        return finding(
+            "driver.existing", PASS, f"{kind} loaded; the manifest's driver is {res.amdgpu_version}"
+        )
+    return finding(
         "driver.existing",
         PASS,
         f"{kind} loaded; AMD's DKMS driver {res.amdgpu_version} replaces it after a reboot",
     )
 
 
-def _check_power(settings: Settings, gpus: list[Gpu], manifest: Manifest) -> list[Check]:
+def _check_power(settings: Settings, gpus: list[Gpu], manifest: Manifest) -> list[CheckResult]:
     """Caps name GPUs of this node; each PSU's GPUs at their caps plus its host share fit its rating.
 
     A GPU without a cap draws up to its board power (the default cap: 300 W for an R9700,
@@ -909,10 +956,19 @@ def _check_power(settings: Settings, gpus: list[Gpu], manifest: Manifest) -> lis
     addresses = [g.address for g in gpus]
     caps, problems = power.plan_caps(settings.power_cap_w, settings.power_cap_w_by_gpu, addresses)
     checks = [
-        Check("power.caps", FAIL, p, "correct r9700_power_cap_w_by_gpu in the inventory") for p in problems
+        finding(
+            "power.caps",
+            FAIL,
+            p,
+            "correct r9700_power_cap_w_by_gpu in the inventory",
+            code="POWER_CAP_INVALID",
+        )
+        for p in problems
     ]
     if not settings.psus:
-        checks.append(Check("power.psu", SKIP, "r9700_psus not set: no PSU budget to check"))
+        checks.append(
+            finding("power.psu", SKIP, "r9700_psus not set: no PSU budget to check", code="PSU_MAP_MISSING")
+        )
         return checks
     draw: dict[str, float | None] = {}
     for gpu in gpus:
@@ -926,27 +982,36 @@ def _check_power(settings: Settings, gpus: list[Gpu], manifest: Manifest) -> lis
         missing = [a for a in psu.gpus if a not in present]
         if missing:
             checks.append(
-                Check(
+                finding(
                     f"power.psu.{psu.name}",
                     FAIL,
                     f"r9700_psus.{psu.name} feeds {', '.join(missing)}, not a GPU of this node "
                     f"(GPUs: {', '.join(addresses) or 'none'})",
                     "list the PCI addresses `lspci -d 1002: -D` shows for this node",
+                    code="PSU_GPU_UNKNOWN",
                 )
             )
             continue
         line = power.budget_line(psu, draw, settings.psu_margin)
         checks.append(
-            Check(f"power.psu.{psu.name}", line.status, line.detail, line.fix, {"budget": line.to_dict()})
+            finding(
+                f"power.psu.{psu.name}",
+                line.status,
+                line.detail,
+                line.fix,
+                {"budget": line.to_dict()},
+                code=line.code,
+            )
         )
     unfed = [a for a in addresses if a not in fed]
     if unfed:
         checks.append(
-            Check(
+            finding(
                 "power.psu.unassigned",
                 WARN,
                 f"{', '.join(unfed)} is fed by no PSU in r9700_psus: its draw is in no budget",
                 "add it to the gpus of the PSU whose cables feed it",
+                code="PSU_GPU_UNASSIGNED",
             )
         )
     return checks

@@ -76,6 +76,35 @@ class CheckResult:
         return asdict(self)
 
 
+def finding(
+    id: str,
+    status: str,
+    detail: str,
+    fix: str = "",
+    evidence: dict[str, Any] | None = None,
+    *,
+    code: str = "",
+    subject: str = "node",
+) -> CheckResult:
+    """A verdict stated in words (preflight, doctor's SSH checks, a bundle rule): what was found
+    (`detail`), the fix (its hint), the evidence and, unless it passed, its reason code."""
+    return CheckResult(
+        id=id,
+        subject=subject,
+        status=status,
+        detail=detail,
+        hint=fix,
+        evidence=dict(evidence or {}),
+        code=code,
+    )
+
+
+def one_line(result: CheckResult) -> str:
+    """What was found, then the fix: how a refused host is summed up in one line."""
+    said = result.detail or result.hint
+    return f"{said} (fix: {result.hint})" if result.hint and result.detail else said
+
+
 # Exit codes of a validation (README "Exit codes"): 0 all good, 1 warnings only, 2 something
 # failed, 3 could not run (no GPU, a step timed out or crashed), 4 inconclusive: it ran, nothing
 # failed, but something could not be judged (busy GPU, no threshold, too few or too noisy windows).

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from r9700ctl.agent.result import EXIT_CODES, FAIL, INCONCLUSIVE, PASS, SEVERITY, SKIP, WARN, CheckResult
+from r9700ctl.agent.result import finding as result_finding
 from r9700ctl.agent.units import MIB, size_text
 
 SCHEMA = "r9700ctl.doctor/1"
@@ -75,15 +76,7 @@ def finding(
 ) -> CheckResult:
     """A finding of a bundle rule: what was found (`detail`), the fix (the verdict's hint), the lines
     that show it (evidence["lines"]) and its reason code."""
-    return CheckResult(
-        id=id,
-        subject="node",
-        status=status,
-        detail=detail,
-        hint=fix,
-        evidence={"lines": list(evidence or [])},
-        code=code,
-    )
+    return result_finding(id, status, detail, fix, {"lines": list(evidence or [])}, code=code)
 
 
 def severity(result: CheckResult) -> str:

@@ -170,7 +170,7 @@ def _render_hosts(app: Application, report: DoctorReport, verbose: bool) -> None
 
     console = app.console()
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("host", "check", "status"):
+    for column in ("host", "check", "status", "code"):  # code: the reason code (r9700ctl explain CODE)
         table.add_column(column, no_wrap=True)
     table.add_column("detail", overflow="fold", ratio=3)
     table.add_column("fix", overflow="fold", ratio=2)
@@ -183,12 +183,13 @@ def _render_hosts(app: Application, report: DoctorReport, verbose: bool) -> None
                 host.name,
                 "all",
                 host.status,
+                "",
                 f"{passed} checks passed" + (f", {skipped} skipped" if skipped else ""),
                 "",
             )
         for check in shown:
             # Text(): details quote tool output, whose "[...]" must not be read as markup
-            table.add_row(host.name, check.id, check.status, Text(check.detail), Text(check.fix))
+            table.add_row(host.name, check.id, check.status, check.code, Text(check.detail), Text(check.hint))
     from r9700ctl.report import print_plain
 
     print_plain(console, table) if app.plain else console.print(table)

@@ -345,10 +345,10 @@ def test_ctrl_c_ends_a_run_at_once_with_exit_130(tmp_path):
 
 def test_a_host_whose_checks_all_skipped_is_not_called_passed():
     """Nothing that was not checked prints PASS (issue 9 item 7): skips alone judge nothing."""
-    from r9700ctl.agent.result import SKIP
+    from r9700ctl.agent.result import SKIP, finding
     from r9700ctl.doctor import HostReport
-    from r9700ctl.preflight import Check
 
-    host = HostReport("node1", "10.0.0.1", checks=[Check("gpu.count", SKIP, "r9700_expected_gpus not set")])
+    skipped = finding("gpu.count", SKIP, "r9700_expected_gpus not set", code="GPU_COUNT_UNCHECKED")
+    host = HostReport("node1", "10.0.0.1", checks=[skipped])
     assert host.status == "INCONCLUSIVE"
     assert HostReport("node2", "10.0.0.2").status == "INCONCLUSIVE"

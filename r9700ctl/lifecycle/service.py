@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from r9700ctl import inventory as inventory_module
+from r9700ctl.agent import codes
 from r9700ctl.agent.levels import LEVEL_NAMES
-from r9700ctl.agent.result import ERROR, PASS, SEVERITY
+from r9700ctl.agent.result import ERROR, FAIL, PASS, SEVERITY, CheckResult
 from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, EXIT_WARN, BadInput
 from r9700ctl.lifecycle import plan as planning
 from r9700ctl.lifecycle.plan import NodePlan
@@ -360,7 +361,7 @@ def gate(
     results = {}
     for node in report.nodes:
         if node.status in GATE_PASSES:
-            results[node.host] = StepResult(ok=True)
+            results[node.host] = StepResult(ok=True, verdict=_gate_verdict(options, node, PASS, "", ""))
             continue
         finding = node.worst_finding()
         detail = node.error
@@ -371,17 +372,40 @@ def gate(
         if options.gate_rule == "no-worse" and earlier is not None:
             worse = got_worse(earlier, node)
             if not worse:
+                why = f"validation {node.status} as before the move, no check got worse ({detail})"
                 results[node.host] = StepResult(
-                    ok=True, why=f"validation {node.status} as before the move, no check got worse ({detail})"
+                    ok=True, why=why, verdict=_gate_verdict(options, node, PASS, why, "")
                 )
                 continue
             detail = f"{worse}; {detail}"
+        why = f"validation {node.status} after the move ({detail.strip()}); reports: {report.reports_dir}"
+        lost = node.status == "UNREACHABLE"
+        code = (
+            "GATE_NODE_LOST"
+            if lost
+            else "GATE_GOT_WORSE"
+            if options.gate_rule == "no-worse"
+            else "GATE_NOT_PASSED"
+        )
         results[node.host] = StepResult(
-            ok=False,
-            lost=node.status == "UNREACHABLE",
-            why=f"validation {node.status} after the move ({detail.strip()}); reports: {report.reports_dir}",
+            ok=False, lost=lost, why=why, verdict=_gate_verdict(options, node, FAIL, why, code)
         )
     return results
+
+
+def _gate_verdict(options: LifecycleOptions, node: Any, status: str, why: str, code: str) -> CheckResult:
+    """The gate's decision on one node, in the one verdict model (kept in the rollout's JSON)."""
+    rule = "PASS or WARN" if options.gate_rule == "pass" else "PASS or WARN, or no worse than before the move"
+    return CheckResult(
+        id="lifecycle.gate",
+        subject=node.host,
+        status=status,
+        metric="validation",
+        value=node.status,
+        threshold=f"validate --level {options.gate_level}: {rule}",
+        hint=codes.hint(code, why) if code else why,
+        code=code,
+    )
 
 
 def got_worse(before: Any, after: Any) -> str:

@@ -152,7 +152,7 @@ class EnvTarget:
     # (r9700ctl/known_issues.py): NAME -> (value, reason, source).
     known_issue_workarounds: dict[str, tuple[str, str, str]] = field(default_factory=dict)
     # Known issues of the node (its GPU count and release) whose workaround is P2P off: r9700_p2p's
-    # `auto` decides off for them, `on` is warned (preflight._p2p_hazards).
+    # `auto` decides off for them, `on` is warned (preflight/release.py p2p_hazards).
     p2p_hazards: list[p2p.KnownHazard] = field(default_factory=list)
 
     @property
@@ -367,7 +367,7 @@ def _visible_devices(
 def container_visible_devices(value: str, amd_gpus: list[str], seen: list[str] | None) -> str:
     """ROCR_VISIBLE_DEVICES for a container that sees only the GPUs at `seen` (PCI addresses; None:
     every GPU, as the host does). `amd_gpus` are the host's AMD GPUs in PCI order, how ROCr numbers
-    them on the host (preflight._visible_devices).
+    them on the host (preflight/gpus.py _visible_devices).
 
     Inside a container given only some render nodes, ROCr numbers only those: the thunk leaves out a
     KFD node whose DRM render node it cannot open ("A sysfs node is not supported - if corresponding

@@ -19,7 +19,7 @@ import pytest
 
 from r9700ctl import manifest as manifest_module
 from r9700ctl import nodefacts, preflight
-from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, one_line
+from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult, one_line
 
 MANIFEST = manifest_module.load()
 NEWEST = MANIFEST.release_names()[-1]
@@ -99,7 +99,7 @@ def judge(f: dict[str, Any], **host_vars: Any) -> preflight.Verdict:
     return preflight.judge(f, {f"r9700_{k}": v for k, v in host_vars.items()}, MANIFEST)
 
 
-def check(verdict: preflight.Verdict, check_id: str) -> preflight.Check:
+def check(verdict: preflight.Verdict, check_id: str) -> CheckResult:
     matches = [c for c in verdict.checks if c.id == check_id]
     assert matches, f"no check {check_id}: {[c.id for c in verdict.checks]}"
     return matches[0]
@@ -1094,3 +1094,30 @@ def test_preflight_variables_from_an_ini_inventory_are_converted_as_ansible_conv
     assert [c for c in v.checks if c.id == "settings"] == []
     assert check(v, "gpu.count").status == PASS
     assert "need 1 GB" in check(v, "disk.root").detail
+
+
+def test_preflight_is_a_package_of_families_whose_checks_register_in_dependency_order():
+    """Issue 20 item 8: preflight.py (917+ lines) became one module per family with a registry, as
+    the agent's checks: every family registers, and a family runs after those whose results it reads
+    (GPUs before the release, the release before the kernel line and the environment list)."""
+    from r9700ctl.preflight import registry
+
+    order = [c.name for c in registry.load()]
+    assert order == [
+        "facts",
+        "os",
+        "gpus",
+        "rocm",
+        "kernel.line",
+        "apt.lock",
+        "kernel.packages",
+        "disk",
+        "secureboot",
+        "driver",
+        "power",
+        "runtime",
+        "environment",
+        "known_issues",
+    ]
+    modules = {c.fn.__module__.rsplit(".", 1)[-1] for c in registry.load()}
+    assert modules == set(registry.FAMILIES)

@@ -169,7 +169,7 @@ def _detector(d: Diagnosis, spec: dict[str, Any] | None) -> list[Evidence]:
     report = d.bundle.parsed("amd-smi-metric.json", amdsmi.parse)
     found = []
     for gpu in getattr(report, "gpus", None) or []:
-        rpm, hot, power = gpu.fan_rpm, gpu.temperature_hotspot_c, gpu.socket_power_w
+        rpm, hot, power = gpu.fan_rpm, gpu.temperature_hotspot_c, gpu.power_w
         if rpm is None or hot is None or power is None:
             continue
         if rpm <= spec["max_fan_rpm"] and hot >= spec["min_hotspot_c"] and power >= spec["min_power_w"]:

@@ -48,7 +48,7 @@ def series(name: str) -> thermal.Series:
         if card is not None:
             row.update(
                 temp_c=card.temperature_edge_c, hotspot_c=card.temperature_hotspot_c,
-                mem_temp_c=card.temperature_mem_c, power_w=card.socket_power_w, fan_rpm=card.fan_rpm,
+                mem_temp_c=card.temperature_mem_c, power_w=card.power_w, fan_rpm=card.fan_rpm,
             )  # fmt: skip
         rows.append(row)
     return thermal.Series.from_samples(rows, ("temp_c", "hotspot_c", "mem_temp_c", "power_w", "fan_rpm"))

@@ -335,8 +335,6 @@ def crashed_p2p(log: str) -> CheckResult:
         subject="gpu0->gpu1",
         status=ERROR,
         metric="error",
-        value=None,
-        unit="",
         threshold="step must return a result",
         hint="the p2p step failed",
         evidence={"step": "p2p.bandwidth", "error": log},
@@ -412,7 +410,6 @@ def test_a_passing_result_names_nothing(manifest):
         value=20.0,
         unit="GB/s",
         threshold=">= 5",
-        hint="",
         evidence={},
     )
     annotate([result], ki.issues(manifest), NodeView(gpus=(R9700, R9700), rocm="7.2.1", env={}))
@@ -455,7 +452,6 @@ def test_a_result_already_naming_its_issue_is_not_named_twice(manifest):
         metric="fan_rpm",
         value=0.0,
         unit="rpm",
-        threshold="",
         hint=hint,
         evidence={},
         code="FAN_STALLED",

@@ -49,8 +49,6 @@ def run(ctx: AgentContext) -> list[CheckResult]:
                     subject=subject,
                     status=SKIP,
                     metric="new_errors",
-                    value=None,
-                    unit="",
                     threshold=threshold,
                     hint=why,
                     code="NOT_APPLICABLE" if not steps else "AER_UNAVAILABLE",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,6 @@ def _module_results(ctx: AgentContext) -> list[CheckResult]:
                 status=PASS if loaded else FAIL,
                 metric="module",
                 value=module,
-                unit="",
                 threshold=f"{module} loaded",
                 hint=hint,
                 evidence={"version": version},
@@ -76,7 +76,6 @@ def _module_results(ctx: AgentContext) -> list[CheckResult]:
                 status=PASS if bound else FAIL,
                 metric="driver",
                 value=gpu.driver or "none",
-                unit="",
                 threshold=f"bound to {expected}",
                 hint=hint,
                 evidence={"pci": gpu.pci_address},
@@ -110,7 +109,6 @@ def _access_results(ctx: AgentContext, access: Callable[[str, int], bool] = os.a
                 status=status,
                 metric="/dev/kfd",
                 value=state,
-                unit="",
                 threshold="present and openable",
                 hint=hint,
                 evidence={"path": "/dev/kfd", "uid": os.getuid()},
@@ -128,7 +126,6 @@ def _access_results(ctx: AgentContext, access: Callable[[str, int], bool] = os.a
                     status=FAIL,
                     metric="render_node",
                     value="missing",
-                    unit="",
                     threshold="present and openable",
                     hint="no /dev/dri/renderD* for this GPU: amdgpu did not initialise it; see dmesg",
                     evidence={"pci": gpu.pci_address},
@@ -153,7 +150,6 @@ def _access_results(ctx: AgentContext, access: Callable[[str, int], bool] = os.a
                 status=status,
                 metric="render_node",
                 value=state,
-                unit="",
                 threshold="present and openable",
                 hint=hint,
                 evidence={"path": gpu.render_node, "pci": gpu.pci_address},
@@ -167,28 +163,15 @@ def _dmesg_result(ctx: AgentContext) -> CheckResult:
     """amdgpu's trouble since boot, each kind judged by the manifest's kernel-log signatures
     (rules/kernel_log.py, as doctor --bundle judges a recorded dmesg.txt)."""
     out = run_tool(["dmesg"], ctx.tool_timeout_s)
-    threshold = "no amdgpu errors since boot"
+    verdict = partial(CheckResult, id="driver.dmesg", subject="node", threshold="no amdgpu errors since boot")
+    unreadable = partial(verdict, status=SKIP, metric="kernel_log", code="KERNEL_LOG_UNREADABLE")
     if not out.ok:
-        return CheckResult(
-            id="driver.dmesg",
-            subject="node",
-            status=SKIP,
-            metric="kernel_log",
-            threshold=threshold,
-            hint=codes.hint("KERNEL_LOG_UNREADABLE", f"kernel log unreadable ({out.why_not()})"),
-            code="KERNEL_LOG_UNREADABLE",
+        return unreadable(
+            hint=codes.hint("KERNEL_LOG_UNREADABLE", f"kernel log unreadable ({out.why_not()})")
         )
     log = dmesg.parse(out.stdout, "dmesg")
     if log.error:
-        return CheckResult(
-            id="driver.dmesg",
-            subject="node",
-            status=SKIP,
-            metric="kernel_log",
-            threshold=threshold,
-            hint=log.error,
-            code="KERNEL_LOG_UNREADABLE",
-        )
+        return unreadable(hint=log.error)
     verdicts = kernel_log.judge(log.findings, _manifest().get("kernel_log_signatures") or {})
     found = [f for v in verdicts for f in v.lines]
     evidence: dict[str, Any] = {
@@ -197,32 +180,15 @@ def _dmesg_result(ctx: AgentContext) -> CheckResult:
         "gpus": sorted({f.bdf for f in found if f.bdf}),
         "verdicts": {v.kind: {"status": v.status, "code": v.code, "lines": len(v.lines)} for v in verdicts},
     }
+    counted = partial(verdict, metric="error_lines", unit="lines", evidence=evidence)
     worst = kernel_log.worst(verdicts)
     if worst is None:
-        return CheckResult(
-            id="driver.dmesg",
-            subject="node",
-            status=PASS,
-            metric="error_lines",
-            value=0,
-            unit="lines",
-            threshold=threshold,
-            evidence=evidence,
-        )
+        return counted(status=PASS, value=0)
     same = [v for v in verdicts if v.status == worst.status]
     kinds = ", ".join(v.kind for v in same)
-    return CheckResult(
-        id="driver.dmesg",
-        subject="node",
-        status=worst.status,
-        metric="error_lines",
-        value=sum(len(v.lines) for v in same),
-        unit="lines",
-        threshold=threshold,
-        hint=codes.hint(worst.code, f"the GPU driver logged {kinds} since boot (see evidence)"),
-        evidence=evidence,
-        code=worst.code,
-    )
+    said = f"the GPU driver logged {kinds} since boot (see evidence)"
+    value = sum(len(v.lines) for v in same)
+    return counted(status=worst.status, value=value, hint=codes.hint(worst.code, said), code=worst.code)
 
 
 def _gfx_targets(ctx: AgentContext) -> list[str]:
@@ -234,56 +200,41 @@ def _torch_arch_result(ctx: AgentContext) -> CheckResult | None:
     arch_list = probe.get("arch_list") or []
     if not probe.get("importable") or not probe.get("available") or not arch_list:
         return None
-    threshold = "torch carries kernels for every GPU target"
+    verdict = partial(
+        CheckResult,
+        id="driver.torch_arch",
+        subject="node",
+        threshold="torch carries kernels for every GPU target",
+    )
     if probe.get("hip"):
         targets = _gfx_targets(ctx)
         missing = [t for t in targets if not any(a.split(":")[0] == t for a in arch_list)]
         if missing:
-            return CheckResult(
-                id="driver.torch_arch",
-                subject="node",
+            code = "TORCH_NO_KERNELS_FOR_TARGET"
+            said = f"this PyTorch build has no {', '.join(missing)} kernels (it has {', '.join(arch_list)})"
+            evidence = {"arch_list": arch_list, "targets": targets}
+            return verdict(
                 status=FAIL,
                 metric="missing_targets",
                 value=", ".join(missing),
-                unit="",
-                threshold=threshold,
-                hint=codes.hint(
-                    "TORCH_NO_KERNELS_FOR_TARGET",
-                    f"this PyTorch build has no {', '.join(missing)} kernels (it has {', '.join(arch_list)})",
-                ),
-                evidence={"arch_list": arch_list, "targets": targets},
-                code="TORCH_NO_KERNELS_FOR_TARGET",
+                hint=codes.hint(code, said),
+                evidence=evidence,
+                code=code,
             )
-        return CheckResult(
-            id="driver.torch_arch",
-            subject="node",
-            status=PASS,
-            metric="targets",
-            value=", ".join(targets),
-            unit="",
-            threshold=threshold,
-            hint="",
-            evidence={"arch_list": arch_list},
+        return verdict(
+            status=PASS, metric="targets", value=", ".join(targets), evidence={"arch_list": arch_list}
         )
     caps = sorted({g.compute_capability for g in ctx.discovery.gpus if g.compute_capability})
     missing = [c for c in caps if f"sm_{c.replace('.', '')}" not in arch_list]
-    status = WARN if missing else PASS
-    hint = (
-        codes.hint("TORCH_NO_SM_KERNELS", f"no sm_ kernels for compute capability {', '.join(missing)}")
-        if missing
-        else ""
-    )
-    return CheckResult(
-        id="driver.torch_arch",
-        subject="node",
-        status=status,
+    code = "TORCH_NO_SM_KERNELS"
+    hint = codes.hint(code, f"no sm_ kernels for compute capability {', '.join(missing)}") if missing else ""
+    return verdict(
+        status=WARN if missing else PASS,
         metric="targets",
         value=", ".join(caps),
-        unit="",
-        threshold=threshold,
         hint=hint,
         evidence={"arch_list": arch_list},
-        code="TORCH_NO_SM_KERNELS",
+        code=code,
     )
 
 
@@ -303,41 +254,30 @@ def _override_result(ctx: AgentContext) -> CheckResult | None:
         return None
     known = _manifest().get("gfx_targets") or {}
     native = {t: (known.get(t) or {}).get("hsa_version") for t in targets}
-    threshold = "unset (the R9700 and other supported cards need no override)"
     evidence = {"HSA_OVERRIDE_GFX_VERSION": value, "native": native, "set_in": where}
-    if all(v == value for v in native.values()):
-        return CheckResult(
-            id="driver.hsa_override",
-            subject="node",
-            status=WARN,
-            metric="HSA_OVERRIDE_GFX_VERSION",
-            value=value,
-            unit="",
-            threshold=threshold,
-            hint=codes.hint(
-                "HSA_OVERRIDE_REDUNDANT", "the override equals the cards' own target: it does nothing here"
-            ),
-            evidence=evidence,
-            code="HSA_OVERRIDE_REDUNDANT",
-        )
-    majors = {str(v).split(".")[0] for v in native.values() if v}
-    cross = str(value).split(".")[0] not in majors
-    return CheckResult(
+    verdict = partial(
+        CheckResult,
         id="driver.hsa_override",
         subject="node",
-        status=FAIL if cross else WARN,
         metric="HSA_OVERRIDE_GFX_VERSION",
         value=value,
-        unit="",
-        threshold=threshold,
-        hint=codes.hint(
-            "HSA_OVERRIDE_WRONG_TARGET",
-            f"HSA_OVERRIDE_GFX_VERSION={value} (set in {where}) makes the runtime load code built for "
-            f"another target than {', '.join(targets)}",
-        ),
+        threshold="unset (the R9700 and other supported cards need no override)",
         evidence=evidence,
-        code="HSA_OVERRIDE_WRONG_TARGET",
     )
+    if all(v == value for v in native.values()):
+        code, said = (
+            "HSA_OVERRIDE_REDUNDANT",
+            "the override equals the cards' own target: it does nothing here",
+        )
+        return verdict(status=WARN, hint=codes.hint(code, said), code=code)
+    majors = {str(v).split(".")[0] for v in native.values() if v}
+    cross = str(value).split(".")[0] not in majors
+    said = (
+        f"HSA_OVERRIDE_GFX_VERSION={value} (set in {where}) makes the runtime load code built for another "
+        f"target than {', '.join(targets)}"
+    )
+    code = "HSA_OVERRIDE_WRONG_TARGET"
+    return verdict(status=FAIL if cross else WARN, hint=codes.hint(code, said), code=code)
 
 
 def _rocm_result(ctx: AgentContext) -> CheckResult | None:
@@ -356,7 +296,6 @@ def _rocm_result(ctx: AgentContext) -> CheckResult | None:
             status=PASS,
             metric="rocm",
             value=version,
-            unit="",
             threshold=threshold,
             hint=f"ROCm {version} is not in the manifest: support for {', '.join(targets)} not judged",
             evidence={"targets": targets},
@@ -370,7 +309,6 @@ def _rocm_result(ctx: AgentContext) -> CheckResult | None:
             status=FAIL,
             metric="rocm",
             value=version,
-            unit="",
             threshold=threshold,
             hint=f"ROCm {version} does not support {', '.join(missing)}: upgrade to "
             f"{' or '.join(supporting[:3]) or 'a supporting release'} (r9700ctl provision)",
@@ -383,9 +321,7 @@ def _rocm_result(ctx: AgentContext) -> CheckResult | None:
         status=PASS,
         metric="rocm",
         value=version,
-        unit="",
         threshold=threshold,
-        hint="",
         evidence={"targets": targets},
     )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,89 +50,27 @@ def _count_result(ctx: AgentContext, addresses: list[str]) -> CheckResult:
     evidence: dict[str, Any] = {"pci_addresses": addresses, "last_inventory": previous}
     if ctx.discovery.ignored:
         evidence["integrated_not_counted"] = [g.pci_address for g in ctx.discovery.ignored]
-    if expected is None:
-        threshold = ">= 1 (no --expected-gpus)"
-        if count == 0:
-            return CheckResult(
-                id="inventory.count",
-                subject="node",
-                status=FAIL,
-                metric="gpu_count",
-                value=0,
-                unit="GPUs",
-                threshold=threshold,
-                hint=codes.hint("GPU_MISSING", "no AMD or NVIDIA GPU on the PCI bus"),
-                evidence=evidence,
-                code="GPU_MISSING",
-            )
-        if missing_now:
-            return CheckResult(
-                id="inventory.count",
-                subject="node",
-                status=FAIL,
-                metric="gpu_count",
-                value=count,
-                unit="GPUs",
-                threshold=threshold,
-                hint=codes.hint(
-                    "GPU_MISSING",
-                    f"GPU(s) at {', '.join(missing_now)} were present in the last run and are gone",
-                ),
-                evidence=evidence,
-                code="GPU_MISSING",
-            )
-        _save_inventory(ctx.state_dir, addresses)
-        return CheckResult(
-            id="inventory.count",
-            subject="node",
-            status=PASS,
-            metric="gpu_count",
-            value=count,
-            unit="GPUs",
-            threshold=threshold,
-            hint="",
-            evidence=evidence,
-        )
-    threshold = f"== {expected}"
-    if count < expected:
-        named = f" (missing since the last run: {', '.join(missing_now)})" if missing_now else ""
-        return CheckResult(
-            id="inventory.count",
-            subject="node",
-            status=FAIL,
-            metric="gpu_count",
-            value=count,
-            unit="GPUs",
-            threshold=threshold,
-            hint=codes.hint("GPU_MISSING", f"{expected - count} of {expected} GPU(s) missing{named}"),
-            evidence=evidence,
-            code="GPU_MISSING",
-        )
-    _save_inventory(ctx.state_dir, addresses)
-    if count > expected:
-        return CheckResult(
-            id="inventory.count",
-            subject="node",
-            status=WARN,
-            metric="gpu_count",
-            value=count,
-            unit="GPUs",
-            threshold=threshold,
-            hint=codes.hint("GPU_COUNT_ABOVE_EXPECTED", f"{count} GPUs found, {expected} expected"),
-            evidence=evidence,
-            code="GPU_COUNT_ABOVE_EXPECTED",
-        )
-    return CheckResult(
-        id="inventory.count",
-        subject="node",
-        status=PASS,
-        metric="gpu_count",
-        value=count,
-        unit="GPUs",
-        threshold=threshold,
-        hint="",
-        evidence=evidence,
+    threshold = ">= 1 (no --expected-gpus)" if expected is None else f"== {expected}"
+    verdict = partial(
+        CheckResult, id="inventory.count", subject="node", metric="gpu_count", value=count, unit="GPUs"
     )
+    verdict = partial(verdict, threshold=threshold, evidence=evidence)
+    if expected is None and count == 0:
+        said = "no AMD or NVIDIA GPU on the PCI bus"
+        return verdict(status=FAIL, hint=codes.hint("GPU_MISSING", said), code="GPU_MISSING")
+    if expected is None and missing_now:
+        said = f"GPU(s) at {', '.join(missing_now)} were present in the last run and are gone"
+        return verdict(status=FAIL, hint=codes.hint("GPU_MISSING", said), code="GPU_MISSING")
+    if expected is not None and count < expected:
+        named = f" (missing since the last run: {', '.join(missing_now)})" if missing_now else ""
+        said = f"{expected - count} of {expected} GPU(s) missing{named}"
+        return verdict(status=FAIL, hint=codes.hint("GPU_MISSING", said), code="GPU_MISSING")
+    _save_inventory(ctx.state_dir, addresses)
+    if expected is not None and count > expected:
+        said = f"{count} GPUs found, {expected} expected"
+        code = "GPU_COUNT_ABOVE_EXPECTED"
+        return verdict(status=WARN, hint=codes.hint(code, said), code=code)
+    return verdict(status=PASS)
 
 
 def _torch_result(ctx: AgentContext, sysfs_count: int) -> CheckResult:
@@ -139,78 +78,34 @@ def _torch_result(ctx: AgentContext, sysfs_count: int) -> CheckResult:
     visible = {k: v for k, v in ctx.environment.get("variables", {}).items() if k.endswith("VISIBLE_DEVICES")}
     evidence: dict[str, Any] = {"torch": probe.get("torch"), "visible_devices_variables": visible}
     threshold = f"== {sysfs_count} (GPUs on the PCI bus)"
+    verdict = partial(
+        CheckResult, id="inventory.torch", subject="node", metric="torch_devices", threshold=threshold
+    )
     if not probe:
-        return CheckResult(
-            id="inventory.torch",
-            subject="node",
-            status=SKIP,
-            metric="torch_devices",
-            threshold=threshold,
-            hint="torch was not probed",
-            evidence=evidence,
-            code="TORCH_NOT_USABLE",
-        )
+        return verdict(status=SKIP, hint="torch was not probed", evidence=evidence, code="TORCH_NOT_USABLE")
     if not probe.get("importable", True) or probe.get("status") in ("timeout", "error"):
         reason = probe.get("error") or "torch is not importable"
         status = FAIL if probe.get("status") == "timeout" else SKIP
         code = "TORCH_PROBE_HUNG" if status == FAIL else "TORCH_NOT_USABLE"
         said = "importing torch / creating a GPU context hung" if status == FAIL else reason
-        return CheckResult(
-            id="inventory.torch",
-            subject="node",
-            status=status,
-            metric="torch_devices",
-            threshold=threshold,
-            hint=codes.hint(code, said),
-            evidence={**evidence, "error": reason},
-            code=code,
+        return verdict(
+            status=status, hint=codes.hint(code, said), evidence={**evidence, "error": reason}, code=code
         )
     seen = int(probe.get("device_count") or 0)
     evidence["devices"] = probe.get("devices", [])
+    counted = partial(verdict, value=seen, unit="GPUs", evidence=evidence, code="TORCH_SEES_FEWER_GPUS")
     if seen == sysfs_count:
-        return CheckResult(
-            id="inventory.torch",
-            subject="node",
-            status=PASS,
-            metric="torch_devices",
-            value=seen,
-            unit="GPUs",
-            threshold=threshold,
-            hint="",
-            evidence=evidence,
-        )
+        return counted(status=PASS)
     if visible and seen < sysfs_count:
-        return CheckResult(
-            id="inventory.torch",
-            subject="node",
-            status=WARN,
-            metric="torch_devices",
-            value=seen,
-            unit="GPUs",
-            threshold=threshold,
-            hint=f"torch sees {seen} of {sysfs_count} GPUs because {', '.join(visible)} is set; "
-            "unset it to validate every card",
-            evidence=evidence,
-            code="TORCH_SEES_FEWER_GPUS",
-        )
+        said = f"torch sees {seen} of {sysfs_count} GPUs because {', '.join(visible)} is set"
+        return counted(status=WARN, hint=f"{said}; unset it to validate every card")
     hint = (
         f"torch sees {seen} of {sysfs_count} GPUs: the driver did not initialise some cards or this user "
         "lacks access (driver.access); check `dmesg | grep -i amdgpu` and `rocminfo`"
     )
     if probe.get("error"):
         hint += f" (torch: {probe['error']})"
-    return CheckResult(
-        id="inventory.torch",
-        subject="node",
-        status=FAIL if seen < sysfs_count else WARN,
-        metric="torch_devices",
-        value=seen,
-        unit="GPUs",
-        threshold=threshold,
-        hint=hint,
-        evidence=evidence,
-        code="TORCH_SEES_FEWER_GPUS",
-    )
+    return counted(status=FAIL if seen < sysfs_count else WARN, hint=hint)
 
 
 def _uniform_result(ctx: AgentContext) -> CheckResult:
@@ -224,53 +119,27 @@ def _uniform_result(ctx: AgentContext) -> CheckResult:
         "vbios": {g.pci_address or g.subject: g.vbios for g in gpus},
     }
     threshold = "one model, one target, one VBIOS across the node"
+    verdict = partial(
+        CheckResult, id="inventory.uniform", subject="node", threshold=threshold, evidence=evidence
+    )
     if not gpus:
-        return CheckResult(
-            id="inventory.uniform",
-            subject="node",
-            status=SKIP,
-            threshold=threshold,
-            hint="no GPU found",
-            evidence=evidence,
-            code="NO_GPU",
-        )
+        return verdict(status=SKIP, hint="no GPU found", code="NO_GPU")
     if len(models) > 1 or len(targets) > 1:
-        return CheckResult(
-            id="inventory.uniform",
-            subject="node",
+        code = "GPU_MODELS_MIXED"
+        return verdict(
             status=WARN,
             metric="models",
             value=", ".join(models),
-            unit="",
-            threshold=threshold,
-            hint=codes.hint("GPU_MODELS_MIXED", "mixed GPU models"),
-            evidence=evidence,
-            code="GPU_MODELS_MIXED",
+            hint=codes.hint(code, "mixed GPU models"),
+            code=code,
         )
     if len(vbioses) > 1:
-        return CheckResult(
-            id="inventory.uniform",
-            subject="node",
-            status=WARN,
-            metric="vbios",
-            value=", ".join(vbioses),
-            unit="",
-            threshold=threshold,
-            hint=codes.hint("VBIOS_MISMATCH", "VBIOS differs between cards"),
-            evidence=evidence,
-            code="VBIOS_MISMATCH",
+        code = "VBIOS_MISMATCH"
+        said = "VBIOS differs between cards"
+        return verdict(
+            status=WARN, metric="vbios", value=", ".join(vbioses), hint=codes.hint(code, said), code=code
         )
-    return CheckResult(
-        id="inventory.uniform",
-        subject="node",
-        status=PASS,
-        metric="models",
-        value=models[0],
-        unit="",
-        threshold=threshold,
-        hint="",
-        evidence=evidence,
-    )
+    return verdict(status=PASS, metric="models", value=models[0])
 
 
 def _vram_results(ctx: AgentContext) -> list[CheckResult]:
@@ -289,7 +158,6 @@ def _vram_results(ctx: AgentContext) -> list[CheckResult]:
                     subject=gpu.subject,
                     status=INCONCLUSIVE,
                     metric="vram",
-                    value=None,
                     unit="MiB",
                     threshold="reported VRAM of a healthy card of the model",
                     hint="no source reported the memory size (sysfs mem_info_vram_total, torch)",

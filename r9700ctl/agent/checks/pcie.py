@@ -53,7 +53,6 @@ def link_result(
         status=verdict.status,
         metric="link_under_load" if under_load else "link",
         value=link.text() if link.cur_speed_gts else None,
-        unit="",
         threshold=verdict.threshold,
         hint=verdict.reason if verdict.status == PASS else codes.hint(verdict.code, verdict.reason),
         evidence={

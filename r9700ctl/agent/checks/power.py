@@ -153,7 +153,6 @@ def _sampling(
             subject="node",
             status=INCONCLUSIVE,
             metric="sample_rate_hz",
-            value=None,
             unit="Hz",
             threshold=threshold,
             hint="no power telemetry on this node (amdgpu hwmon, NVML or nvidia-smi): nothing of the power "
@@ -185,7 +184,6 @@ def _sampling(
         value=round(slowest, 1),
         unit="Hz",
         threshold=threshold,
-        hint="",
         evidence=evidence,
     )
 
@@ -228,7 +226,6 @@ def _cap(
             subject=f"gpu{index}",
             status=SKIP,
             metric="power_cap",
-            value=None,
             unit="W",
             threshold=threshold,
             hint="the card reports no power cap (hwmon power1_cap, NVML enforced limit)",
@@ -334,7 +331,6 @@ def _psus(
                     subject=psu.name,
                     status=INCONCLUSIVE,
                     metric="psu_sustained_w",
-                    value=None,
                     unit="W",
                     threshold=threshold,
                     hint=hint,

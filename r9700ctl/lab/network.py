@@ -110,3 +110,60 @@ def lab_netns(names: LabNames) -> list[str]:
 
 def lab_links(names: LabNames) -> list[str]:
     return [link for link in link_names() if names.owns_name(link)]
+
+
+# --- the cluster network (`lab up --cluster-network`) ------------------------------------------------
+
+# The node end of the cluster veth: the cluster NIC as the node sees it.
+CLUSTER_IFNAME = "eth1"
+# What the lab's cluster links carry: every cluster veth is shaped to this rate in both directions
+# (tc tbf), so the network stands in for a 1 GbE switch whose figures a loaded 2-core lab host can
+# still deliver; veth itself reports 10000 Mb/s to ethtool whatever it carries, so the lab's
+# inventory states the rate (r9700_cluster_line_rate_mbps). The slow-link fault shapes one node's
+# links to SLOW_LINK_MBIT.
+CLUSTER_LINK_MBIT = 1000
+SLOW_LINK_MBIT = 100
+# A Docker-style bridge on every node, as `docker network create` leaves one (br-<network id>, the
+# first user-defined network at 172.18.0.1/16: Docker's default address pools start at 172.17 for
+# docker0, https://docs.docker.com/engine/network/drivers/bridge/): the same address on every node
+# and UP, the interface NCCL's automatic choice takes when nobody names one (ROCm/legacy-rocm-build#6074).
+DECOY_BRIDGE = "br-9e1f3c5a7b2d"
+DECOY_PORT = "veth9e1f3c5"
+DECOY_ADDRESS = "172.18.0.1/16"
+
+
+def shape(device: str, mbit: int, netns: str | None = None) -> None:
+    """Limit what leaves `device` to `mbit` Mbit/s (token bucket; burst for about 1 ms of traffic)."""
+    prefix = ["-n", netns] if netns else []
+    burst_kb = max(32, mbit // 8)  # Linux needs burst >= rate/HZ; 1 ms at this rate, at least 32 KiB
+    processes.run(
+        [tool("tc"), *prefix, "qdisc", "replace", "dev", device, "root", "tbf", "rate", f"{mbit}mbit",
+         "burst", f"{burst_kb}kb", "latency", "100ms"],
+        what=f"shape {device} to {mbit} Mbit/s",
+        timeout=30,
+    )  # fmt: skip
+
+
+def create_cluster_bridge(names: LabNames) -> None:
+    """The cluster network's switch: a bridge with no host address (the controller never joins it)."""
+    _ip("link", "add", names.cluster_bridge, "type", "bridge", what="create the cluster bridge")
+    _ip("link", "set", names.cluster_bridge, "up", what="bring the cluster bridge up")
+
+
+def add_node_cluster_link(names: LabNames, index: int, mbit: int = CLUSTER_LINK_MBIT) -> None:
+    """eth1 in node `index`'s namespace on the cluster bridge, shaped both ways; plus the decoy bridge."""
+    ns, veth, address = names.netns(index), names.cluster_veth(index), names.cluster_address(index)
+    what = f"cluster network of node{index}"
+    _ip("link", "add", veth, "type", "veth", "peer", "name", CLUSTER_IFNAME, "netns", ns, what=what)
+    _ip("link", "set", veth, "master", names.cluster_bridge, "up", what=what)
+    _ip("-n", ns, "addr", "add", f"{address}/24", "dev", CLUSTER_IFNAME, what=what)
+    _ip("-n", ns, "link", "set", CLUSTER_IFNAME, "up", what=what)
+    shape(veth, mbit)  # towards the node
+    shape(CLUSTER_IFNAME, mbit, netns=ns)  # from the node
+    # The decoy: a bridge with one veth port (so it has carrier, as Docker's do with a container).
+    _ip("-n", ns, "link", "add", DECOY_BRIDGE, "type", "bridge", what=what)
+    _ip("-n", ns, "link", "add", DECOY_PORT, "type", "veth", "peer", "name", f"{DECOY_PORT}p", what=what)
+    _ip("-n", ns, "link", "set", DECOY_PORT, "master", DECOY_BRIDGE, "up", what=what)
+    _ip("-n", ns, "link", "set", f"{DECOY_PORT}p", "up", what=what)
+    _ip("-n", ns, "addr", "add", DECOY_ADDRESS, "dev", DECOY_BRIDGE, what=what)
+    _ip("-n", ns, "link", "set", DECOY_BRIDGE, "up", what=what)

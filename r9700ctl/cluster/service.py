@@ -13,14 +13,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from r9700ctl.agent.result import ERROR, INCONCLUSIVE, SKIP
+from r9700ctl.agent.result import ERROR, FAIL, SKIP, CheckResult
+from r9700ctl.cluster import collective, isolation, rendezvous
 from r9700ctl.cluster import facts as facts_judge
-from r9700ctl.cluster import isolation
 from r9700ctl.cluster import network as network_judge
 from r9700ctl.cluster.launch import Launcher, NodeOutput
 from r9700ctl.cluster.limits import ClusterLimits, limits
 from r9700ctl.cluster.model import PHASES, ClusterReport, Matrix, PhaseReport
-from r9700ctl.cluster.plan import Measure, disjoint_rounds, pair_plans, rounds
+from r9700ctl.cluster.plan import RENDEZVOUS_PORT, Measure, disjoint_rounds, pair_plans, rounds
 from r9700ctl.cluster.verdicts import verdict
 from r9700ctl.errors import BadInput
 
@@ -28,6 +28,10 @@ if TYPE_CHECKING:
     from r9700ctl.inventory import Inventory
 
 FACTS_TIMEOUT_S = 120  # reading files and `ip`: seconds; the rest is Ansible's own time
+# Phase 3: every node must join within SMOKE_JOIN_S of the first (Ansible starts them within seconds);
+# the whole smoke (join, gloo, one RCCL element) has SMOKE_TIMEOUT_S before it is killed.
+SMOKE_JOIN_S = 90
+SMOKE_TIMEOUT_S = 180
 
 
 @dataclass
@@ -131,10 +135,20 @@ class _Run:
     limits: ClusterLimits
     measure: Measure
 
+    @property
+    def run_id(self) -> str:
+        """The rendezvous ids' stem: unique per run (its report directory's name)."""
+        return f"r9700ctl-{Path(str(self.report.reports_dir)).name}"
+
     def all(self) -> None:
-        steps = {"facts": self.facts, "network": self.network}
+        steps = {
+            "facts": self.facts,
+            "network": self.network,
+            "rendezvous": self.rendezvous,
+            "collective": self.collective,
+        }
         for name in PHASES:
-            if any(p.failed for p in self.report.phases) or name not in steps:
+            if any(p.failed for p in self.report.phases):
                 self.report.phases.append(_not_run(name, self.report.phases))
                 continue
             began = time.monotonic()
@@ -189,6 +203,105 @@ class _Run:
         results = judged.results + isolation.results(found, "network", keyed)
         return PhaseReport("network", results, matrix=Matrix("GB/s", judged.matrix))
 
+    def rendezvous(self) -> PhaseReport:
+        nets = self.report.nets
+        nodes = sorted(nets)
+        head = nodes[0]
+        plans = {
+            n: {
+                "node": n,
+                "address": nets[n].address,
+                "head": head,
+                "head_address": nets[head].address,
+                "port": RENDEZVOUS_PORT,
+                "nnodes": len(nodes),
+                "nproc_per_node": 1,
+                "run_id": f"{self.run_id}-smoke",
+                "join_timeout_s": SMOKE_JOIN_S,
+                "timeout_s": SMOKE_TIMEOUT_S,
+            }
+            for n in nodes
+        }
+        outputs = self.launcher.run("3-rendezvous", "smoke", plans, SMOKE_TIMEOUT_S + 30)
+        documents = {n: o.document for n, o in outputs.items()}
+        errors = {n: o.error for n, o in outputs.items()}
+        return PhaseReport("rendezvous", rendezvous.judge(documents, errors, nets))
+
+    def collective(self) -> PhaseReport:
+        nets = self.report.nets
+        nodes = sorted(nets)
+        gpus = min(net.gpus for net in nets.values())
+        network = next((p for p in self.report.phases if p.name == "network"), None)
+        figures = network.matrix.values if network is not None and network.matrix else {}
+        first_round = rounds(nodes)[0]
+        idle = [n for n in nodes if all(n not in pair for pair in first_round)]
+        if idle and first_round:  # an odd count: the node left out meets a paired one too
+            first_round = [*first_round, (idle[0], first_round[0][0])]
+        results, failed = self._collective(
+            "4-collective", first_round, nodes, gpus, figures, with_cluster=True
+        )
+        found = isolation.isolate(nodes, failed, self.limits.blame_min_good_partners)
+        if found.retests:
+            more, failed_more = self._collective(
+                "4-collective-retest", found.retests, nodes, gpus, figures, with_cluster=False
+            )
+            results += more
+            failed.update(failed_more)
+            found = isolation.isolate(nodes, failed, self.limits.blame_min_good_partners)
+        if gpus < 1:
+            results.append(
+                verdict(
+                    "cluster.collective.gpus",
+                    "cluster",
+                    SKIP,
+                    code="CLUSTER_NO_GPU",
+                    said="no GPU on the nodes: one rank per node on the CPU (gloo); the all-GPU "
+                    "steps need GPUs",
+                )
+            )
+        matrix: dict[str, dict[str, float | None]] = {n: {} for n in nodes}
+        for result in results:
+            if result.id == "cluster.collective.pair" and isinstance(result.value, float):
+                a, b = result.subject.split("<->")
+                matrix[a][b] = matrix[b][a] = result.value
+        keyed = {
+            tuple(sorted(r.subject.split("<->"))): r for r in results if r.id == "cluster.collective.pair"
+        }
+        results += isolation.results(found, "collective", keyed)
+        return PhaseReport("collective", results, matrix=Matrix("GB/s busbw", matrix))
+
+    def _collective(
+        self,
+        label: str,
+        pairs: list[tuple[str, str]],
+        nodes: list[str],
+        gpus: int,
+        figures: dict[str, dict[str, float | None]],
+        with_cluster: bool,
+    ) -> tuple[list[CheckResult], dict[tuple[str, str], bool]]:
+        steps = collective.steps_for(pairs, nodes, gpus, f"{self.run_id}-{label}", with_cluster)
+        timeout = collective.JOIN_TIMEOUT_S * 2 + 120 * len(steps)
+        addresses = {n: str(self.report.nets[n].address) for n in nodes}
+        involved = {n for step in steps for n in step["members"]}
+        node_plans = {n: p for n, p in collective.plans(steps, addresses, timeout).items() if n in involved}
+        outputs = self.launcher.run(label, "collective", node_plans, timeout + 60)
+        seen = collective.step_results({n: o.document for n, o in outputs.items()})
+        results, failed = [], {}
+        known = [v for row in figures.values() for v in row.values() if isinstance(v, float)]
+        for step in steps:
+            members = step["members"]
+            if len(members) == 2:
+                expected = figures.get(members[0], {}).get(members[1])
+            else:
+                expected = min(known) if known else None
+            result = collective.judge_step(
+                step["name"], members, seen.get(step["name"]), expected, self.limits
+            )
+            results.append(result)
+            if len(members) == 2 and step["nproc_per_node"] == 1:
+                failed[tuple(sorted(members))] = result.status == FAIL
+        return results, failed
+
     def _pairs(
         self,
         label: str,
@@ -214,11 +327,7 @@ def _facts_input(output: NodeOutput) -> facts_judge.NodeInput:
 
 
 def _not_run(name: str, before: list[PhaseReport]) -> PhaseReport:
-    failed = next((p.name for p in before if p.failed), None)
-    if failed is None:
-        note = "not built in this slice yet"
-        result = verdict(f"cluster.{name}", "cluster", INCONCLUSIVE, code="CLUSTER_NOT_RUN", said=note)
-        return PhaseReport(name, [result], note=note, ran=False)
+    failed = next(p.name for p in before if p.failed)
     note = f"not run: the {failed} phase failed"
     result = verdict(f"cluster.{name}", "cluster", SKIP, code="CLUSTER_NOT_RUN", said=note)
     return PhaseReport(name, [result], note=note, ran=False)

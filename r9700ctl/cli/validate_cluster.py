@@ -9,23 +9,14 @@ from typing import TYPE_CHECKING
 import click
 
 from r9700ctl.cli.app import Application
+from r9700ctl.cli.validate import LOCAL_ONLY
 from r9700ctl.errors import BadInput
 
 if TYPE_CHECKING:
     from r9700ctl.history.runs import HistoryPlan
 
-# Options of validate that mean nothing for a cluster run (the agent's own options).
-NOT_FOR_CLUSTER = {
-    "duration": "--duration",
-    "expect_scaling": "--expect-scaling",
-    "only": "--only",
-    "skip": "--skip",
-    "gpus": "--gpus",
-    "journal_dir": "--journal-dir",
-    "thresholds": "--thresholds",
-    "baseline": "--baseline",
-    "expected_gpus": "--expected-gpus",
-}
+# Options of validate that mean nothing for a cluster run: the agent's own (--local's) and its GPU count.
+NOT_FOR_CLUSTER = {**LOCAL_ONLY, "expected_gpus": "--expected-gpus"}
 
 
 def validate_cluster(

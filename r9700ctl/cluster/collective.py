@@ -14,10 +14,10 @@ from dataclasses import asdict
 from typing import Any
 
 from r9700ctl.agent.kernels.specs import AllReduceSpec
-from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, WARN, CheckResult
+from r9700ctl.agent.result import FAIL, INCONCLUSIVE, CheckResult
 from r9700ctl.cluster.limits import ClusterLimits
 from r9700ctl.cluster.plan import RENDEZVOUS_PORT, pair_subject
-from r9700ctl.cluster.verdicts import verdict
+from r9700ctl.cluster.verdicts import floor_verdict, verdict
 
 MiB = 1 << 20
 # On GPUs the range, 1 MiB to 1 GiB (large sizes are bandwidth-bound: the figure judged).
@@ -165,12 +165,14 @@ def judge_step(
     warn, fail = limits.busbw_warn_fraction_of_network, limits.busbw_fail_fraction_of_network
     threshold = f">= {warn:g} x the network's {network_gbs:.4g} GB/s (FAIL below {fail:g} x)"
     said = f"{name}: busbw {float(busbw):.4g} GB/s at {size} = {fraction:.2f} x the network phase's figure"
-    if fraction < fail:
-        return verdict(
-            check, subject, FAIL, code="CLUSTER_BUSBW_LOW", said=said, threshold=threshold, **common
-        )
-    if fraction < warn:
-        return verdict(
-            check, subject, WARN, code="CLUSTER_BUSBW_LOW", said=said, threshold=threshold, **common
-        )
-    return verdict(check, subject, PASS, said=said, threshold=threshold, **common)
+    return floor_verdict(
+        check,
+        subject,
+        fraction,
+        warn,
+        fail,
+        code="CLUSTER_BUSBW_LOW",
+        said=said,
+        threshold=threshold,
+        **common,
+    )

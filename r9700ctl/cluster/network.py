@@ -16,7 +16,7 @@ from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, WARN, CheckResult
 from r9700ctl.cluster.facts import NodeNet
 from r9700ctl.cluster.limits import ClusterLimits
 from r9700ctl.cluster.plan import pair_key, pair_subject
-from r9700ctl.cluster.verdicts import verdict
+from r9700ctl.cluster.verdicts import floor_verdict, verdict
 
 MBPS_PER_GBS = 8000  # 1 GB/s (base 10) = 8000 Mb/s
 
@@ -201,15 +201,17 @@ def _bandwidth(
     warn, fail = limits.bandwidth_warn_fraction_of_line, limits.bandwidth_fail_fraction_of_line
     threshold = f">= {warn:g} x line rate {line:.4g} GB/s (FAIL below {fail:g} x)"
     said = f"{value:.3g} GB/s the slower way = {fraction:.2f} x the {line:.4g} GB/s line rate"
-    if fraction < fail:
-        return verdict(
-            check, subject, FAIL, code="CLUSTER_BANDWIDTH_LOW", said=said, threshold=threshold, **common
-        )
-    if fraction < warn:
-        return verdict(
-            check, subject, WARN, code="CLUSTER_BANDWIDTH_LOW", said=said, threshold=threshold, **common
-        )
-    return verdict(check, subject, PASS, said=said, threshold=threshold, **common)
+    return floor_verdict(
+        check,
+        subject,
+        fraction,
+        warn,
+        fail,
+        code="CLUSTER_BANDWIDTH_LOW",
+        said=said,
+        threshold=threshold,
+        **common,
+    )
 
 
 def _clock(record: PairRecord, limits: ClusterLimits) -> CheckResult | None:

@@ -43,3 +43,25 @@ def verdict(
         evidence=dict(evidence or {}),
         code=code,
     )
+
+
+def floor_verdict(
+    check: str,
+    subject: str,
+    fraction: float,
+    warn: float,
+    fail: float,
+    *,
+    code: str,
+    said: str,
+    threshold: str,
+    **common: Any,
+) -> CheckResult:
+    """A figure as a fraction of what it should reach: FAIL below `fail`, WARN below `warn`, else PASS."""
+    from r9700ctl.agent.result import FAIL, WARN
+
+    if fraction < fail:
+        return verdict(check, subject, FAIL, code=code, said=said, threshold=threshold, **common)
+    if fraction < warn:
+        return verdict(check, subject, WARN, code=code, said=said, threshold=threshold, **common)
+    return verdict(check, subject, PASS, said=said, threshold=threshold, **common)

@@ -81,11 +81,16 @@ def write_formats(report: ClusterReport, paths: dict[str, Any]) -> None:
 def record_history(report: ClusterReport, plan: HistoryPlan) -> list[CheckResult]:
     """Compare with the history (when asked), record the run, save a baseline (when asked); the
     comparison results join the report as the phase 'baseline'."""
+    from r9700ctl.agent.baseline import figures
     from r9700ctl.cluster.model import PhaseReport
 
     reports = node_reports(report)
+    # Compared and saved as a baseline: the reports with figures (the pairs' and the cluster's, under
+    # cluster@GROUP); a node's own facts have none, and "nothing to compare" there is no finding.
+    measured = {node: r for node, r in reports.items() if figures(r["results"])}
+    source = str(report.reports_dir or "")
     comparisons = plan.after_run(
-        reports, lambda: as_fleet_document(report, reports), scope=LEVEL, source=str(report.reports_dir or "")
+        measured, lambda: as_fleet_document(report, reports), scope=LEVEL, source=source
     )
     added = [r for results in comparisons.values() for r in results]
     if added:

@@ -71,18 +71,18 @@ def free_port(address: str) -> int:
         return int(sock.getsockname()[1])
 
 
-def listening(port: int) -> bool:
-    """Whether a TCP socket listens on `port` (/proc/net/tcp, state 0A = LISTEN)."""
+def tcp_table() -> list[list[str]]:
+    """The rows of /proc/net/tcp, split (local, remote as hex address:port; state; inode at 9)."""
     try:
         with open("/proc/net/tcp", encoding="ascii") as fh:
-            rows = fh.read().splitlines()[1:]
+            return [row.split() for row in fh.read().splitlines()[1:]]
     except OSError:
-        return False
-    for row in rows:
-        fields = row.split()
-        if len(fields) > 3 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
-            return True
-    return False
+        return []
+
+
+def listening(port: int) -> bool:
+    """Whether a TCP socket listens on `port` (state 0A = LISTEN)."""
+    return any(len(f) > 3 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port for f in tcp_table())
 
 
 def iperf_server(address: str, port: int) -> subprocess.Popen[str] | None:

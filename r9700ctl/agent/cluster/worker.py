@@ -31,17 +31,13 @@ def tcp_connections() -> list[dict[str, str]]:
             continue
         if target.startswith("socket:["):
             inodes.add(target[8:-1])
-    found = []
-    try:
-        with open("/proc/net/tcp", encoding="ascii") as fh:
-            rows = fh.read().splitlines()[1:]
-    except OSError:
-        return found
-    for row in rows:
-        fields = row.split()
-        if len(fields) > 9 and fields[3] == "01" and fields[9] in inodes:  # 01 = ESTABLISHED
-            found.append({"local": _address(fields[1]), "remote": _address(fields[2])})
-    return found
+    from r9700ctl.agent.cluster.probes import tcp_table
+
+    return [
+        {"local": _address(fields[1]), "remote": _address(fields[2])}
+        for fields in tcp_table()
+        if len(fields) > 9 and fields[3] == "01" and fields[9] in inodes  # 01 = ESTABLISHED
+    ]
 
 
 def _address(hex_pair: str) -> str:

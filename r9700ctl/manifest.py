@@ -140,6 +140,41 @@ class Manifest:
     def gpu(self, pci_id: str) -> GpuModel | None:
         return self.gpus.get(pci_id.lower())
 
+    @property
+    def devices(self) -> dict[str, GpuModel]:
+        """Every AMD GPU the manifest can recognise: the models of `gpus`, then `device_targets`
+        (iGPUs and other Radeons whose true gfx target the doctor must know, with no figures)."""
+        others = {
+            pci: GpuModel(
+                pci_id=pci, name=v["name"], gfx=v["gfx"], discrete=bool(v.get("discrete", True)), raw=v
+            )
+            for pci, v in (self.raw.get("device_targets") or {}).items()
+        }
+        return {**others, **self.gpus}
+
+    def device(self, pci_id: str) -> GpuModel | None:
+        """The model or recognised device of a PCI id; None for an id the manifest does not know."""
+        return self.devices.get(pci_id.lower())
+
+    def devices_named(self, lspci_name: str) -> list[GpuModel]:
+        """The devices whose pci.ids name lspci printed (lspci without -nn: "Navi 48 [Radeon AI PRO
+        R9700]"). pci.ids grows: an older one prints fewer products in the brackets ("Navi 48 [Radeon
+        RX 9070/9070 XT]"), so one product in common with the same chip is a match; a bare chip name
+        ("Navi 48") gives every device of that chip. Empty when no name matches."""
+        chip, products = _pci_ids_products(lspci_name)
+        exact, common, same_chip = [], [], []
+        for model in self.devices.values():
+            for known in model.raw.get("lspci_names") or ():
+                known_chip, known_products = _pci_ids_products(str(known))
+                if (known_chip, known_products) == (chip, products):
+                    exact.append(model)
+                elif known_chip == chip and products & known_products:
+                    common.append(model)
+                elif known_chip == chip and not products:
+                    same_chip.append(model)
+        found = exact or common or same_chip
+        return list({m.pci_id: m for m in found}.values())
+
     def gpu_spec(self, pci_id: str, revision: str | None = None) -> dict[str, Any] | None:
         """A model's figures for one card: the product its PCI revision names where the id is shared.
 
@@ -181,6 +216,11 @@ class Manifest:
     def gfx_family(self, gfx: str) -> str | None:
         return self.raw.get("gfx_targets", {}).get(gfx, {}).get("family")
 
+    def first_release(self, gfx: str) -> str | None:
+        """The first ROCm release that supports `gfx`, where the manifest records one (gfx1201: 6.4.1)."""
+        value = self.raw.get("gfx_targets", {}).get(gfx, {}).get("first_rocm")
+        return str(value) if value else None
+
     def gfx_for_hsa_version(self, hsa_version: str) -> str | None:
         """The target an HSA_OVERRIDE_GFX_VERSION value names (9.4.2 -> gfx942), or None."""
         for gfx, entry in self.raw.get("gfx_targets", {}).items():
@@ -217,6 +257,24 @@ class Manifest:
 
     def os_release(self, os_key: str) -> dict[str, Any] | None:
         return self.raw.get("os_releases", {}).get(os_key)
+
+
+def _pci_ids_products(name: str) -> tuple[str, frozenset[str]]:
+    """("navi 48", {"radeon rx 9070", "radeon rx 9070 xt", "radeon rx 9070 gre"}) from pci.ids'
+    "Navi 48 [Radeon RX 9070/9070 XT/9070 GRE]": the products after the first repeat its leading
+    words, as pci.ids abbreviates them."""
+    chip, _, rest = " ".join(name.split()).partition(" [")
+    parts = [p.strip() for p in rest.rstrip("]").split("/") if p.strip()] if rest else []
+    if not parts:
+        return chip.lower(), frozenset()
+    words = parts[0].split()
+    lead: list[str] = []
+    if len(parts) > 1 and parts[1].split()[0] in words:
+        lead = words[: words.index(parts[1].split()[0])]
+    products = {parts[0]}
+    for part in parts[1:]:
+        products.add(part if not lead or part.startswith(" ".join(lead)) else " ".join([*lead, part]))
+    return chip.lower(), frozenset(p.lower() for p in products)
 
 
 def normalise_revision(revision: str | None) -> str:

@@ -2,8 +2,16 @@
 
 Each file knows part of the story: amd-smi static has the address, device id, gfx target and VRAM;
 plain amd-smi truncates names ("...Radeon AI PRO R9700"); rocminfo has the gfx target and chip id;
-lspci has every card on the bus, even one ROCm cannot see. Later sources only fill what earlier ones
-left empty; the manifest's entry for the PCI id names the model and says whether it is discrete.
+lspci has every card on the bus, even one ROCm cannot see (without -nn, by name only: "Navi 48
+[Radeon AI PRO R9700]"); dmesg's amdgpu start-up lines give a card's PCI id and GFX IP by address.
+Later sources only fill what earlier ones left empty; the manifest's entry for the PCI id names the
+model and says whether it is discrete.
+
+A GPU's gfx target is its chip's, not what rocminfo printed: HSA_OVERRIDE_GFX_VERSION rewrites the
+names rocminfo prints (an R9700 listed as gfx1100, a Strix Halo iGPU as gfx1201: ROCm/ROCm#5696),
+never the chip id. Where the manifest knows the id, its target wins and the printed one is kept as
+`reported_gfx`; where it does not and env.txt sets the override, a name equal to the override's is
+not taken for the chip's target.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from r9700ctl.bundle.files import BundleFiles, Diagnosis, evidence_in, find_line
+from r9700ctl.bundle.files import BundleFiles, Diagnosis, evidence_in, find_line, read_env
 from r9700ctl.bundle.model import AMD, NVIDIA, BundleGpu, Evidence
 
 # Files that list GPUs, richest first.
@@ -37,19 +45,21 @@ def discover_gpus(diagnosis: Diagnosis) -> list[BundleGpu]:
     for name in GPU_SOURCES:
         for record in _records(bundle, name):
             _merge(found, record)
+    _from_kernel_log(bundle, found)
     for gpu in found:
         _name_from_manifest(diagnosis.manifest, gpu)
         if gpu.discrete is None:
             gpu.discrete = not (gpu.name or "").lower().startswith(GENERIC_IGPU_NAME)
+    _undo_override(diagnosis, found)
     if not any(bundle.has(n) for n in GPU_SOURCES):
         diagnosis.cannot_judge("which GPUs the node has", "rocminfo.txt", "amd-smi-static.json", "lspci.txt")
     return found
 
 
 def _name_from_manifest(manifest: Any, gpu: BundleGpu) -> None:
-    model = manifest.gpu(gpu.pci_id) if gpu.pci_id else None
+    model = manifest.device(gpu.pci_id) if gpu.pci_id else None
     if model is None and gpu.name and gpu.vendor in (AMD, None):
-        model = _model_by_name(manifest, gpu.name)
+        model = _model_by_name(manifest, gpu.name) or _model_by_lspci_name(manifest, gpu)
     if model is None:
         return
     gpu.pci_id = gpu.pci_id or model.pci_id
@@ -59,8 +69,54 @@ def _name_from_manifest(manifest: Any, gpu: BundleGpu) -> None:
     # says more than the model's list of products; revisions tell them apart in lspci.
     if not (gpu.name and gpu.name.lower() in {p.lower() for p in products}):
         gpu.name = model.name
-    gpu.gfx = gpu.gfx or model.gfx
+    if gpu.gfx and gpu.gfx != model.gfx:
+        gpu.reported_gfx = gpu.gfx  # the chip id says otherwise: an override rewrote it
+    gpu.gfx = model.gfx
     gpu.discrete = model.discrete
+
+
+def _model_by_lspci_name(manifest: Any, gpu: BundleGpu) -> Any:
+    """The device a name lspci printed without -nn means. A bare chip name that several devices
+    share ("Navi 48": RX 9070 family and R9700) names none of them, but gives their common gfx
+    target and kind; the PCI id stays unknown rather than guessed."""
+    if gpu.seen_in[:1] != ["lspci.txt"] or not gpu.name:
+        return None
+    candidates = manifest.devices_named(gpu.name)
+    if len(candidates) == 1:
+        return candidates[0]
+    if candidates and len({m.gfx for m in candidates}) == 1:
+        gpu.gfx = gpu.gfx or candidates[0].gfx
+        kinds = {m.discrete for m in candidates}
+        gpu.discrete = kinds.pop() if len(kinds) == 1 else gpu.discrete
+    return None
+
+
+def _from_kernel_log(bundle: BundleFiles, found: list[BundleGpu]) -> None:
+    """dmesg.txt's start-up lines by PCI address: the PCI id (lspci without -nn has none) and the
+    GFX IP block, which an HSA override cannot rewrite. dmesg lists no GPU of its own here."""
+    if not bundle.has("dmesg.txt"):
+        return
+    from r9700ctl.agent.parsers import dmesg
+
+    report = bundle.parsed("dmesg.txt", dmesg.parse)
+    for gpu in found:
+        device = (getattr(report, "devices", None) or {}).get(gpu.bdf or "")
+        if device is None or not gpu.bdf or gpu.vendor not in (AMD, None):
+            continue
+        gpu.pci_id = gpu.pci_id or device.pci_id
+        gpu.gfx_ip = device.gfx_ip
+
+
+def _undo_override(diagnosis: Diagnosis, found: list[BundleGpu]) -> None:
+    """A GPU whose chip the manifest does not know, listed by rocminfo under the target that env.txt's
+    HSA_OVERRIDE_GFX_VERSION names: that name is the override's, not the chip's (ROCm/ROCm#5696: a
+    Strix Halo iGPU listed as gfx1201), so its target is unknown rather than the discrete card's."""
+    value = read_env(diagnosis.bundle).get("HSA_OVERRIDE_GFX_VERSION")
+    named = diagnosis.manifest.gfx_for_hsa_version(value[0]) if value else None
+    for gpu in found:
+        known = gpu.pci_id and diagnosis.manifest.device(gpu.pci_id)
+        if named and gpu.gfx == named and gpu.gfx_from == "rocminfo.txt" and not known:
+            gpu.reported_gfx, gpu.gfx = gpu.gfx, None
 
 
 def _model_by_name(manifest: Any, name: str) -> Any:
@@ -96,7 +152,7 @@ def _merge(found: list[BundleGpu], record: BundleGpu) -> None:
     if match is None:
         found.append(record)
         return
-    for attr in ("vendor", "pci_id", "name", "gfx", "vram_mib", "discrete", "evidence"):
+    for attr in ("vendor", "pci_id", "name", "gfx", "gfx_from", "vram_mib", "discrete", "evidence"):
         if getattr(match, attr) is None:
             setattr(match, attr, getattr(record, attr))
     match.bdf = match.bdf or record.bdf
@@ -139,6 +195,7 @@ def _from_amdsmi(bundle: BundleFiles, name: str) -> list[BundleGpu]:
                 pci_id=_pci_id(gpu.vendor_id, gpu.device_id),
                 name=gpu.market_name,
                 gfx=gpu.gfx_target,
+                gfx_from=name if gpu.gfx_target else None,
                 vram_mib=gpu.vram_total_mib,
                 seen_in=[name],
                 evidence=evidence_in(bundle, name, re.escape(anchor)) if anchor else Evidence(name, None),
@@ -158,6 +215,7 @@ def _from_rocmsmi(bundle: BundleFiles, name: str) -> list[BundleGpu]:
             pci_id=_pci_id(AMD, card.device_id),
             name=card.name,
             gfx=card.gfx_target,
+            gfx_from=name if card.gfx_target else None,
             vram_mib=card.vram_total_mib,
             seen_in=[name],
             evidence=evidence_in(bundle, name, re.escape(f'"card{card.index}"')),
@@ -183,6 +241,7 @@ def _from_rocminfo(bundle: BundleFiles, name: str) -> list[BundleGpu]:
                 pci_id=_pci_id(AMD, agent.device_id),
                 name=agent.marketing_name,
                 gfx=agent.gfx_target,
+                gfx_from=name if agent.gfx_target else None,
                 vram_mib=agent.coarse_grained_pool_kib / 1024 if agent.coarse_grained_pool_kib else None,
                 discrete=False if agent.apu_memory else None,
                 seen_in=[name],
@@ -207,6 +266,8 @@ def _from_lspci(bundle: BundleFiles, name: str) -> list[BundleGpu]:
                 bdf=function.bdf,
                 vendor=function.vendor_id,
                 pci_id=function.pci_id,
+                # lspci without -nn names the device instead ("Navi 48 [Radeon AI PRO R9700]")
+                name=function.device_name if function.pci_id is None else None,
                 seen_in=[name],
                 evidence=Evidence(name, function.first_line or None, title),
             )

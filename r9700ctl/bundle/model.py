@@ -131,6 +131,11 @@ class BundleGpu:
     discrete: bool | None = None
     seen_in: list[str] = field(default_factory=list)
     evidence: Evidence | None = None
+    # `gfx` is the chip's true target (from its PCI id where the manifest knows it); a tool
+    # that printed another one (rocminfo under HSA_OVERRIDE_GFX_VERSION) is kept apart here.
+    gfx_from: str | None = None  # the file `gfx` was first read from
+    reported_gfx: str | None = None  # what that file printed, when it is not the true target
+    gfx_ip: str | None = None  # amdgpu's GFX IP block from dmesg.txt ("gfx_v12_0")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -139,6 +144,7 @@ class BundleGpu:
             "pci_id": self.pci_id,
             "name": self.name,
             "gfx": self.gfx,
+            "reported_gfx": self.reported_gfx,
             "vram_gib": round(self.vram_mib / 1024, 1) if self.vram_mib else None,
             "discrete": self.discrete,
             "seen_in": self.seen_in,
@@ -192,7 +198,8 @@ class BundleReport:
             for gpu in self.gpus:
                 vram = f", {size_text(gpu.vram_mib * MIB)}" if gpu.vram_mib else ""
                 kind = "" if gpu.discrete is not False else ", integrated"
-                about = f"{gpu.pci_id or '?'}, {gpu.gfx or '?'}{vram}{kind}"
+                shown = f" (rocminfo: {gpu.reported_gfx})" if gpu.reported_gfx else ""
+                about = f"{gpu.pci_id or '?'}, {gpu.gfx or '?'}{shown}{vram}{kind}"
                 lines.append(f"  {gpu.bdf or '?'}  {gpu.name or '?'} ({about})")
         else:
             lines.append("GPUs: none found in the files present")

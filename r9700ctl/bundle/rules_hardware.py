@@ -12,8 +12,25 @@ from r9700ctl.bundle.model import AMD, FAIL, INFO, NVIDIA, WARN, Evidence
 
 
 def rule_gpus_found(d: Diagnosis) -> None:
-    """Files that list GPUs but list none; AMD cards on the PCI bus that ROCm does not list."""
-    listing = [n for n in GPU_SOURCES if d.bundle.has(n)]
+    """Files that list GPUs but list none; AMD cards on the PCI bus that ROCm does not list.
+
+    A rocminfo that stopped before listing any agent (/dev/kfd closed, the runtime failing) lists
+    nothing either way: it is no evidence that no GPU is seated, nor that ROCm cannot see a card
+    lspci shows (rule_rocm_runtime reports why it stopped).
+    """
+    from r9700ctl.bundle.rules_software import rocminfo_stopped
+
+    stopped = rocminfo_stopped(d)
+    skipped = {"rocminfo.txt"} if stopped is not None else set()
+    listing = [n for n in GPU_SOURCES if d.bundle.has(n) and n not in skipped]
+    if stopped is not None and not listing and not d.gpus:
+        d.cannot_judge(
+            "which GPUs the node has",
+            "rocminfo.txt",
+            because=f"rocminfo stopped before listing any agent ({stopped.failure}) and no other file "
+            "lists the GPUs (lspci.txt would)",
+        )
+        return
     if listing and not d.gpus:
         d.add(
             "gpu.none",
@@ -24,7 +41,7 @@ def rule_gpus_found(d: Diagnosis) -> None:
             evidence=[Evidence(n, None) for n in listing],
         )
         return
-    rocm_files = [n for n in ROCM_SOURCES if d.bundle.has(n)]
+    rocm_files = [n for n in ROCM_SOURCES if d.bundle.has(n) and n not in skipped]
     if not d.bundle.has("lspci.txt") or not rocm_files:
         return
     on_bus = [g for g in d.amd_gpus if "lspci.txt" in g.seen_in]
@@ -71,7 +88,9 @@ def rule_unknown_models(d: Diagnosis) -> None:
             d.add(
                 "gpu.unknown_model",
                 INFO,
-                f"{gpu.pci_id} ({gpu.name or 'unnamed'}) at {gpu.bdf or '?'} is not in r9700ctl's manifest",
+                # device_targets may name it (its gfx target), but it is no model with figures
+                f"{gpu.pci_id} ({gpu.name or 'unnamed'}) at {gpu.bdf or '?'} is not a model in r9700ctl's "
+                "manifest",
                 fix="nothing to do for the diagnosis; support and thresholds for it are not r9700ctl's",
                 evidence=[gpu.evidence] if gpu.evidence else [],
             )

@@ -70,6 +70,20 @@ def _judge_rocm_support(d: Diagnosis, version: str, evidence: Evidence) -> None:
         if release is None and not supporting:
             d.add("rocm.target_unknown", INFO, f"no ROCm release in r9700ctl's manifest lists {target}")
             continue
+        first = d.manifest.first_release(target)
+        if release is None and first and version_key(version) < version_key(first):
+            # Older than the first release that has the target (6.4.0 and 6.3.x for gfx1201):
+            # unsupported, whether or not the manifest lists that release.
+            d.add(
+                "rocm.unsupported_gpu",
+                FAIL,
+                f"ROCm {version} does not support {target} ({_names_for(d, target)}): support starts "
+                f"with ROCm {first}; releases that do: {', '.join(supporting) or first}",
+                fix=f"install ROCm {supporting[-1] if supporting else first} (r9700ctl provision with "
+                "r9700_rocm_version: auto picks the newest that supports the GPUs and the OS)",
+                evidence=[evidence],
+            )
+            continue
         if release is None:  # an unknown patch release is not judged as its neighbour
             newer = version_key(version) >= version_key(supporting[0])
             d.add(
@@ -226,7 +240,12 @@ def _nvidia_versions(d: Diagnosis) -> None:
 
 
 def rule_rocm_runtime(d: Diagnosis) -> None:
-    """rocminfo failing means ROCm cannot work: the kernel driver is not loaded, or /dev/kfd is closed."""
+    """rocminfo failing means ROCm cannot work: the kernel driver is not loaded, or /dev/kfd is closed.
+
+    Why /dev/kfd did not open is in rocminfo's own lines: the errno it prints and its check of the
+    group that owns /dev/kfd. Only "Permission denied" is a matter of groups; the rest is the
+    driver's or KFD's state, where adding the user to render changes nothing.
+    """
     if not d.amd_relevant:
         return
     info = _rocminfo(d)
@@ -235,7 +254,7 @@ def rule_rocm_runtime(d: Diagnosis) -> None:
         return
     lines = d.bundle.lines("rocminfo.txt")
     if info.rock_module_loaded is False:
-        hit = find_line(lines, r"ROCk module.*NOT loaded")
+        hit = find_line(lines, r"ROCk module.*NOT (loaded|live)")
         d.add(
             "rocm.kfd_not_loaded",
             FAIL,
@@ -244,28 +263,130 @@ def rule_rocm_runtime(d: Diagnosis) -> None:
             "running kernel",
             evidence=[evidence_at(d.bundle, "rocminfo.txt", hit[0] if hit else None)],
         )
-    for pattern, detail, fix in (
-        (
-            r"Unable to open /dev/kfd|/dev/kfd.*[Pp]ermission denied",
-            "rocminfo could not open /dev/kfd: the user lacks access to the GPUs",
-            "add the user to the render and video groups (usermod -aG render,video USER) and log in again",
-        ),
-        (
-            r"hsa api call failure",
+    kfd = find_line(lines, r"Unable to open /dev/kfd")
+    if kfd:
+        _judge_kfd_open(d, info, kfd[0])
+        return
+    hit = find_line(lines, r"hsa api call failure")
+    if hit:
+        d.add(
+            "rocm.runtime_error",
+            FAIL,
             "the HSA runtime failed to start (rocminfo: hsa api call failure)",
-            "check that amdgpu is loaded and /dev/kfd exists; dmesg says why the driver is not ready",
-        ),
-    ):
-        hit = find_line(lines, pattern)
-        if hit:
-            d.add(
-                "rocm.runtime_error",
-                FAIL,
-                detail,
-                fix=fix,
-                evidence=[evidence_at(d.bundle, "rocminfo.txt", hit[0])],
+            fix="check that amdgpu is loaded and /dev/kfd exists; dmesg says why the driver is not ready",
+            evidence=[evidence_at(d.bundle, "rocminfo.txt", hit[0])],
+        )
+
+
+# What each errno of open("/dev/kfd") means, when it is not "Permission denied". The kernel's
+# kfd_open (drivers/gpu/drm/amd/amdkfd/kfd_chardev.c) refuses 32-bit processes with EPERM and a
+# process it cannot set up with EINVAL; a container's device cgroup refuses with EPERM. Owners'
+# threads: ROCm/legacy-rocm-build#6166 (EINVAL on an RX 9070 XT, /dev/kfd 0666, user in render: a
+# unit unbound the iGPU at boot), #4469 (EINVAL after a GPU went to vfio-pci and back), #5379
+# (EINVAL in a Proxmox LXC container), #2232 (ENOMEM: "kfd kfd: amdgpu: PITCAIRN not supported in
+# kfd" in dmesg, no GPU added to KFD), ROCm/rocminfo#37 (EPERM).
+KFD_STATE = {
+    "Invalid argument": (
+        "KFD refused the process: the driver's state changed under it (a GPU unbound or removed after "
+        "amdgpu loaded, a GPU handed to vfio-pci and back) or the container does not see the host's KFD",
+        "read dmesg for kfd and amdgpu lines; find what unbinds or hands over a GPU at boot (a systemd "
+        "unit or udev rule writing to /sys/bus/pci/drivers/amdgpu/unbind, a vfio-pci binding) and stop "
+        "it, then reboot (or reload amdgpu); in a container pass the host's /dev/kfd and /dev/dri",
+    ),
+    "No such file or directory": (
+        "/dev/kfd does not exist: amdgpu's KFD is not loaded, or it was not passed into this container",
+        "modprobe amdgpu and read dmesg for kfd lines; in a container add --device=/dev/kfd "
+        "--device=/dev/dri",
+    ),
+    "No such device": (
+        "the KFD device has no driver behind it (amdgpu unloaded or its KFD not initialised)",
+        "read dmesg for amdgpu and kfd errors; reload amdgpu or reboot",
+    ),
+    "Cannot allocate memory": (
+        "KFD has no GPU to hand out: dmesg usually says 'kfd kfd: ... not supported' or a probe failure",
+        "read dmesg for kfd lines (a GPU KFD does not support, a failed probe); reboot after fixing the "
+        "driver",
+    ),
+    "Operation not permitted": (
+        "the open was refused by policy, not by the file's group: a container's device rules, or a "
+        "32-bit rocminfo (KFD refuses 32-bit processes)",
+        "in a container pass --device=/dev/kfd --device=/dev/dri (and allow the devices); run the 64-bit "
+        "/opt/rocm/bin/rocminfo",
+    ),
+}
+
+
+def _judge_kfd_open(d: Diagnosis, info: Any, line: int) -> None:
+    """rocminfo's "Unable to open /dev/kfd read-write: <errno>" told apart by errno, with its own
+    group check ("x is member of render group") read before anything says usermod."""
+    error = info.kfd_open_error or "unknown error"
+    evidence = [evidence_at(d.bundle, "rocminfo.txt", line)]
+    member_line = find_line(
+        d.bundle.lines("rocminfo.txt"), r"is (not )?member of|Failed to get user name", start=line
+    )
+    if member_line:
+        evidence.append(evidence_at(d.bundle, "rocminfo.txt", member_line[0]))
+    user, group = info.kfd_user or "the user", info.kfd_group or "render"
+    if error == "Permission denied":
+        if info.kfd_member is True:
+            detail = (
+                f"rocminfo could not open /dev/kfd (Permission denied) although {user} is listed in the "
+                f"{group} group: rocminfo reads the user database, not the groups of the session that ran "
+                "it, so the membership is not in force there"
             )
-            return
+            fix = (
+                f"log out and in again (the session started before {user} joined {group}; `id` shows the "
+                f"groups in force), and check that /dev/kfd is group {group} with mode 0660 (ls -l "
+                f"/dev/kfd); in a container add --group-add {group}. No usermod is needed"
+            )
+        elif info.kfd_no_login:
+            # rocminfo.cc: getlogin_r failed, so it could not check any group: no login session, as in
+            # a container (ROCm/ROCm-docker#116: rocm/rocm-terminal run with --group-add video only).
+            detail = (
+                "rocminfo could not open /dev/kfd (Permission denied) and could not check the groups: the "
+                "process has no login name, as in a container"
+            )
+            fix = (
+                "run the container with --device=/dev/kfd --device=/dev/dri --group-add render (the group "
+                "that owns /dev/kfd on the host: ls -l /dev/kfd), or give its user that group"
+            )
+        else:
+            detail = (
+                f"rocminfo could not open /dev/kfd (Permission denied): {user} is not in the {group} group "
+                "that owns it"
+                if info.kfd_member is False
+                else "rocminfo could not open /dev/kfd (Permission denied): the user lacks access to the GPUs"
+            )
+            who = info.kfd_user or "USER"
+            groups = group if group == "video" else f"{group},video"  # AMD's guide asks for both
+            fix = (
+                f"usermod -aG {groups} {who}, then log in again (r9700ctl provision does this for "
+                f"r9700_users); in a container add --group-add {group}"
+            )
+        d.add("rocm.runtime_error", FAIL, detail, fix=fix, evidence=evidence)
+        return
+    meaning, fix = KFD_STATE.get(
+        error,
+        (
+            "the driver's KFD is not in a usable state",
+            "read dmesg for kfd and amdgpu lines; reload amdgpu or reboot",
+        ),
+    )
+    in_group = f"; {user} is in the {group} group (rocminfo)" if info.kfd_member else ""
+    d.add(
+        "rocm.runtime_error",
+        FAIL,
+        f"rocminfo could not open /dev/kfd ({error}): not a permission problem (that would be "
+        f"'Permission denied'){in_group}: {meaning}",
+        fix=fix + "; adding users to groups does not help here",
+        evidence=evidence,
+    )
+
+
+def rocminfo_stopped(d: Diagnosis) -> Any:
+    """rocminfo's parse when it stopped before listing any agent (its failure line says why), else None."""
+    info = _rocminfo(d)
+    return info if info is not None and not info.agents and info.failure else None
 
 
 def rule_driver_bound(d: Diagnosis) -> None:
@@ -292,7 +413,8 @@ def rule_driver_bound(d: Diagnosis) -> None:
             d.add(
                 "driver.not_bound",
                 FAIL,
-                f"{function.bdf} ({function.pci_id}) is driven by {function.driver}, not amdgpu",
+                f"{function.bdf} ({function.pci_id or function.device_name or 'AMD GPU'}) is driven by "
+                f"{function.driver}, not amdgpu",
                 fix="release it from that driver (a vfio-pci binding, a blacklist) or install amdgpu-dkms",
                 evidence=[
                     evidence_in(
@@ -311,67 +433,151 @@ def rule_driver_bound(d: Diagnosis) -> None:
 
 def rule_hsa_override(d: Diagnosis) -> None:
     """An override loads code built for another target; across families it crashes the driver
-    (ROCm/rocm-systems#3531) and AMD now rejects cross-major overrides (PR #5686)."""
+    (ROCm/rocm-systems#3531) and AMD now rejects cross-major overrides (PR #5686).
+
+    It applies to every GPU the runtime sees, an iGPU included (ROCm/ROCm#5696: an R9700 node's
+    Strix Halo iGPU ran as gfx1201), so it is judged against each GPU's true target (gpus.py: from
+    the chip id, not from the name rocminfo printed under the override). Where env.txt is missing,
+    a rocminfo that names a known chip by another target shows the override was set where it ran.
+    """
     if not d.amd_relevant:
         return
-    if not d.bundle.has("env.txt"):
-        d.cannot_judge("HSA_OVERRIDE_GFX_VERSION", "env.txt")
-        return
     env = read_env(d.bundle)
-    if "HSA_OVERRIDE_GFX_VERSION" not in env:
+    rewritten = [g for g in d.gpus if g.reported_gfx and g.gfx_from == "rocminfo.txt" and g.gfx]
+    if "HSA_OVERRIDE_GFX_VERSION" in env:
+        value, line = env["HSA_OVERRIDE_GFX_VERSION"]
+        evidence = [Evidence("env.txt", line, f"HSA_OVERRIDE_GFX_VERSION={value}")]
+        said = ""
+    elif rewritten:
+        # No env.txt line, but rocminfo printed a known chip under another target's name.
+        value = d.manifest.hsa_version(rewritten[0].reported_gfx) or rewritten[0].reported_gfx
+        evidence = [g.evidence for g in rewritten if g.evidence]
+        chips = ", ".join(sorted({f"{g.name or 'AMD GPU'} ({g.pci_id}, {g.gfx})" for g in rewritten}))
+        said = (
+            f"rocminfo lists {chips} as {rewritten[0].reported_gfx}, which the chip is not: "
+            f"an HSA_OVERRIDE_GFX_VERSION={value} was set where rocminfo ran. "
+        )
+    else:
+        if not d.bundle.has("env.txt"):
+            d.cannot_judge("HSA_OVERRIDE_GFX_VERSION", "env.txt")
         return
-    value, line = env["HSA_OVERRIDE_GFX_VERSION"]
-    evidence = [Evidence("env.txt", line, f"HSA_OVERRIDE_GFX_VERSION={value}")]
     named = d.manifest.gfx_for_hsa_version(value)
     named_text = (
         f"{named} ({d.manifest.gfx_family(named)})" if named else f"{value}, a target r9700ctl does not know"
     )
-    if not d.gfx_targets:
+    touched = [g for g in d.gpus if g.vendor == AMD]
+    if not touched:
         d.add(
             "env.hsa_override",
             WARN,
-            f"HSA_OVERRIDE_GFX_VERSION={value} is set: ROCm treats every GPU as {named_text}",
+            f"{said}HSA_OVERRIDE_GFX_VERSION={value} is set: ROCm treats every GPU as {named_text}",
             fix="remove it unless the GPUs need it; the bundle names no gfx target to check it against",
             evidence=evidence,
         )
         return
-    for target in sorted(d.gfx_targets):
-        own = d.manifest.hsa_version(target)
-        family = d.manifest.gfx_family(target)
-        names = _names_for(d, target)
-        if own == value:
-            d.add(
-                "env.hsa_override",
-                WARN,
-                f"HSA_OVERRIDE_GFX_VERSION={value} is the GPUs' own target {target}: it changes nothing for "
-                "them but mislabels any other GPU in the machine (an iGPU)",
-                fix="remove it (from /etc/environment, /etc/profile.d, the job's environment): ROCm "
-                "supports "
-                f"{target} natively",
-                evidence=evidence,
+    verdicts = [
+        _judge_override(d, value, named, named_text, target, gpus) for target, gpus in _by_target(touched)
+    ]
+    verdicts.sort(key=lambda v: v[0] != FAIL)  # stable: the failures first
+    severity = FAIL if any(v[0] == FAIL for v in verdicts) else WARN
+    natives = sorted({g.gfx for g in touched if g.gfx})
+    if severity == FAIL:
+        fix = (
+            "remove HSA_OVERRIDE_GFX_VERSION (from /etc/environment, /etc/profile.d, the shell start files, "
+            f"the job's environment); {', '.join(natives) or 'the GPUs'} need none"
+        )
+    else:
+        fix = (
+            "remove it (from /etc/environment, /etc/profile.d, the job's environment): ROCm supports "
+            f"{', '.join(natives) or 'the GPUs'} natively"
+        )
+    if any(g.discrete is False for g in touched):
+        fix += (
+            "; to keep ROCm off the integrated GPU disable it in the BIOS, or set ROCR_VISIBLE_DEVICES to "
+            "the discrete cards, never an override for the whole machine (ROCm/ROCm#5696)"
+        )
+    d.add("env.hsa_override", severity, said + ". ".join(v[1] for v in verdicts), fix=fix, evidence=evidence)
+
+
+def _by_target(gpus: list[Any]) -> list[tuple[str | None, list[Any]]]:
+    groups: dict[str | None, list[Any]] = {}
+    for gpu in gpus:
+        groups.setdefault(gpu.gfx, []).append(gpu)
+    # The discrete cards' verdicts first, then the iGPU's, then GPUs of unknown target.
+    return sorted(
+        groups.items(),
+        key=lambda item: (item[0] is None, all(g.discrete is False for g in item[1]), item[0] or ""),
+    )
+
+
+def _chips(gpus: list[Any]) -> str:
+    """ "AMD Radeon RX 9070 XT", "AMD Radeon Graphics (integrated)": the GPUs of one verdict, an iGPU
+    marked as such where its name does not say it, with its chip id when its target is unknown."""
+    names = []
+    for gpu in gpus:
+        about = ["integrated"] if gpu.discrete is False and "integrated" not in (gpu.name or "") else []
+        if gpu.gfx is None and gpu.pci_id:
+            about.append(gpu.pci_id)
+        names.append(f"{gpu.name or 'AMD GPU'}" + (f" ({', '.join(about)})" if about else ""))
+    return ", ".join(sorted(set(names)))
+
+
+def _judge_override(
+    d: Diagnosis, value: str, named: str | None, named_text: str, target: str | None, gpus: list[Any]
+) -> tuple[str, str]:
+    """(severity, sentence) of the override on the GPUs of one true target."""
+    names = _chips(gpus)
+    if target is None:
+        majors = {_ip_major(g) for g in gpus} - {None}
+        wanted = _hsa_major(value)
+        if majors and wanted is not None and wanted not in majors:
+            return FAIL, (
+                f"HSA_OVERRIDE_GFX_VERSION={value} makes ROCm run {named_text} code on {names}, whose GFX IP "
+                f"is {', '.join(sorted({g.gfx_ip or '' for g in gpus}))} in dmesg: another major version, "
+                "which crashes the driver (ROCm/rocm-systems#3531) and AMD now rejects"
             )
-        elif named is None or d.manifest.gfx_family(named) != family:
-            d.add(
-                "env.hsa_override",
-                FAIL,
-                f"HSA_OVERRIDE_GFX_VERSION={value} makes ROCm run {named_text} code on {target} "
-                f"({family or 'unknown family'}: {names}); cross-family overrides crash the driver "
-                "(ROCm/rocm-systems#3531) and AMD now rejects them",
-                fix="remove HSA_OVERRIDE_GFX_VERSION (from /etc/environment, /etc/profile.d, the job's "
-                f"environment); {target} needs none" + (f" (its own value would be {own})" if own else ""),
-                evidence=evidence,
-            )
-        else:
-            d.add(
-                "env.hsa_override",
-                WARN,
-                f"HSA_OVERRIDE_GFX_VERSION={value} runs {named_text} code on {target} ({names}): same "
-                "family, "
-                "it may run, with kernels tuned for another chip",
-                fix=f"remove it where ROCm supports {target} natively (releases: "
-                f"{', '.join(d.manifest.releases_supporting({target})) or 'none known'})",
-                evidence=evidence,
-            )
+        shown = ", ".join(sorted({g.reported_gfx for g in gpus if g.reported_gfx}))
+        why = (
+            "the override changes the name rocminfo prints"
+            if shown
+            else "no file in the bundle names its chip"
+        )
+        return WARN, (
+            f"HSA_OVERRIDE_GFX_VERSION={value} also rewrites {names}"
+            + (f", which rocminfo lists as {shown}" if shown else "")
+            + f": its true target is unknown to r9700ctl ({why}), so whether the override suits it is not "
+            "judged"
+        )
+    own = d.manifest.hsa_version(target)
+    family = d.manifest.gfx_family(target)
+    if own == value:
+        return WARN, (
+            f"HSA_OVERRIDE_GFX_VERSION={value} is the GPUs' own target {target}: it changes nothing for "
+            "them but mislabels any other GPU in the machine (an iGPU)"
+        )
+    if named is None or d.manifest.gfx_family(named) != family:
+        return FAIL, (
+            f"HSA_OVERRIDE_GFX_VERSION={value} makes ROCm run {named_text} code on {target} "
+            f"({family or 'unknown family'}: {names}); cross-family overrides crash the driver "
+            "(ROCm/rocm-systems#3531) and AMD now rejects them"
+            + (f" (its own value would be {own})" if own else "")
+        )
+    return WARN, (
+        f"HSA_OVERRIDE_GFX_VERSION={value} runs {named_text} code on {target} ({names}): same family, "
+        "it may run, with kernels tuned for another chip"
+        f" (ROCm supports {target} natively in: "
+        f"{', '.join(d.manifest.releases_supporting({target})) or 'none known'})"
+    )
+
+
+def _hsa_major(value: str) -> int | None:
+    match = re.match(r"\s*(\d+)\.", value)
+    return int(match.group(1)) if match else None
+
+
+def _ip_major(gpu: Any) -> int | None:
+    match = re.match(r"gfx_v(\d+)_", gpu.gfx_ip or "")
+    return int(match.group(1)) if match else None
 
 
 # ---------------------------------------------------------------- DKMS
@@ -480,7 +686,27 @@ def rule_groups(d: Diagnosis) -> None:
     if who.uid == 0:
         return  # root opens the device files whatever its groups
     evidence = [Evidence("id.txt", who.line, who.text)]
-    if "render" not in who.groups:
+    info = _rocminfo(d)
+    listed = (
+        info is not None
+        and info.kfd_member is True
+        and info.kfd_group == "render"
+        and info.kfd_user in (None, who.user)
+    )
+    if "render" not in who.groups and listed:
+        # `id` shows the session's groups; rocminfo read the user database (getgrouplist), where the
+        # user is in render already: the usermod happened, the session predates it.
+        line = find_line(d.bundle.lines("rocminfo.txt"), r"is member of render group")
+        d.add(
+            "access.not_in_render",
+            FAIL,
+            f"user {who.user}'s session is not in the render group (id.txt), though rocminfo finds "
+            f"{who.user} in render in the user database: the membership was added after this login",
+            fix="log out and in again (or start a new session: `newgrp render`); the group is already set, "
+            "no usermod is needed",
+            evidence=[*evidence, evidence_at(d.bundle, "rocminfo.txt", line[0] if line else None)],
+        )
+    elif "render" not in who.groups:
         d.add(
             "access.not_in_render",
             FAIL,

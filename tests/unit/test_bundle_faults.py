@@ -4,6 +4,7 @@ line and the fix a support engineer would send back."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -325,7 +326,10 @@ def test_rocminfo_saying_rock_is_not_loaded_fails(tmp_path):
     report = diagnose_bundle(bundle)
 
     assert only(report, "rocm.kfd_not_loaded").evidence[0].line == 1
-    assert {f.id for f in report.findings} >= {"rocm.kfd_not_loaded", "bundle.unreadable"}
+    ids = {f.id for f in report.findings}
+    assert "rocm.runtime_error" in ids
+    # rocminfo's own failure report was read: the file is not also "could not read" (issue 22 item 11)
+    assert "bundle.unreadable" not in ids
 
 
 # ---- dmesg and RCCL
@@ -427,13 +431,15 @@ def test_linux_own_acs_redirect_on_each_cards_switch_is_no_finding(tmp_path):
 
 @pytest.mark.parametrize(
     ("version", "severity"),
-    [("6.4.0", "WARN"), ("7.2.0", "INFO")],
-    ids=["6.4.0-before-gfx1201", "7.2.0-unknown-patch"],
+    [("7.2.0", "INFO")],
+    ids=["7.2.0-unknown-patch"],
 )
 def test_a_rocm_version_is_matched_exactly_and_an_unknown_one_is_not_in_the_manifest(
     tmp_path, version, severity
 ):
-    """6.4.0 was judged as 6.4.1 (the same minor) and so called supported, but 6.4.0 has no gfx1201."""
+    """6.4.0 was judged as 6.4.1 (the same minor) and so called supported, but 6.4.0 has no gfx1201
+    (now a FAIL, test_a_rocm_older_than_the_first_release_with_gfx1201_fails_naming_those_that_work);
+    a newer patch release the manifest lacks is a note, neither judged nor a warning."""
     bundle = bundle_from(tmp_path, "r9700-2x")
     edit(bundle / "amd-smi.txt", "ROCm version: 7.2.0", f"ROCm version: {version}")
     finding = only(diagnose_bundle(bundle), "rocm.not_in_manifest")
@@ -445,7 +451,7 @@ def test_a_rocm_version_is_matched_exactly_and_an_unknown_one_is_not_in_the_mani
 @pytest.mark.parametrize(
     ("files", "version", "finding"),
     [
-        ({"rocm-version.txt": "6.4.0-47\n"}, "6.4.0", "rocm.not_in_manifest"),
+        ({"rocm-version.txt": "6.4.0-47\n"}, "6.4.0", "rocm.unsupported_gpu"),
         (
             {"packages.txt": "rocm-core\t7.1.1.70101-38~24.04\tii \nrocminfo\t1.0.0.70101-38~24.04\tii \n"},
             "7.1.1",
@@ -584,3 +590,271 @@ def test_a_healthy_bundle_that_answers_most_checks_passes(tmp_path):
     assert [f for f in report.findings if f.severity != "INFO"] == [], report.findings
     assert len(report.judged) > len(report.unjudged), (report.judged, report.unjudged)
     assert report.status == "PASS"
+
+
+# ---- issue 22 item 10: a ROCm release older than the first one with the GPU's target
+
+
+@pytest.mark.parametrize("version", ["6.4.0", "6.3.0", "6.2.4"])
+def test_a_rocm_older_than_the_first_release_with_gfx1201_fails_naming_those_that_work(tmp_path, version):
+    """Bug pinned (issue 22 item 10): 6.4.0 (no gfx1201: support starts with 6.4.1) was a WARN "not in
+    the manifest", and so would be any older release the manifest does not list."""
+    bundle = bundle_from(tmp_path, "r9700-2x")
+    edit(bundle / "amd-smi.txt", "ROCm version: 7.2.0", f"ROCm version: {version}")
+
+    report = diagnose_bundle(bundle)
+
+    finding = only(report, "rocm.unsupported_gpu")
+    assert finding.severity == "FAIL"
+    assert finding.detail.startswith(f"ROCm {version} does not support gfx1201 (AMD Radeon AI PRO R9700)")
+    assert "support starts with ROCm 6.4.1; releases that do: 6.4.1, 7.0.2, 7.1.1, 7.2.3" in finding.detail
+    assert "rocm.not_in_manifest" not in {f.id for f in report.findings}
+    assert report.exit_code == 2
+
+
+# ---- issue 22 item 11: why rocminfo could not open /dev/kfd, by its errno and its own group line
+
+KFD_DENIED = "ROCk module is loaded\nUnable to open /dev/kfd read-write: Permission denied\n"
+# rocminfo.cc CheckInitialState's wording when the user is not in the group owning /dev/kfd
+NOT_MEMBER = (
+    'ai is not member of "render" group, the default DRM access group. Users must be a member of the '
+    '"render" group or another DRM access group in order for ROCm applications to run successfully.\n'
+)
+
+
+def test_permission_denied_with_the_user_outside_render_asks_for_usermod(tmp_path):
+    bundle = bundle_from(tmp_path, "r9700-3x", {"rocminfo.txt": KFD_DENIED + NOT_MEMBER})
+
+    finding = only(diagnose_bundle(bundle), "rocm.runtime_error")
+
+    assert finding.detail == (
+        "rocminfo could not open /dev/kfd (Permission denied): ai is not in the render group that owns it"
+    )
+    assert finding.fix.startswith("usermod -aG render,video ai, then log in again")
+
+
+def test_permission_denied_with_the_user_in_render_is_a_stale_session_not_usermod(tmp_path):
+    """rocminfo checks the user database (getgrouplist), not the session's groups: listed in render
+    yet refused means the login predates the usermod (rocminfo.cc CheckInitialState)."""
+    bundle = bundle_from(
+        tmp_path, "r9700-3x", {"rocminfo.txt": KFD_DENIED + "ai is member of render group\n"}
+    )
+
+    finding = only(diagnose_bundle(bundle), "rocm.runtime_error")
+
+    assert "although ai is listed in the render group" in finding.detail
+    assert finding.fix.startswith("log out and in again") and "No usermod is needed" in finding.fix
+
+
+def test_the_session_without_render_that_rocminfo_finds_in_render_is_told_to_log_in_again(tmp_path):
+    """id.txt (the session) lacks render; rocminfo's line says the user database has it: usermod
+    was already run, so the advice is a new login, not another usermod."""
+    files = {
+        "rocminfo.txt": KFD_DENIED + "ai is member of render group\n",
+        "id.txt": "uid=1000(ai) gid=1000(ai) groups=1000(ai),44(video)\n",
+    }
+    report = diagnose_bundle(bundle_from(tmp_path, "r9700-3x", files))
+
+    access = only(report, "access.not_in_render")
+    assert "the membership was added after this login" in access.detail
+    assert "usermod" not in access.fix.replace("no usermod is needed", "")
+
+
+@pytest.mark.parametrize(
+    ("errno", "meaning"),
+    [
+        ("No such file or directory", "/dev/kfd does not exist"),
+        ("Cannot allocate memory", "KFD has no GPU to hand out"),
+        ("Operation not permitted", "refused by policy, not by the file's group"),
+    ],
+)
+def test_other_errnos_of_dev_kfd_name_the_drivers_state_and_never_usermod(tmp_path, errno, meaning):
+    text = (
+        f"ROCk module is loaded\nUnable to open /dev/kfd read-write: {errno}\n"
+        + "root is member of render group\n"
+    )
+    report = diagnose_bundle(bundle_from(tmp_path, "r9700-3x", {"rocminfo.txt": text}))
+
+    finding = only(report, "rocm.runtime_error")
+    assert f"({errno}): not a permission problem" in finding.detail and meaning in finding.detail
+    assert "usermod" not in finding.fix
+
+
+def test_a_rocminfo_that_stopped_before_any_agent_is_not_no_gpu_found(tmp_path):
+    """Bug pinned (issue 22 item 11): rocminfo alone, failed at /dev/kfd, gave "no GPU found in
+    rocminfo.txt, check that the cards are seated"; nothing says which GPUs the node has."""
+    bundle = tmp_path / "node"
+    bundle.mkdir()
+    (bundle / "rocminfo.txt").write_text((RECORDED / "rx9070xt-kfd-einval" / "rocminfo.txt").read_text())
+
+    report = diagnose_bundle(bundle)
+
+    assert {f.id for f in report.findings} == {"rocm.runtime_error"}
+    unjudged = next(n for n in report.not_judged if n.topic == "which GPUs the node has")
+    assert "rocminfo stopped before listing any agent" in str(unjudged)
+
+
+# ---- issue 22 item 12: HSA_OVERRIDE_GFX_VERSION rewrites the names rocminfo prints
+
+
+def rocminfo_under_override(path: Path, names: dict[str, str]) -> None:
+    """The recorded rocminfo as the runtime prints it under an override: each agent's gfx name and
+    ISA rewritten (ROCm/ROCm#5696: a Radeon 8060S listed as gfx1201 under 12.0.1), chip ids kept."""
+    lines = []
+    for line in path.read_text().splitlines(keepends=True):
+        for old, new in names.items():
+            if line.lstrip().startswith("Name:") and old in line:
+                line = line.replace(old, new)
+        lines.append(line)
+    path.write_text("".join(lines))
+
+
+def test_an_override_judged_by_the_chip_ids_not_by_the_names_it_made_rocminfo_print(tmp_path):
+    """Bug pinned (issue 22 item 12): under HSA_OVERRIDE_GFX_VERSION=11.0.0 rocminfo lists the RX 9070
+    XT (chip 0x7550) and the iGPU (0x13c0) as gfx1100: the doctor took gfx1100 for the cards' own
+    target and called the override harmless; the iGPU was not judged at all."""
+    bundle = bundle_from(tmp_path, "rx9070xt-igpu", {"env.txt": "HSA_OVERRIDE_GFX_VERSION=11.0.0\n"})
+    rocminfo_under_override(bundle / "rocminfo.txt", {"gfx1201": "gfx1100", "gfx1036": "gfx1100"})
+
+    report = diagnose_bundle(bundle)
+
+    assert [(g.pci_id, g.gfx, g.reported_gfx, g.discrete) for g in report.gpus] == [
+        ("1002:7550", "gfx1201", "gfx1100", True),
+        ("1002:13c0", "gfx1036", "gfx1100", False),
+    ]
+    finding = only(report, "env.hsa_override")
+    assert finding.severity == "FAIL"
+    assert "gfx1100 (RDNA3) code on gfx1201 (RDNA4: AMD Radeon RX 9070 XT)" in finding.detail
+    assert "on gfx1036 (RDNA2: AMD Granite Ridge integrated graphics)" in finding.detail
+    assert "ROCR_VISIBLE_DEVICES" in finding.fix
+
+
+def test_an_override_seen_only_in_rocminfos_names_is_found_without_env_txt(tmp_path):
+    """No env.txt (the owner posted rocminfo only): a known chip listed under another target still
+    shows the override was set where rocminfo ran."""
+    bundle = bundle_from(tmp_path, "rx9070xt-igpu")
+    rocminfo_under_override(bundle / "rocminfo.txt", {"gfx1201": "gfx1100", "gfx1036": "gfx1100"})
+
+    finding = only(diagnose_bundle(bundle), "env.hsa_override")
+
+    assert finding.severity == "FAIL"
+    assert finding.detail.startswith("rocminfo lists ")
+    assert "AMD Radeon RX 9070 XT (1002:7550, gfx1201)" in finding.detail
+    assert "HSA_OVERRIDE_GFX_VERSION=11.0.0 was set where rocminfo ran" in finding.detail
+    assert finding.evidence[0].file == "rocminfo.txt"
+
+
+def test_the_cards_own_override_still_fails_for_the_igpu_it_relabels(tmp_path):
+    """ROCm/ROCm#5696: HSA_OVERRIDE_GFX_VERSION=12.0.1 in .bashrc made the iGPU list as gfx1201. Own
+    target of the card (a warning), RDNA4 code on the RDNA2 iGPU (a failure); the iGPU is never
+    presented as gfx1201."""
+    bundle = bundle_from(tmp_path, "rx9070xt-igpu", {"env.txt": "HSA_OVERRIDE_GFX_VERSION=12.0.1\n"})
+    rocminfo_under_override(bundle / "rocminfo.txt", {"gfx1036": "gfx1201"})
+
+    report = diagnose_bundle(bundle)
+
+    igpu = next(g for g in report.gpus if g.discrete is False)
+    assert (igpu.gfx, igpu.reported_gfx) == ("gfx1036", "gfx1201")
+    finding = only(report, "env.hsa_override")
+    assert finding.severity == "FAIL"
+    assert "gfx1201 (RDNA4) code on gfx1036" in finding.detail
+    assert "is the GPUs' own target gfx1201" in finding.detail
+    assert "gfx1036" in only(report, "gpu.integrated_beside_discrete").detail
+
+
+def test_an_igpu_of_unknown_chip_under_the_override_has_no_target_rather_than_the_cards(tmp_path):
+    """Without a chip id the manifest knows, the iGPU's printed gfx1201 is the override's doing: its
+    target is unknown (never the discrete card's), and the override is not called right for it."""
+    bundle = bundle_from(tmp_path, "rx9070xt-igpu", {"env.txt": "HSA_OVERRIDE_GFX_VERSION=12.0.1\n"})
+    rocminfo_under_override(bundle / "rocminfo.txt", {"gfx1036": "gfx1201"})
+    edit(bundle / "rocminfo.txt", "  Chip ID:                 5056(0x13c0)                       \n", "")
+
+    report = diagnose_bundle(bundle)
+
+    igpu = next(g for g in report.gpus if g.discrete is False)
+    assert (igpu.pci_id, igpu.gfx, igpu.reported_gfx) == (None, None, "gfx1201")
+    assert {g.gfx for g in report.gpus if g.discrete} == {"gfx1201"}
+    finding = only(report, "env.hsa_override")
+    assert "also rewrites AMD Radeon Graphics (integrated), which rocminfo lists as gfx1201" in finding.detail
+    assert "true target is unknown" in finding.detail
+    assert "gfx1201" not in only(report, "gpu.integrated_beside_discrete").detail
+
+
+# ---- issue 22 items 13, 14: a kernel log without prefixes, lspci without -nn
+
+
+def test_smu_lines_pasted_without_timestamps_or_pci_prefixes_are_found_and_not_unreadable(tmp_path):
+    """Bug pinned (issue 22 item 13): the same SMU failure (ROCm/legacy-rocm-build#2196) pasted as
+    "amdgpu: SMU: ..." lines was "could not read dmesg.txt" and nothing was found in it."""
+    lines = (RECORDED / "amd-smu-busy" / "dmesg.txt").read_text().splitlines()
+    pasted = [re.sub(r"^\[[^\]]*\] amdgpu 0000:0d:00\.0: ", "", line) for line in lines[1:]]
+    bundle = bundle_from(tmp_path, "r9700-3x", {"dmesg.txt": "\n".join(pasted) + "\n"})
+
+    report = diagnose_bundle(bundle)
+
+    ids = {f.id for f in report.findings}
+    assert only(report, "dmesg.amdgpu_smu_busy").severity == "FAIL"
+    assert "bundle.unreadable" not in ids
+
+
+# The Gigabyte R9700's title line as `lspci -vnn` printed it (clbr/radeontop#184)
+NN_TITLE = (
+    "VGA compatible controller [0300]: Advanced Micro Devices, Inc. [AMD/ATI] Navi 48 [Radeon AI PRO R9700] "
+    "[1002:7551] (rev c0)"
+)
+
+
+def test_lspci_without_nn_of_an_r9700_names_it_and_still_reads_its_bar(tmp_path):
+    """Bug pinned (issue 22 item 14): the Gigabyte R9700's block printed by `lspci -v` (no -nn) gave
+    "no GPU found"."""
+    bundle = bundle_from(tmp_path, "r9700-1x-gigabyte")
+    edit(
+        bundle / "lspci.txt",
+        NN_TITLE,
+        NN_TITLE.replace(" [0300]", "").replace(" [1002:7551]", ""),
+    )
+
+    report = diagnose_bundle(bundle)
+
+    assert [(g.bdf, g.pci_id, g.name, g.gfx) for g in report.gpus] == [
+        ("0000:0a:00.0", "1002:7551", "AMD Radeon AI PRO R9700", "gfx1201")
+    ]
+    assert [(f.id, f.severity) for f in report.findings if f.severity in ("WARN", "FAIL")] == []
+    assert any("lspci ran without root" in str(n) for n in report.not_judged)  # its links, as with -nn
+
+
+def test_lspci_from_a_pci_ids_that_predates_the_card_gives_its_device_id(tmp_path):
+    """An older pci.ids prints "Device 7551" for a chip it does not name: the id is there."""
+    bundle = bundle_from(tmp_path, "r9700-1x-gigabyte")
+    edit(
+        bundle / "lspci.txt",
+        NN_TITLE,
+        "VGA compatible controller: Advanced Micro Devices, Inc. [AMD/ATI] Device 7551 (rev c0)",
+    )
+
+    report = diagnose_bundle(bundle)
+
+    assert [(g.pci_id, g.name, g.gfx) for g in report.gpus] == [
+        ("1002:7551", "AMD Radeon AI PRO R9700", "gfx1201")
+    ]
+
+
+def test_a_gpu_of_unknown_chip_is_judged_by_the_gfx_ip_block_amdgpu_logged(tmp_path):
+    """Issue 22 item 12, dmesg's IP block names: with no chip id to look up, amdgpu's "detected ip
+    block ... <gfx_v12_0>" (the RX 9070 XT's, freebsd/drm-kmod#462) at the card's address shows an
+    11.0.0 override crosses the GFX major version. Planted: the W7900 start-up lines of
+    tests/fixtures/dmesg/w7900-ip-blocks.txt with the RDNA4 block, beside the RX 9070 XT's rocminfo
+    without its Chip ID line, both at 0000:03:00.0."""
+    log = (FIXTURES / "dmesg" / "w7900-ip-blocks.txt").read_text().replace("<gfx_v11_0>", "<gfx_v12_0>")
+    files = {"env.txt": "HSA_OVERRIDE_GFX_VERSION=11.0.0\n", "dmesg.txt": log}
+    bundle = bundle_from(tmp_path, "rx9070xt-igpu", files)
+    rocminfo_under_override(bundle / "rocminfo.txt", {"gfx1201": "gfx1100"})
+    edit(bundle / "rocminfo.txt", "  Chip ID:                 30032(0x7550)                      \n", "")
+
+    report = diagnose_bundle(bundle)
+
+    card = next(g for g in report.gpus if g.discrete)
+    assert (card.pci_id, card.gfx, card.reported_gfx, card.gfx_ip) == (None, None, "gfx1100", "gfx_v12_0")
+    finding = only(report, "env.hsa_override")
+    assert finding.severity == "FAIL"
+    assert "whose GFX IP is gfx_v12_0 in dmesg: another major version" in finding.detail

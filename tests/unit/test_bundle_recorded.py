@@ -198,3 +198,71 @@ def test_every_recorded_bundle_is_diagnosed_without_a_rule_error_or_unreadable_f
 
     assert {f.id for f in report.findings} & {"bundle.unreadable", "bundle.rule_error"} == set()
     assert report.to_dict()["node"] == name
+
+
+# ---- issue 22 items 11, 13, 14: owners' real bundles as they posted them
+
+
+def test_rocminfos_invalid_argument_on_dev_kfd_is_the_drivers_state_not_the_render_group():
+    """Bug pinned (issue 22 item 11): ROCm/legacy-rocm-build#6166, an RX 9070 XT whose /dev/kfd was
+    0666 and whose user was in render, got "add the user to the render and video groups" for
+    rocminfo's "Invalid argument", plus "no GPU found, check the cards are seated" because rocminfo
+    listed no agent, plus "could not read rocminfo.txt"."""
+    report = diagnose_bundle(RECORDED / "rx9070xt-kfd-einval")
+
+    found = findings_of(report)
+    runtime = found["rocm.runtime_error"]
+    assert runtime.severity == "FAIL"
+    assert "(Invalid argument): not a permission problem" in runtime.detail
+    assert "x1unix is in the render group" in runtime.detail
+    assert "usermod" not in runtime.fix and "unbind" in runtime.fix
+    assert [(e.file, e.line) for e in runtime.evidence] == [("rocminfo.txt", 3), ("rocminfo.txt", 4)]
+    assert set(found) == {"rocm.runtime_error"}  # no gpu.none, no not_visible_to_rocm, no unreadable
+    assert report.exit_code == 2
+
+
+def test_lspci_without_nn_still_names_the_gpu_it_lists():
+    """Bug pinned (issue 22 item 14): `lspci | grep VGA` as most owners post it has no [1002:7550]
+    ids; the card was not recognised at all. "Navi 48" is the RX 9070 family's and the R9700's
+    chip: both gfx1201, so the target is known and the PCI id is left unknown, not guessed."""
+    report = diagnose_bundle(RECORDED / "rx9070xt-kfd-einval")
+
+    assert [(g.bdf, g.vendor, g.pci_id, g.name, g.gfx, g.discrete) for g in report.gpus] == [
+        ("0000:03:00.0", "1002", None, "Navi 48", "gfx1201", True)
+    ]
+
+
+def test_a_kernel_log_pasted_without_timestamps_or_pci_prefixes_is_read_not_unreadable():
+    """Bug pinned (issue 22 item 13): ublue-os/bazzite#4164's "amdgpu: ..." lines (no timestamps, no
+    "amdgpu 0000:03:00.0:" prefix) were called "could not read dmesg.txt: no kernel log lines". The
+    SMU version line alone is benign: nothing to report."""
+    report = diagnose_bundle(RECORDED / "rx9070xt-untimed-dmesg")
+
+    assert report.findings == []
+    assert "amdgpu errors in the kernel log" not in {n.topic for n in report.not_judged}
+
+
+def test_the_smu_not_answering_the_previous_command_is_a_failure_counted_on_its_gpu():
+    """Issue 22 item 13: "SMU: I'm not done with your previous command" (ROCm/legacy-rocm-build#2196)
+    is a failure signature of the manifest, with its source."""
+    report = diagnose_bundle(RECORDED / "amd-smu-busy")
+
+    busy = findings_of(report)["dmesg.amdgpu_smu_busy"]
+    assert busy.severity == "FAIL"
+    assert "3 line(s) on 0000:0d:00.0 (3)" in busy.detail
+    assert [e.line for e in busy.evidence] == [2, 5, 7]
+    assert "https://github.com/ROCm/legacy-rocm-build/issues/2196" in busy.fix
+
+
+def test_permission_denied_in_a_container_without_a_login_name_asks_for_the_render_group_there():
+    """ROCm/ROCm-docker#116: rocminfo in a container could not open /dev/kfd (Permission denied) and,
+    with no login name, could not check any group: the fix is the container's --group-add render,
+    the group that owns /dev/kfd, not a usermod of a user the container does not have; and a
+    rocminfo that listed no agent is no "no GPU found"."""
+    report = diagnose_bundle(RECORDED / "mi100-container-kfd-denied")
+
+    runtime = findings_of(report)["rocm.runtime_error"]
+    assert "could not check the groups: the process has no login name" in runtime.detail
+    assert "--group-add render" in runtime.fix and "usermod" not in runtime.fix
+    assert [e.line for e in runtime.evidence] == [3, 4]
+    assert set(findings_of(report)) == {"rocm.runtime_error"}

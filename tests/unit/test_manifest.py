@@ -165,3 +165,38 @@ def test_no_manifest_source_cites_a_document_outside_this_repository_or_a_third_
     # (notes outside the repository: tests/unit/test_citations.py, for every file)
     for banned in ("alanina/", "roboalchemist/"):
         assert banned not in text, banned
+
+
+def test_the_first_release_of_a_target_is_the_first_release_the_matrix_lists_it_in(manifest):
+    """gfx_targets' first_rocm must agree with rocm_releases: 6.4.1 is where gfx1201 and gfx1200
+    start, and no release before it lists them (issue 22 item 10 judges unlisted releases by it)."""
+    for target, entry in manifest.raw["gfx_targets"].items():
+        first = entry.get("first_rocm")
+        if not first:
+            continue
+        assert manifest.releases_supporting({target})[0] == first, target
+    assert (manifest.first_release("gfx1201"), manifest.first_release("gfx1100")) == ("6.4.1", None)
+
+
+@pytest.mark.parametrize(
+    ("printed", "ids"),
+    [
+        ("Navi 48 [Radeon AI PRO R9700]", ["1002:7551"]),
+        ("Navi 48 [Radeon RX 9070/9070 XT/9070 GRE]", ["1002:7550"]),
+        ("Navi 48 [Radeon RX 9070/9070 XT]", ["1002:7550"]),  # a pci.ids from before the GRE
+        ("Navi 48", ["1002:7550", "1002:7551"]),  # the chip alone: both, neither guessed
+        ("Strix Halo [Radeon Graphics / Radeon 8050S Graphics / Radeon 8060S Graphics]", ["1002:1586"]),
+        ("Navi 10 [Radeon RX 5600 OEM/5600 XT / 5700/5700 XT]", []),
+    ],
+    ids=["r9700", "rx9070", "older-pci-ids", "chip-only", "strix-halo", "unknown"],
+)
+def test_the_names_lspci_prints_without_nn_find_their_devices(manifest, printed, ids):
+    assert sorted(m.pci_id for m in manifest.devices_named(printed)) == ids
+
+
+def test_every_recognised_device_names_its_source_and_a_known_target(manifest):
+    for pci, device in manifest.devices.items():
+        assert re.fullmatch(r"1002:[0-9a-f]{4}", pci)
+        assert device.raw.get("source"), pci
+        assert manifest.gfx_family(device.gfx), pci
+    assert not set(manifest.raw["device_targets"]) & set(manifest.gpus)  # one entry per id

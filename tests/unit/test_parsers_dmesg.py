@@ -91,3 +91,51 @@ def test_rccl_transports_and_p2p_disable_are_counted():
 
     assert log.has("p2p_disabled")
     assert log.transports == {"SHM": 1, "P2P": 1}
+
+
+def test_a_log_without_timestamps_or_pci_prefixes_is_a_kernel_log_with_its_gpus_id_and_gfx_ip():
+    """Bug pinned (issue 22 item 13): FreeBSD drm-kmod's log of an RX 9070 XT ("[drm] ...", "drmn0:",
+    no timestamps) was "could not read dmesg.txt: no kernel log lines". amdgpu's start-up lines
+    give the chip (0x7550) and GFX IP 12 whatever an override makes rocminfo print."""
+    report = dmesg.parse_file(FIXTURES / "dmesg" / "rx9070xt-freebsd-untimed.txt")
+
+    assert report.error is None
+    device = report.devices[""]
+    assert (device.pci_id, device.revision, device.gfx_ip, device.gfx_major) == (
+        "1002:7550",
+        "c0",
+        "gfx_v12_0",
+        12,
+    )
+
+
+def test_ip_blocks_are_kept_per_pci_address():
+    report = dmesg.parse_file(FIXTURES / "dmesg" / "w7900-ip-blocks.txt")
+
+    assert {bdf: d.gfx_ip for bdf, d in report.devices.items()} == {"0000:03:00.0": "gfx_v11_0"}
+
+
+def test_start_up_lines_without_an_address_belong_to_the_only_gpu_the_log_names():
+    """Kernel 6.8 prints "[drm] initializing kernel modesetting (IP DISCOVERY 0x1002:0x7551 ...)"
+    without the address its later lines give (ROCm/ROCm#5706 comment 26)."""
+    report = dmesg.parse_file(RECORDED / "r9700-vm-initfail" / "dmesg.txt")
+
+    assert {bdf: (d.pci_id, d.revision) for bdf, d in report.devices.items()} == {
+        "0000:01:00.0": ("1002:7551", "c0")
+    }
+
+
+def test_the_smu_not_answering_the_previous_command_is_its_own_kind_even_without_a_prefix():
+    """Issue 22 item 13: "SMU: I'm not done with your previous command" (ROCm/legacy-rocm-build#2196),
+    also when the paste dropped the "amdgpu 0000:0d:00.0:" prefix."""
+    with_prefix = dmesg.parse_file(RECORDED / "amd-smu-busy" / "dmesg.txt")
+    bare = dmesg.parse(
+        "SMU: I'm not done with your previous command: SMN_C2PMSG_66:0x00000012\n", "dmesg.txt"
+    )
+
+    assert [(f.kind, f.line, f.bdf) for f in with_prefix.of_kind("smu_busy")] == [
+        ("smu_busy", 2, "0000:0d:00.0"),
+        ("smu_busy", 5, "0000:0d:00.0"),
+        ("smu_busy", 7, "0000:0d:00.0"),
+    ]
+    assert [f.kind for f in bare.findings] == ["smu_busy"] and bare.error is None

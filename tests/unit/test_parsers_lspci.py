@@ -96,3 +96,32 @@ def test_text_without_pci_functions_says_so():
     assert (
         report.error == "could not read lspci.txt: no PCI function lines ('00:01.0 Class [code]: ...') in it"
     )
+
+
+def test_lspci_without_nn_gives_the_vendor_from_its_name_and_keeps_the_device_name():
+    """Bug pinned (issue 22 item 14): `lspci | grep VGA` as owners post it (ROCm/legacy-rocm-build
+    #6166) has no [1002:7550]: the function had no vendor, so no GPU was found."""
+    report = lspci.parse((RECORDED / "rx9070xt-kfd-einval" / "lspci.txt").read_text(), "lspci.txt")
+
+    [gpu] = report.functions
+    assert (gpu.bdf, gpu.vendor_id, gpu.device_id, gpu.device_name, gpu.is_display) == (
+        "0000:03:00.0",
+        "1002",
+        None,
+        "Navi 48",
+        True,
+    )
+    assert report.error is None
+
+
+def test_an_unnamed_device_gives_its_id_and_the_cpu_side_amd_vendor_is_not_the_gpus():
+    """Older pci.ids print "Device 7551"; "Advanced Micro Devices, Inc. [AMD]" is 1022 (the CPU
+    side), "[AMD/ATI]" is 1002 (pci.ids)."""
+    text = (
+        "0a:00.0 VGA compatible controller: Advanced Micro Devices, Inc. [AMD/ATI] Device 7551 (rev c0)\n"
+        "00:00.0 Host bridge: Advanced Micro Devices, Inc. [AMD] Device 14d8\n"
+    )
+    gpu, host = lspci.parse(text, "lspci.txt").functions
+
+    assert (gpu.pci_id, gpu.revision) == ("1002:7551", "c0")
+    assert (host.pci_id, host.is_display) == ("1022:14d8", False)

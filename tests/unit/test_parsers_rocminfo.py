@@ -64,20 +64,59 @@ def test_an_igpu_beside_the_rx_9070_xt_is_a_second_gpu_agent_marked_apu():
     assert (igpu.apu_memory, igpu.compute_units, igpu.bdf) == (True, 2, "0000:76:00.0")
 
 
-def test_a_failing_rocminfo_is_an_error_that_quotes_the_runtime():
-    """Pins the "hsa api call failure" output (ROCm/ROCm#739) becoming the reason."""
+def test_a_failing_rocminfo_is_read_as_its_own_failure_quoting_the_runtime():
+    """Pins the "hsa api call failure" output (ROCm/ROCm#739) becoming the failure, not an
+    unreadable file (issue 22 item 11: rocminfo's own report is read, not called unreadable)."""
     text = "hsa api call failure at line 900, file: /data/rocminfo.cc. Call returned 4104"
     info = rocminfo.parse(text, "rocminfo.txt")
 
     assert info.agents == []
-    assert info.error == f"could not read rocminfo.txt: {text}"
+    assert (info.failure, info.failure_line, info.error) == (text, 1, None)
 
 
 def test_rock_module_not_loaded_is_reported():
     info = rocminfo.parse("ROCk module is NOT loaded, possibly no GPU devices\n", "rocminfo.txt")
 
     assert info.rock_module_loaded is False
-    assert info.error == "could not read rocminfo.txt: no HSA agents in it"
+    assert info.failure == "ROCk module is NOT loaded, possibly no GPU devices"
+    assert info.error is None
+
+
+def test_the_errno_of_dev_kfd_and_rocminfos_group_check_are_read():
+    """Bug pinned (issue 22 item 11): the errno after "Unable to open /dev/kfd read-write:" and
+    rocminfo's own group line were not read, so every cause got the same usermod advice. The text
+    is ROCm/legacy-rocm-build#6166 (an RX 9070 XT whose /dev/kfd was 0666, user in render)."""
+    text = (RECORDED / "rx9070xt-kfd-einval" / "rocminfo.txt").read_text()
+
+    info = rocminfo.parse(text, "rocminfo.txt")
+
+    assert (info.kfd_open_error, info.kfd_user, info.kfd_group, info.kfd_member) == (
+        "Invalid argument",
+        "x1unix",
+        "render",
+        True,
+    )
+    assert info.failure == "Unable to open /dev/kfd read-write: Invalid argument"
+    assert (info.failure_line, info.rock_module_loaded, info.error) == (3, True, None)
+
+
+def test_rocminfos_not_a_member_line_is_read_as_not_a_member():
+    """rocminfo.cc's wording when the user is not in the group that owns /dev/kfd."""
+    text = (
+        "ROCk module is loaded\n"
+        "Unable to open /dev/kfd read-write: Permission denied\n"
+        'ai is not member of "render" group, the default DRM access group. Users must be a member of '
+        'the "render" group or another DRM access group in order for ROCm applications to run '
+        "successfully.\n"
+    )
+    info = rocminfo.parse(text, "rocminfo.txt")
+
+    assert (info.kfd_open_error, info.kfd_user, info.kfd_group, info.kfd_member) == (
+        "Permission denied",
+        "ai",
+        "render",
+        False,
+    )
 
 
 def test_an_mi300x_vf_is_gfx942_with_304_cus_wave64_and_feature_suffixed_isas():

@@ -9,6 +9,8 @@ when the line names one (what each means, and what to do, is data/manifest.yaml
   failed", "resume of IP block <psp> failed -62")
 - bus_lost: "device lost from bus!" (the GPU fell off the PCIe bus)
 - smu_hang: "SMU is in hanged state" (the power-management firmware stopped answering)
+- smu_busy: "SMU: I'm not done with your previous command" (the SMU did not finish the
+  driver's last message; its mailbox is stuck)
 - firmware: firmware that failed to load ("Direct firmware load for amdgpu/... failed",
   "failed to load ucode")
 - ring_timeout: "ring gfx_0.0.0 timeout" (a job that never finished)
@@ -20,6 +22,15 @@ when the line names one (what each means, and what to do, is data/manifest.yaml
 - error: any other "*ERROR*" line of amdgpu/drm/kfd
 PCIe AER lines ("AER: ...", "PCIe Bus Error") of any device are kept apart (`aer`), so a GPU
 fault can be told apart from a link error at the same time.
+
+amdgpu's start-up lines identify each GPU whatever HSA_OVERRIDE_GFX_VERSION makes the runtime
+say: "initializing kernel modesetting (IP DISCOVERY 0x1002:0x7551 0x1043:0x0626 0xC0)" gives
+its PCI id and revision, "detected ip block number 6 <gfx_v12_0>" its GFX IP (12 = RDNA4);
+`devices` keeps them per PCI address ("" when the lines name none).
+
+A log pasted without timestamps and without the "amdgpu 0000:03:00.0:" prefixes ("amdgpu:
+SMU ...", "[drm] ...") is still a kernel log: only a file with no such line at all is
+unreadable.
 """
 
 from __future__ import annotations
@@ -46,6 +57,8 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ),
     ("bus_lost", re.compile(r"device lost from bus", re.IGNORECASE)),
     ("smu_hang", re.compile(r"SMU is in hanged state", re.IGNORECASE)),
+    # amdgpu's swsmu (smu_cmn.c) when the SMU has not answered the previous message.
+    ("smu_busy", re.compile(r"SMU: I'm not done with your previous command", re.IGNORECASE)),
     (
         "firmware",
         re.compile(
@@ -70,7 +83,12 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("error", re.compile(r"\*ERROR\*")),
 )
 # A line belongs to the GPU stack when it names one of these...
-_GPU_STACK = re.compile(r"amdgpu|\[drm|kfd|amdkfd", re.IGNORECASE)
+_GPU_STACK = re.compile(
+    # amdgpu's own messages are its lines even where a paste dropped the "amdgpu" prefix
+    r"amdgpu|\[drm|kfd|amdkfd|SMU: I'm not done with your previous command|SMU is in hanged state|"
+    r"MES(?:\(\d+\))? failed to respon",
+    re.IGNORECASE,
+)
 # ...unless its prefix names another driver: dev_printk's "<driver> <PCI address>: [drm] ..." (a
 # server's BMC graphics, ast, logs "[drm] *ERROR*" lines on healthy machines) or the module tag of
 # "[drm:<function> [<module>]]". A line is attributed by that prefix and address, never by "[drm]".
@@ -87,6 +105,15 @@ _TIMESTAMP = re.compile(r"^\s*\[[^\]]{1,40}\]|^\w{3}\s+\d+\s+[\d:]+\s+\S+\s+kern
 # `dmesg -t` and `journalctl -o cat` drop the time: a driver's own prefix "amdgpu 0000:03:00.0: ..."
 _UNTIMED = re.compile(r"^\s*[\w-]+ (?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]: ")
 _AER = re.compile(r"\bAER: |PCIe Bus Error")
+# amdgpu_device_init: "initializing kernel modesetting (IP DISCOVERY 0x1002:0x7551 0x1043:0x0626 0xC0)"
+# (older chips name their ASIC instead of IP DISCOVERY: "(NAVY_FLOUNDER 0x1002:0x73DF 0x1458:0x2408 0xC1)").
+_MODESET = re.compile(
+    r"initializing kernel modesetting \([^)]*?0x(?P<vendor>[0-9a-fA-F]{4}):0x(?P<device>[0-9a-fA-F]{4})"
+    r"(?: 0x[0-9a-fA-F]{4}:0x[0-9a-fA-F]{4} 0x(?P<rev>[0-9a-fA-F]{2}))?"
+)
+# amdgpu_discovery: "detected ip block number 6 <gfx_v12_0>" (6.x: "<gfx_v11_0_0> (gfx_v11_0)";
+# FreeBSD's drm-kmod: "[drm] add ip block number 6 <gfx_v12_0>").
+_GFX_BLOCK = re.compile(r"ip block number \d+ <(?P<ip>gfx_v\d+_\d+)")
 _ADDRESS = re.compile(r"\b(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\b")
 
 SERIOUS = (
@@ -113,9 +140,27 @@ class DmesgFinding:
 
 
 @dataclass
+class DmesgDevice:
+    """One GPU as amdgpu named it while starting: PCI id, revision and GFX IP block."""
+
+    bdf: str  # "" when the lines name no PCI address
+    pci_id: str | None = None  # "1002:7551"
+    revision: str | None = None  # "c0"
+    gfx_ip: str | None = None  # "gfx_v12_0"
+    line: int = 0  # the first line that named it
+
+    @property
+    def gfx_major(self) -> int | None:
+        """12 from gfx_v12_0: the GFX major version an HSA override must keep (AMD rejects others)."""
+        match = re.match(r"gfx_v(\d+)_", self.gfx_ip or "")
+        return int(match.group(1)) if match else None
+
+
+@dataclass
 class DmesgReport:
     source: str
     findings: list[DmesgFinding] = field(default_factory=list)
+    devices: dict[str, DmesgDevice] = field(default_factory=dict)  # by PCI address ("" = unnamed)
     aer: list[DmesgFinding] = field(default_factory=list)  # PCIe AER lines of any device (kind "aer")
     lines_read: int = 0
     amdgpu_lines: int = 0
@@ -144,6 +189,7 @@ def _failed(source: str, reason: str) -> DmesgReport:
 def parse(text: str, source: str = "dmesg.txt") -> DmesgReport:
     report = DmesgReport(source=source)
     log_like = 0
+    addresses: set[str] = set()  # the PCI addresses amdgpu's lines name
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.rstrip()
         if not line.strip() or (number == 1 and is_source_line(line)):
@@ -151,6 +197,7 @@ def parse(text: str, source: str = "dmesg.txt") -> DmesgReport:
         report.lines_read += 1
         if _TIMESTAMP.match(line) or _UNTIMED.match(line):
             log_like += 1
+        _note_device(report, line, number)
         if _AER.search(line):
             address = _ADDRESS.search(line)
             bdf = normalise_bdf(address.group(0)) if address else None
@@ -158,6 +205,9 @@ def parse(text: str, source: str = "dmesg.txt") -> DmesgReport:
         if not _GPU_STACK.search(line) or not is_amd_gpu_line(line):
             continue
         report.amdgpu_lines += 1
+        named = _DEVICE_PREFIX.search(line)
+        if named:
+            addresses.add(normalise_bdf(named.group("bdf")) or "")
         for kind, pattern in PATTERNS:
             match = pattern.search(line)
             if match:
@@ -172,9 +222,39 @@ def parse(text: str, source: str = "dmesg.txt") -> DmesgReport:
                     )
                 )
                 break
-    if report.lines_read and not log_like:
+    _attribute_unnamed(report, addresses - {""})
+    # Lines of the GPU stack make it a kernel log even without timestamps or PCI prefixes.
+    if report.lines_read and not log_like and not report.amdgpu_lines and not report.aer:
         report.error = cannot_read(source, "no kernel log lines ('[   12.345678] ...') in it")
     return report
+
+
+def _attribute_unnamed(report: DmesgReport, addresses: set[str]) -> None:
+    """Start-up lines without an address ("[drm] initializing kernel modesetting (IP DISCOVERY ...)"
+    on 6.8) belong to the GPU when amdgpu's other lines name only one."""
+    unnamed = report.devices.get("")
+    if unnamed is None or len(addresses) != 1:
+        return
+    bdf = addresses.pop()
+    device = report.devices.setdefault(bdf, DmesgDevice(bdf=bdf, line=unnamed.line))
+    device.pci_id = device.pci_id or unnamed.pci_id
+    device.revision = device.revision or unnamed.revision
+    device.gfx_ip = device.gfx_ip or unnamed.gfx_ip
+    del report.devices[""]
+
+
+def _note_device(report: DmesgReport, line: str, number: int) -> None:
+    modeset, block = _MODESET.search(line), _GFX_BLOCK.search(line)
+    if not modeset and not block:
+        return
+    address = _ADDRESS.search(line)
+    bdf = normalise_bdf(address.group(0)) if address else ""
+    device = report.devices.setdefault(bdf or "", DmesgDevice(bdf=bdf or "", line=number))
+    if modeset:
+        device.pci_id = f"{modeset.group('vendor')}:{modeset.group('device')}".lower()
+        device.revision = modeset.group("rev").lower() if modeset.group("rev") else None
+    if block:
+        device.gfx_ip = device.gfx_ip or block.group("ip")
 
 
 def is_amd_gpu_line(line: str) -> bool:

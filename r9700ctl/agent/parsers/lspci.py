@@ -1,11 +1,15 @@
-"""`lspci -vvv -nn` (also -v, -vv, -PP paths, -D domains): one record per PCI function.
+"""`lspci -vvv -nn` (also -v, -vv, -PP paths, -D domains, and plain `lspci` without -nn):
+one record per PCI function.
 
 What the doctor needs from it: which functions are GPUs and bridges, vendor:device ids,
 the BARs (a 64-bit prefetchable BAR at least as large as VRAM is what PCIe P2P needs),
 the link each end trained to (LnkCap against LnkSta, "(downgraded)"), ACS on bridges
 (ReqRedir/CmpltRedir send peer traffic up to the root complex), the driver bound, the
 NUMA node. Without root lspci prints "Capabilities: <access denied>": BARs are still
-there, links and ACS are not.
+there, links and ACS are not. Without -nn (what most owners post) there are no [1002:7551]
+ids: the vendor is read from its pci.ids name, the device id from "Device 7551" (a pci.ids
+that does not know the chip), and `device_name` keeps the name ("Navi 48 [Radeon AI PRO
+R9700]") for the doctor to match against the manifest.
 """
 
 from __future__ import annotations
@@ -20,6 +24,20 @@ ACS_FLAGS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "E
 # Class codes (two bytes of the "[0300]" on the title line).
 DISPLAY_CLASSES = ("0300", "0302", "0380", "1200")
 BRIDGE_CLASS = "0604"
+# Vendor names lspci prints from pci.ids without -nn (https://github.com/pciutils/pciids,
+# pci.ids): 1002 is "Advanced Micro Devices, Inc. [AMD/ATI]" (older: "... [AMD] nee ATI"),
+# 1022, the CPU side, "Advanced Micro Devices, Inc. [AMD]". Longest first: the AMD names share
+# a prefix.
+VENDOR_NAMES = (
+    ("Advanced Micro Devices, Inc. [AMD/ATI]", "1002"),
+    ("Advanced Micro Devices [AMD] nee ATI", "1002"),
+    ("ATI Technologies Inc", "1002"),
+    ("Advanced Micro Devices, Inc. [AMD]", "1022"),
+    ("NVIDIA Corporation", "10de"),
+    ("Intel Corporation", "8086"),
+    ("ASPEED Technology, Inc.", "1a03"),
+    ("Matrox Electronics Systems Ltd.", "102b"),
+)
 
 
 @dataclass
@@ -50,6 +68,7 @@ class PciFunction:
     class_name: str = ""
     class_code: str | None = None
     description: str = ""
+    device_name: str = ""  # the device part of the description, without the vendor's name
     vendor_id: str | None = None
     device_id: str | None = None
     revision: str | None = None
@@ -193,7 +212,22 @@ def _function_from_title(title: re.Match[str], number: int) -> PciFunction | Non
     rev = _REV.search(rest)
     function.revision = rev.group(1).lower() if rev else None
     function.description = re.sub(r"\s*\((rev|prog-if) [^)]*\)+", "", rest).strip()
+    _names_without_ids(function)
     return function
+
+
+def _names_without_ids(function: PciFunction) -> None:
+    """Vendor id, device id and device name read from the names lspci prints without -nn."""
+    text = _IDS.sub("", function.description).strip()
+    for name, vendor in VENDOR_NAMES:
+        if text.startswith(name):
+            function.vendor_id = function.vendor_id or vendor
+            text = text[len(name) :].strip()
+            break
+    function.device_name = " ".join(text.split())
+    unnamed = re.fullmatch(r"Device ([0-9a-fA-F]{4})", function.device_name)
+    if unnamed and function.vendor_id and not function.device_id:
+        function.device_id = unnamed.group(1).lower()
 
 
 def _read_detail(function: PciFunction, line: str) -> None:

@@ -5,6 +5,13 @@ node, chip id (0x7551 for an R9700), compute units, clock, BDF (from BDFID), the
 the coarse-grained global pool (the VRAM the runtime hands out) and the ISAs. Real
 outputs pad values with trailing spaces and may be preceded by "ROCk module ..." lines;
 a failing rocminfo prints "hsa api call failure" instead of agents.
+
+rocminfo's own failure report is read, not called unreadable: before it starts the runtime it
+opens /dev/kfd and, when that fails, prints "Unable to open /dev/kfd read-write: <strerror>"
+and whether the user is in the group that owns /dev/kfd, from the user database
+(getgrouplist), not from the groups of the running process ("x is member of render group",
+'x is not member of "render" group, ...'; CheckInitialState in ROCm/rocminfo rocminfo.cc).
+`failure` is the line where it stopped; `.error` stays for text that is not rocminfo's.
 """
 
 from __future__ import annotations
@@ -67,6 +74,13 @@ class RocmInfo:
     runtime_ext_version: str | None = None
     agents: list[Agent] = field(default_factory=list)
     error: str | None = None
+    failure: str | None = None  # rocminfo's own report of why it stopped, when it stopped
+    failure_line: int | None = None  # 1-based line of `failure`
+    kfd_open_error: str | None = None  # strerror of the failed open: "Permission denied", "Invalid argument"
+    kfd_group: str | None = None  # the group rocminfo checked ("render", "video")
+    kfd_user: str | None = None
+    kfd_member: bool | None = None  # rocminfo's verdict from the user database; None: it did not say
+    kfd_no_login: bool = False  # it could not check: no login name (a container, a service)
 
     @property
     def gpus(self) -> list[Agent]:
@@ -83,7 +97,17 @@ def _failed(source: str, reason: str) -> RocmInfo:
 
 _AGENT = re.compile(r"^\s*Agent\s+(\d+)\s*$")
 _KEY_VALUE = re.compile(r"^(\s*)([^:]+?):\s*(.*?)\s*$")
-_ROCK = re.compile(r"ROCk module(?: version (\S+))? is (NOT )?loaded", re.IGNORECASE)
+_ROCK = re.compile(r"ROCk module(?: version (\S+))? is (NOT )?(?:loaded|live)", re.IGNORECASE)
+_KFD_OPEN = re.compile(r"Unable to open /dev/kfd read-write: (?P<error>[^\x1b\n]+)")
+_MEMBER = re.compile(r"^(?P<user>\S+) is member of (?P<group>\S+) group")
+_NOT_MEMBER = re.compile(r'^(?P<user>\S+) is not member of "(?P<group>[^"]+)" group')
+# getlogin_r failed (a container without a login session): rocminfo could not check the groups
+_NO_LOGIN = re.compile(r"^Failed to get user name to check for (?P<group>\S+) group membership")
+# What rocminfo prints when it stops before listing agents (rocminfo.cc CheckInitialState and
+# RET_IF_HSA_ERR), first match wins.
+_STOPPED = re.compile(
+    r"ROCk module is NOT (?:loaded|live).*|Unable to open /dev/kfd read-write: .*|hsa api call failure.*"
+)
 
 
 @never_raises(_failed)
@@ -128,11 +152,31 @@ def parse(text: str, source: str = "rocminfo.txt") -> RocmInfo:
                     agent.coarse_grained_pool_kib = size
             continue
         _set_agent_field(agent, key, value)
-    if not info.agents:
-        failure = re.search(r"hsa api call failure.*|Call returned.*", text)
+    _read_failure(info, text)
+    if not info.agents and info.failure is None:
+        failure = re.search(r"Call returned.*", text)
         reason = failure.group(0).strip() if failure else "no HSA agents in it"
         info.error = cannot_read(source, reason)
     return info
+
+
+def _read_failure(info: RocmInfo, text: str) -> None:
+    """rocminfo's report of why it stopped: the line, the errno of /dev/kfd, the group check."""
+    for line_number, raw in enumerate(text.splitlines(), start=1):
+        line = re.sub(r"\x1b\[[0-9;]*m", "", raw).strip()  # rocminfo colours these lines
+        stopped = _STOPPED.search(line)
+        if stopped and info.failure is None:
+            info.failure, info.failure_line = stopped.group(0).strip(), line_number
+        kfd = _KFD_OPEN.search(line)
+        if kfd:
+            info.kfd_open_error = kfd.group("error").strip()
+        no_login = _NO_LOGIN.match(line)
+        if no_login:
+            info.kfd_group, info.kfd_no_login = no_login.group("group"), True
+        member = _MEMBER.match(line) or _NOT_MEMBER.match(line)
+        if member:
+            info.kfd_user, info.kfd_group = member.group("user"), member.group("group")
+            info.kfd_member = bool(_MEMBER.match(line))
 
 
 def _leading_int(value: str) -> int | None:

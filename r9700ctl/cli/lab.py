@@ -82,7 +82,7 @@ def lab() -> None:
 @lab.command(
     epilog="\b\nFAULTS (the one check of `r9700ctl validate` that reports each):\n"
     + "\n".join(f"  {name:<17} {what}" for name, what in FAULTS.items())
-    + "\n\nNETWORK FAULTS (need --cluster-network; the phase of `validate --cluster` that finds each):\n"
+    + "\n\n\b\nNETWORK FAULTS (need --cluster-network; the phase of `validate --cluster` that finds each):\n"
     + "\n".join(f"  {name:<17} {what}" for name, what in NET_FAULTS.items())
 )
 @click.option(

@@ -61,6 +61,10 @@ def steps_for(
         )
     for index, step in enumerate(steps):
         step["run_id"] = f"{run_id}-{index}"
+        # A store port per step: a node done with its pair goes on to the cluster step while its
+        # next step's head may still host a pair's store; on one port it would join that store and
+        # fall with it when the pair ends (found in the lab with three nodes).
+        step["port"] = RENDEZVOUS_PORT + 1 + index
     return steps
 
 

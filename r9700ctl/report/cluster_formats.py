@@ -188,10 +188,13 @@ def heatmap(matrix: Matrix, key: str, phase: str) -> str:
     ax.grid(False)
     ax.set_xticks(range(len(nodes)), nodes, rotation=45, ha="right")
     ax.set_yticks(range(len(nodes)), nodes)
+    high = float(np.nanmax(grid)) if not np.all(np.isnan(grid)) else 0.0
     for i in range(len(nodes)):
         for j in range(len(nodes)):
             if not np.isnan(grid[i, j]):
-                ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", color="white", fontsize=8)
+                dark = high > 0 and grid[i, j] / high < 0.5  # viridis: light text on its dark low end
+                color = "white" if dark else "black"
+                ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", color=color, fontsize=8)
     fig.colorbar(image, ax=ax, label=matrix.unit)
     title = f"{phase}: node x node ({matrix.unit}); an empty cell was not measured"
     return f"<figure>{to_svg(fig, key)}<figcaption>{html.escape(title)}</figcaption></figure>"

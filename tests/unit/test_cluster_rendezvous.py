@@ -107,3 +107,11 @@ def test_steps_pair_first_then_all_gpus_then_the_cluster():
     assert names == ["a<->b x1", "c<->d x1", "a<->b xall", "c<->d xall", "cluster xall"]
     cpu = [s["name"] for s in steps_for([("a", "b")], ["a", "b", "c"], 0, "run", True)]
     assert cpu == ["a<->b x1", "cluster x1"]
+
+
+def test_every_step_has_a_store_port_of_its_own():
+    """Bug pinned: with three nodes, node2 (done with its pair) joined the cluster step through node1's
+    port 29400 while node1 still hosted its pair's store there, and failed when that store closed."""
+    steps = steps_for([("c", "b"), ("a", "c")], ["a", "b", "c"], 0, "run", True)
+    ports = [s["port"] for s in steps]
+    assert len(set(ports)) == len(ports) and 29400 not in ports

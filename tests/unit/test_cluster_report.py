@@ -81,6 +81,7 @@ def test_the_html_page_draws_a_heatmap_per_pairwise_phase_and_junit_has_a_suite_
     assert page.count("<svg") == 1 and "CLUSTER_NODE_BLAMED" in page and "Next:" in page
     junit = render_junit(as_fleet_document(report(slow=True)))
     assert 'name="cluster@r9700_nodes"' in junit and 'name="node3"' in junit and "<failure" in junit
+    assert "code: CLUSTER_NODE_BLAMED" in junit
 
 
 def test_matrix_text_leaves_unmeasured_cells_empty():

@@ -26,7 +26,7 @@ FAULTS = {
 # r9700ctl.lab.netfaults.NET_FAULTS (need --cluster-network): the name, then the phase of
 # `validate --cluster` and the reason code that must name it (a unit test keeps both equal).
 NET_FAULTS = {
-    "slow-link": "the node's cluster link at 100 of 1000 Mbit/s -> network CLUSTER_BANDWIDTH_LOW",
+    "slow-link": "the node's cluster link at 50 of 500 Mbit/s -> network CLUSTER_BANDWIDTH_LOW",
     "mtu-mismatch": "the node's cluster NIC at MTU 9000, the rest 1500 -> facts CLUSTER_MTU_MISMATCH",
     "firewall-drop": "nftables drops TCP but the rendezvous port -> network CLUSTER_PORTS_BLOCKED",
     "hostname-loopback": "the host name maps to 127.0.1.1 -> facts CLUSTER_HOSTNAME_LOOPBACK",
@@ -118,7 +118,7 @@ def lab() -> None:
     "--cluster-network",
     "cluster",
     is_flag=True,
-    help="Also a cluster network: eth1 on every node on a second bridge (links shaped to 1 Gbit/s), a "
+    help="Also a cluster network: eth1 on every node on a second bridge (links shaped to 500 Mbit/s), a "
     "decoy Docker-style bridge per node, torch (CPU) for the nodes' python3, and the inventory's "
     "r9700_cluster_network: what `r9700ctl validate --cluster` needs.",
 )

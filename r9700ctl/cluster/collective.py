@@ -22,7 +22,7 @@ from r9700ctl.cluster.verdicts import floor_verdict, verdict
 MiB = 1 << 20
 # On GPUs the range, 1 MiB to 1 GiB (large sizes are bandwidth-bound: the figure judged).
 GPU_SWEEP = AllReduceSpec(sizes_bytes=tuple(s * MiB for s in (1, 16, 256, 1024)), windows=3, warmup=2)
-# On CPUs (gloo; the lab) small sizes and few calls: a 1 Gbit/s link moves 8 MiB in about 70 ms.
+# On CPUs (gloo; the lab) small sizes and few calls: a 500 Mbit/s link moves 8 MiB in about 140 ms.
 CPU_SWEEP = AllReduceSpec(
     sizes_bytes=(1 * MiB, 8 * MiB), dtype="fp32", windows=3, warmup=1, calls_per_window=3
 )

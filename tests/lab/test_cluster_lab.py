@@ -91,7 +91,7 @@ def test_a_healthy_three_node_cluster_passes_every_phase_with_gloo_across_the_no
     assert document["schema"] == "r9700ctl.validate-cluster/1" and document["status"] == "PASS"
     assert [p["status"] for p in document["phases"]] == ["PASS"] * 4
     network = phase(document, "network")["matrix"]["values"]
-    assert all(network[a][b] > 0.05 for a in network for b in network[a])  # GB/s on 1 Gbit/s links
+    assert all(network[a][b] > 0.04 for a in network for b in network[a])  # GB/s on 500 Mbit/s links
     gloo = [r for r in phase(document, "rendezvous")["results"] if r["id"] == "cluster.rendezvous.gloo"]
     assert len(gloo) == 3 and all(r["status"] == "PASS" and "eth1" in r["hint"] for r in gloo)
     assert findings(document, "CLUSTER_NO_GPU")  # the RCCL steps: SKIP, said why
@@ -125,7 +125,8 @@ def test_in_four_nodes_with_one_slow_link_isolation_names_that_node_and_no_other
     done, document = validate(lab, home, "--no-history")
     assert done.returncode == 2, done.stdout[-4000:]
     assert findings(document, "CLUSTER_NODE_BLAMED") == {"node2"}
-    assert findings(document, "CLUSTER_BANDWIDTH_LOW") == {"node1<->node2", "node2<->node3", "node2<->node4"}
+    failed = {r["subject"] for r in phase(document, "network")["results"] if r["status"] == "FAIL"}
+    assert failed == {"node1<->node2", "node2<->node3", "node2<->node4", "node2"}
     assert not findings(document, "CLUSTER_LINK_BLAMED")
     culprit = document["culprit"]
     assert (culprit["kind"], culprit["subject"], culprit["phase"]) == ("node", "node2", "network")

@@ -133,9 +133,12 @@ DECOY_ADDRESS = "172.18.0.1/16"
 
 
 def shape(device: str, mbit: int, netns: str | None = None) -> None:
-    """Limit what leaves `device` to `mbit` Mbit/s (token bucket; burst for about 1 ms of traffic)."""
+    """Limit what leaves `device` to `mbit` Mbit/s (token bucket holding 10 ms of traffic)."""
     prefix = ["-n", netns] if netns else []
-    burst_kb = max(32, mbit // 8)  # Linux needs burst >= rate/HZ; 1 ms at this rate, at least 32 KiB
+    # tc-tbf(8): "If your buffer is too small, packets may be dropped because more tokens arrive per
+    # timer tick than fit in your bucket". A bucket of 1 ms reached the rate on an idle host and
+    # 0.3-0.8 of it on a loaded one (timer ticks come late); 10 ms keeps the rate under load.
+    burst_kb = max(64, mbit * 10 // 8)
     processes.run(
         [tool("tc"), *prefix, "qdisc", "replace", "dev", device, "root", "tbf", "rate", f"{mbit}mbit",
          "burst", f"{burst_kb}kb", "latency", "100ms"],

@@ -101,13 +101,19 @@ def convert_thresholds(source: Path, dest: Path) -> Path:
     The JSON records the original file name as "source", so verdicts name it.
     """
     from r9700ctl.agent.datafiles import DataFileError
-    from r9700ctl.agent.thresholds import check_keys, section_values
+    from r9700ctl.agent.thresholds import check_keys, check_shapes, section_values
 
     try:
         with open(source, encoding="utf-8") as fh:
             document = yaml.safe_load(fh)
     except OSError as exc:
         raise BadInput(what=f"cannot read it: {exc.strerror}", where=str(source)) from None
+    except UnicodeDecodeError:
+        raise BadInput(
+            what="not a YAML text file (it is not UTF-8)",
+            where=str(source),
+            hint="give a YAML file laid out as the shipped thresholds.yaml",
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark is not None else str(source)
@@ -120,9 +126,14 @@ def convert_thresholds(source: Path, dest: Path) -> Path:
         )
     shipped = data_document("thresholds")["models"]
     try:
+        check_shapes(document["models"], shipped, str(source))
         check_keys(document["models"], section_values(shipped["default"]), str(source))
     except DataFileError as exc:
-        raise BadInput(what=str(exc).split(": ", 1)[-1], where=str(source)) from None
+        raise BadInput(
+            what=str(exc).split(": ", 1)[-1],
+            where=str(source),
+            hint="r9700ctl/data/thresholds.yaml shows every key and the kind of value it takes",
+        ) from None
     dest.write_text(json.dumps({**document, "source": str(source)}, indent=1, default=str) + "\n")
     return dest
 

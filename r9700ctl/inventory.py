@@ -10,9 +10,12 @@ Ansible is imported inside the functions so `r9700ctl --help` stays fast.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import io
 import re
+import stat
+import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,7 +78,7 @@ def load_inventory(
 
     with _quiet_ansible():
         manager, variable_manager = _parse(path.resolve())
-    groups = sorted(name for name in manager.groups if name not in ("all", "ungrouped"))
+    groups = sorted(str(name) for name in manager.groups if name not in ("all", "ungrouped"))
     if group not in manager.groups:
         listed = ", ".join(groups) if groups else "none"
         raise BadInput(
@@ -116,11 +119,21 @@ def parse_extra_vars(values: Iterable[str]) -> dict[str, Any]:
             if value.startswith("@"):
                 file_path = Path(value[1:]).expanduser()
                 if not file_path.is_file():
+                    kind = "is a directory" if file_path.is_dir() else "not a regular file"
                     raise BadInput(
-                        what=f"-e {value}: file not found",
+                        what=f"-e {value}: {kind if file_path.exists() else 'file not found'}",
                         where=str(file_path),
                         hint="give the path of a YAML or JSON file after @",
                     )
+                try:
+                    file_path.read_bytes().decode("utf-8")
+                except (OSError, UnicodeDecodeError) as exc:
+                    raise BadInput(
+                        what=f"-e {value}: not a UTF-8 text file"
+                        + (f" ({exc.strerror})" if isinstance(exc, OSError) else ""),
+                        where=str(file_path),
+                        hint="give the path of a YAML or JSON file after @",
+                    ) from None
                 data = loader.load_from_file(str(file_path.resolve()))
             elif value[0] in "[{":
                 data = loader.load(value)
@@ -159,6 +172,53 @@ def _check_path(path: Path) -> None:
             what="inventory file not found",
             where=str(path),
             hint="give the path of an INI or YAML inventory; inventory/example.ini shows the format",
+        )
+    if not path.is_file():
+        # A shell's <(...) is a pipe: the first reader empties it, and Ansible reads an inventory
+        # more than once (and again on every host of the run).
+        kind = "a pipe" if stat.S_ISFIFO(path.stat().st_mode) else "not a regular file"
+        raise BadInput(
+            what=f"the inventory is {kind}",
+            where=str(path),
+            hint="save it to a file first (e.g. `... > inventory.ini`) and give that file",
+        )
+    _check_text(path)
+
+
+def _check_text(path: Path) -> None:
+    """An inventory is UTF-8 text; Ansible reads anything else as garbled host names."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BadInput(what=f"cannot read the inventory: {exc.strerror}", where=str(path)) from None
+    head = data[:200]
+    # UTF-16 (what Windows editors call "Unicode"): a byte-order mark, or ASCII with a NUL after
+    # (little-endian) or before (big-endian) every character.
+    utf16 = ""
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        utf16 = "UTF-16"
+    elif len(head) >= 2 and not any(head[1::2]):
+        utf16 = "UTF-16LE"
+    elif len(head) >= 2 and not any(head[0::2]):
+        utf16 = "UTF-16BE"
+    if utf16:
+        raise BadInput(
+            what="the inventory is UTF-16 text, not UTF-8",
+            where=str(path),
+            hint=f"save it as UTF-8: iconv -f {utf16} -t UTF-8 {path} > inventory.ini",
+        )
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise BadInput(
+            what="the inventory is not UTF-8 text", where=f"{path}:{line}", hint="save it as UTF-8"
+        ) from None
+    if b"\0" in data:
+        raise BadInput(
+            what="the inventory holds NUL bytes: not a text file",
+            where=str(path),
+            hint="give an INI or YAML inventory; inventory/example.ini shows the format",
         )
 
 
@@ -212,7 +272,8 @@ def _checked_host(
         if str(name).startswith((variables.PREFIX, "ansible_")) and name not in ("ansible_facts",)
     }
     kept.update({k: variables.plain(v) for k, v in extra_vars.items() if str(k).startswith(variables.PREFIX)})
-    return InventoryHost(name=host.name, address=address, port=port, vars=kept)
+    # Plain str: Ansible's own tagged string type cannot be written by yaml.safe_dump or json.
+    return InventoryHost(name=str(host.name), address=address, port=port, vars=kept)
 
 
 def _check_name(
@@ -319,6 +380,60 @@ class _ParseFailed(BaseException):
         self.line = line
 
 
+class _Refused(BaseException):
+    """Carries a BadInput found while a plugin parses past InventoryManager (see _ParseFailed)."""
+
+    def __init__(self, error: BadInput) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+# Host variables that say where a host is: two different values for one host are two machines.
+_ADDRESS_VARIABLES = ("ansible_host", "ansible_ssh_host", "ansible_port", "ansible_ssh_port")
+
+
+class _AddressWatch:
+    """Notes every address a plugin gives a host. Ansible merges a host listed twice, and the
+    later address silently wins: the run would reach one machine where the user meant two."""
+
+    def __init__(self, inventory: Any) -> None:
+        self.inventory = inventory
+        self.seen: dict[tuple[str, str], Any] = {}
+        self.conflict: BadInput | None = None
+
+    def __enter__(self) -> _AddressWatch:
+        original = self.inventory.set_variable
+
+        def set_variable(entity: str, varname: str, value: Any) -> Any:
+            if varname in _ADDRESS_VARIABLES and entity in self.inventory.hosts:
+                self._note(str(entity), varname, value)
+            return original(entity, varname, value)
+
+        self.inventory.set_variable = set_variable
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        del self.inventory.set_variable
+
+    def _note(self, host: str, varname: str, value: Any) -> None:
+        earlier = self.seen.setdefault((host, varname), value)
+        if self.conflict is None and str(earlier) != str(value):
+            first, second = _origin_parts(earlier), _origin_parts(value)
+            same_file = first is not None and second is not None and first[0] == second[0]
+
+            def place(parts: tuple[str, int | None] | None) -> str:
+                if parts is None or not parts[1]:
+                    return ""
+                return f" (line {parts[1]})" if same_file else f" ({parts[0]}:{parts[1]})"
+
+            self.conflict = BadInput(
+                what=f"{host} is listed twice with different {varname}: "
+                f"{_shown(earlier)}{place(first)} and {_shown(value)}{place(second)}",
+                where=second[0] if second is not None else "",
+                hint="give each machine its own host name, or set its address in one place only",
+            )
+
+
 class _StrictPlugin:
     """Wraps one inventory plugin: a parse error stops the load, with the line being read."""
 
@@ -328,7 +443,14 @@ class _StrictPlugin:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._plugin, name)
 
-    def parse(self, *args: Any, **kwargs: Any) -> Any:
+    def parse(self, inventory: Any, *args: Any, **kwargs: Any) -> Any:
+        with _AddressWatch(inventory) as watch:
+            parsed = self._parse(inventory, *args, **kwargs)
+        if watch.conflict is not None:
+            raise _Refused(watch.conflict)
+        return parsed
+
+    def _parse(self, *args: Any, **kwargs: Any) -> Any:
         line_seen: list[int] = []
         inner = getattr(self._plugin, "_parse", None)
         if callable(inner):
@@ -390,6 +512,8 @@ def _parse(path: Path) -> tuple[Any, Any]:
     loader = DataLoader()
     try:
         manager = StrictInventoryManager(loader=loader, sources=[str(path)])
+    except _Refused as refused:
+        raise refused.error from None
     except _ParseFailed as failed:
         where, message = _error_location(failed.error, default=str(path))
         if failed.line and where == str(path):
@@ -398,10 +522,14 @@ def _parse(path: Path) -> tuple[Any, Any]:
             # A Python error from inside the plugin ("not enough values to unpack") says nothing
             # to the user; the line it choked on does.
             message = _bad_line_message(path, failed.line) or message
+        undefined = re.search(r"undefined group '([^']+)'", message)
         raise BadInput(
-            what=f"cannot parse as {plugin_name.upper()} inventory: {message}",
+            what=f"cannot parse as {plugin_name.upper()} inventory: "
+            + (message.rstrip(".") if undefined else message),
             where=where,
-            hint=f"fix the syntax; `ansible-inventory -i {path} --graph` shows how Ansible reads it",
+            hint=f"add a [{undefined[1]}] section with its hosts, or remove that reference"
+            if undefined
+            else f"fix the syntax; `ansible-inventory -i {path} --graph` shows how Ansible reads it",
         ) from None
     except AnsibleError as exc:
         where, message = _error_location(exc, default=str(path))
@@ -410,13 +538,28 @@ def _parse(path: Path) -> tuple[Any, Any]:
 
 
 def _python_internal(error: BaseException, message: str) -> bool:
-    """True when the plugin's message is only a Python exception's text, with no Ansible words."""
+    """True when the plugin's message is only a Python exception's text, with no Ansible words.
+
+    A plugin's own `raise ValueError("Section [x:children] includes undefined group ...")` is
+    Ansible speaking and is kept; a ValueError that Python raised inside the plugin ("not enough
+    values to unpack") is not: the line the traceback ends on is no `raise` statement.
+    """
     from ansible.errors import AnsibleError
 
     if not isinstance(error, AnsibleError):
-        return True
+        return not _raised_on_purpose(error)
     cause = error.__cause__
-    return cause is not None and not isinstance(cause, AnsibleError) and message == str(cause).strip()
+    return (
+        cause is not None
+        and not isinstance(cause, AnsibleError)
+        and message == str(cause).strip()
+        and not _raised_on_purpose(cause)
+    )
+
+
+def _raised_on_purpose(error: BaseException) -> bool:
+    frames = traceback.extract_tb(error.__traceback__)
+    return bool(frames) and (frames[-1].line or "").lstrip().startswith("raise ")
 
 
 def _bad_line_message(path: Path, number: int) -> str | None:

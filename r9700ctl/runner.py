@@ -21,6 +21,7 @@ it. The result then has status "canceled" and names the hosts left mid-way.
 
 from __future__ import annotations
 
+import configparser
 import json
 import os
 import queue
@@ -509,8 +510,38 @@ def _environment(request: RunRequest) -> dict[str, str]:
     local_cfg = Path.cwd() / "ansible.cfg"
     if "ANSIBLE_CONFIG" not in os.environ and local_cfg.is_file():
         env["ANSIBLE_CONFIG"] = str(local_cfg)
+    if not _remote_tmp_configured(env.get("ANSIBLE_CONFIG") or os.environ.get("ANSIBLE_CONFIG")):
+        env["ANSIBLE_REMOTE_TMP"] = REMOTE_TMP
     env.update(request.envvars)
     return env
+
+
+# Where modules make their scratch directories on a node. Ansible's default, ~/.ansible/tmp, does
+# not exist on a fresh node, and with pipelining the first module that needs a scratch directory
+# (get_url, apt_key ...) creates it and warns on every node: "Module remote_tmp /root/.ansible/tmp
+# did not exist and was created with a mode of 0700, this may cause issues when running as another
+# user" (ansible-core module_utils/basic.py, AnsibleModule.tmpdir) - a line the user cannot act on.
+# /tmp always exists; in it Ansible makes a new 0700 directory of a random name per task
+# (tempfile.mkdtemp, or `umask 77 && mkdir` for a transfer), so nothing is shared between users.
+REMOTE_TMP = "/tmp"
+
+
+def _remote_tmp_configured(config: str | None) -> bool:
+    """True when the user chose remote_tmp: the environment, or [defaults] of the ansible.cfg
+    Ansible reads (ANSIBLE_CONFIG, else ~/.ansible.cfg, else /etc/ansible/ansible.cfg; the one in
+    the working directory is passed on as ANSIBLE_CONFIG above)."""
+    if os.environ.get("ANSIBLE_REMOTE_TMP") or os.environ.get("ANSIBLE_REMOTE_TEMP"):
+        return True
+    candidates = [config] if config else [str(Path.home() / ".ansible.cfg"), "/etc/ansible/ansible.cfg"]
+    parser = configparser.ConfigParser(interpolation=None)
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            try:
+                parser.read(candidate, encoding="utf-8")
+            except (configparser.Error, OSError, UnicodeDecodeError):
+                return False
+            return parser.has_option("defaults", "remote_tmp")
+    return False
 
 
 def _control_path_dir() -> Path:

@@ -8,7 +8,7 @@ the inventory-only ones below, and the ones r9700ctl itself passes to every run.
 Values are judged by Ansible's own ArgumentSpecValidator against the roles'
 meta/argument_specs.yml (the check Ansible runs when a role starts), so the inventory check
 and preflight accept and convert exactly what the roles will; only what a spec cannot say
-(a lower bound) is added here.
+(a range, a shape) is added by r9700ctl/value_rules.py.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from r9700ctl import value_rules
 from r9700ctl.errors import CannotRun
 
 PREFIX = "r9700_"
@@ -113,12 +114,6 @@ def _load_yaml(path: Path) -> Any:
         ) from exc
 
 
-# What an argument spec cannot express: the least value that makes sense.
-MINIMUM: dict[str, float] = {
-    "r9700_expected_gpus": 1,
-    "r9700_min_free_gb": 0,
-    "r9700_apt_lock_timeout": 0,
-}
 _KIND = {
     "int": "a whole number",
     "float": "a number",
@@ -138,12 +133,18 @@ class BadValue:
     value: Any
     allowed: str
     purpose: str = ""  # the spec's description, first sentence: what the variable is for
+    problem: value_rules.Problem | None = None  # a rule's verdict (r9700ctl/value_rules.py)
 
     def what(self) -> str:
+        if self.problem is not None:
+            text = self.problem.what
+            return text if text.startswith(self.name) else f"{self.name}: {text}"
         return f"{self.name}={plain(self.value)!r} is not {self.allowed}"
 
     def fix(self, place: str = "") -> str:
         """'set NAME to ALLOWED [PLACE]: what it is for'; PLACE e.g. 'in the inventory'."""
+        if self.problem is not None:
+            return self.problem.fix + (f" {place}" if place else "")
         text = f"set {self.name} to {self.allowed}" + (f" {place}" if place else "")
         return f"{text}: {self.purpose}" if self.purpose else text
 
@@ -179,7 +180,8 @@ def check_values(
 
     Names no role declares pass through unchanged (the inventory check refuses unknown names);
     a bad value is left out of the answer, so callers see it as unset. None and "" mean unset
-    (an INI `name=`), and a Jinja expression is judged by Ansible once it is templated.
+    (an INI `name=`), and a Jinja expression is judged by Ansible once it is templated. After
+    the spec, a value meets what no spec can say: its range and its rule (r9700ctl/value_rules.py).
     """
     from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
@@ -194,21 +196,34 @@ def check_values(
         option = {k: v for k, v in spec.items() if k not in ("description", "default", "required")}
         result = ArgumentSpecValidator({name: option}).validate({name: plain(value)})
         converted = result.validated_parameters.get(name)
-        least = MINIMUM.get(name)
-        too_small = least is not None and not result.error_messages and converted < least
-        # Python's bool is an int, and Ansible takes True as 1; as a count or a size it is a mistake.
+        bounds = value_rules.RANGES.get(name, (None, None))
         if (
             result.error_messages
-            or too_small
+            or _outside(converted, bounds)
+            # Python's bool is an int, and Ansible takes True as 1; as a count or a size it is a mistake.
             or (isinstance(value, bool) and spec.get("type") in ("int", "float"))
+            # Ansible checks a list's items against `choices` one by one: ["on"] passes for a
+            # `raw` knob whose roles then compare the whole value with "on".
+            or (spec.get("choices") and spec.get("type") != "list" and isinstance(value, (list, Mapping)))
         ):
-            bad.append(BadValue(name, value, _allowed(spec, least), _purpose(spec)))
+            bad.append(BadValue(name, value, _allowed(spec, bounds), _purpose(spec)))
+            continue
+        problem = value_rules.problem_of(name, converted)
+        if problem is not None:
+            bad.append(BadValue(name, value, _allowed(spec, bounds), _purpose(spec), problem))
             continue
         checked[name] = converted
     return checked, bad
 
 
-def _allowed(spec: Mapping[str, Any], least: float | None) -> str:
+def _outside(value: Any, bounds: tuple[float | None, float | None]) -> bool:
+    least, greatest = bounds
+    if not isinstance(value, (int, float)):
+        return False
+    return (least is not None and value < least) or (greatest is not None and value > greatest)
+
+
+def _allowed(spec: Mapping[str, Any], bounds: tuple[float | None, float | None] = (None, None)) -> str:
     choices = spec.get("choices")
     if choices:
         # [auto, true, false, "true", "false"] reads as "auto, true or false"
@@ -221,8 +236,13 @@ def _allowed(spec: Mapping[str, Any], least: float | None) -> str:
         text += " of " + {"str": "strings", "int": "whole numbers", "dict": "mappings"}.get(
             elements, elements
         )
-    if least is not None:
+    least, greatest = bounds
+    if least is not None and greatest is not None:
+        text += f" from {least:g} to {greatest:g}"
+    elif least is not None:
         text += f", {least:g} or more"
+    elif greatest is not None:
+        text += f", {greatest:g} or less"
     return text
 
 

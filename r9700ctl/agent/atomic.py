@@ -12,8 +12,14 @@ from pathlib import Path
 
 
 def write_atomic(path: Path | str, data: str | bytes, mode: int | None = None) -> Path:
-    """Write `data` to `path` atomically; `mode` sets the permissions (default: the umask's)."""
+    """Write `data` to `path` atomically; `mode` sets the permissions (default: the umask's).
+
+    A symbolic link is followed: the rename replaces the file it points to, never the link
+    itself (as root, `--json /dev/stdout` replaced the system's /dev/stdout link with a file).
+    """
     path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     payload = data.encode("utf-8") if isinstance(data, str) else data

@@ -98,7 +98,9 @@ def parse_psus(value: Any) -> tuple[list[Psu], list[str]]:
         if unknown:
             problems.append(f"{where} has unknown key(s) {', '.join(unknown)} (known: watts, gpus, host_w)")
         watts = _watts(entry.get("watts"))
-        if watts is None:
+        if entry.get("watts") is None:
+            problems.append(f"{where} has no watts (the PSU's rating in watts, a number > 0)")
+        elif watts is None:
             problems.append(
                 f"{where}.watts must be the PSU's rating in watts (a number > 0), got {entry.get('watts')!r}"
             )

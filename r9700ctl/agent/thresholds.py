@@ -19,6 +19,7 @@ this model, and the figure is INCONCLUSIVE.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +93,52 @@ def check_keys(models: Mapping[str, Mapping[str, Any]], known: Iterable[str], wh
                 f"{where}: models.{name} sets unknown threshold(s) {', '.join(unknown)} "
                 f"(the keys are those of models.default in {SHIPPED})"
             )
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list):
+        return "a list"
+    return type(value).__name__
+
+
+def check_shapes(models: Any, shipped: Mapping[str, Mapping[str, Any]], where: str) -> None:
+    """An overrides file has the shipped file's shape: `models` maps section names to mappings,
+    a family (pcie, hostbw) is a mapping, and every value is null or of the kind the shipped
+    file gives that key (a number where it has a number): 'fast' as a floor would otherwise
+    reach a comparison on the node and stop the check there."""
+    if not isinstance(models, Mapping):
+        raise DataFileError(f"{where}: models must map section names (default, a GPU model) to thresholds")
+    kinds: dict[str, str] = {}
+    for section in shipped.values():
+        for key, value in section_values(section).items():
+            if value is not None:
+                kinds.setdefault(key, _kind(value))
+    families = {key.split(".", 1)[0] for key in kinds}
+    for name, section in models.items():
+        if section is None:
+            continue
+        if not isinstance(section, Mapping):
+            raise DataFileError(
+                f"{where}: models.{name} must be a mapping of threshold families, got {section!r}"
+            )
+        for family, content in section.items():
+            if family in families and not isinstance(content, Mapping):
+                raise DataFileError(
+                    f"{where}: models.{name}.{family} is a family of thresholds, not a value: "
+                    f"give a mapping such as {family}: {{KEY: VALUE}}"
+                )
+        for key, value in section_values(section).items():
+            kind = kinds.get(key)
+            if value is None or kind is None:
+                continue  # null: no limit; an unknown key is check_keys' to refuse
+            if _kind(value) != kind or (kind == "a number" and not math.isfinite(value)):
+                raise DataFileError(f"{where}: models.{name}.{key} must be {kind} (or null), got {value!r}")
 
 
 def choose_section(

@@ -26,7 +26,8 @@ Examples:
   r9700ctl history --check p2p --json trend.json     every P2P figure, as JSON
 \b
 Exit codes: 0 shown; 3 no history yet, or the database is damaged (one line with its
-path); 64 an unknown node or check (the known ones are listed)."""
+path); 64 an unknown node or check (the known ones are listed), or a file r9700ctl did
+not create (left as it was)."""
 )
 @click.option("--node", "-n", metavar="NODE", help="Only runs of this node (inventory name, or hostname).")
 @click.option(

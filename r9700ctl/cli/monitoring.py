@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from r9700ctl.cli.app import Application
-from r9700ctl.cli.options import group_option, inventory_argument, limit_option
+from r9700ctl.cli.options import check_output_path, group_option, inventory_argument, limit_option
 
 
 @click.group()
@@ -83,19 +83,20 @@ def scrape_config(
     from r9700ctl.inventory import load_inventory
     from r9700ctl.monitoring.scrape import render
 
-    if not re.fullmatch(r"([0-9]+(ms|s|m|h|d|w|y))+", interval):
+    if not re.fullmatch(r"([0-9]+(ms|s|m|h|d|w|y))+", interval) or not re.search(r"[1-9]", interval):
         raise BadInput(
-            what=f"--interval {interval!r}: not a Prometheus duration", hint="e.g. 15s, 1m or 1h30m"
+            what=f"--interval {interval!r}: not a Prometheus duration above zero",
+            hint="e.g. 15s, 1m or 1h30m",
         )
     if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_-]*", job_name):
         raise BadInput(what=f"--job-name {job_name!r}: use letters, digits, '_' or '-'")
-    if output is not None and not output.expanduser().resolve().parent.is_dir():
-        raise BadInput(what="--output: the directory does not exist", where=str(output.parent))
+    if output is not None:
+        check_output_path("--output", output)
     checked = load_inventory(inventory, group, limit=limit)
     text = render(checked, job=job_name, interval=interval, version=__version__)
     if output is None:
         click.echo(text, nl=False)
         return
-    from r9700ctl.report.formats import write_text
+    from r9700ctl.cli.options import write_output
 
-    write_text(output.expanduser(), text)
+    write_output("--output", output, text)

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from r9700ctl.cli.app import Application
-from r9700ctl.cli.options import check_json_path, group_option, inventory_argument, limit_option
+from r9700ctl.cli.options import check_json_path, group_option, inventory_argument, limit_option, not_empty
 
 
 @click.command()
@@ -21,9 +21,16 @@ from r9700ctl.cli.options import check_json_path, group_option, inventory_argume
     "-t",
     multiple=True,
     metavar="TAGS",
+    callback=not_empty,
     help="Only the roles/tasks with these tags (comma-separated, repeatable), e.g. r9700_node_record.",
 )
-@click.option("--skip-tags", multiple=True, metavar="TAGS", help="Skip the roles/tasks with these tags.")
+@click.option(
+    "--skip-tags",
+    multiple=True,
+    metavar="TAGS",
+    callback=not_empty,
+    help="Skip the roles/tasks with these tags.",
+)
 @click.option(
     "--extra-vars",
     "-e",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from r9700ctl.cli.app import Application
-from r9700ctl.cli.options import group_option, limit_option
+from r9700ctl.cli.options import check_output_path, group_option, limit_option
 from r9700ctl.errors import BadInput
 
 if TYPE_CHECKING:
@@ -322,8 +322,9 @@ def _history_plan(options: dict[str, object]) -> HistoryPlan:
     save_as, compare_with = options.get("save_baseline"), options.get("compare_with")
     return HistoryPlan(
         enabled=not options.get("no_history"),
-        compare_with=str(compare_with) if compare_with else None,
-        save_as=str(save_as) if save_as else None,
+        # '' is a value given (and refused by HistoryPlan.check), not the option left out.
+        compare_with=None if compare_with is None else str(compare_with),
+        save_as=None if save_as is None else str(save_as),
     )
 
 
@@ -403,10 +404,8 @@ def _check_output_dirs(options: dict[str, object]) -> None:
             raise BadInput(
                 what=f"{flag} writes a file, not standard output", where="-", hint=f"give {flag} a file name"
             )
-        if isinstance(path, Path) and not path.expanduser().resolve().parent.is_dir():
-            raise BadInput(
-                what=f"{flag}: the directory does not exist", where=str(path.parent), hint="create it first"
-            )
+        if path is not None and str(path) != "-":
+            check_output_path(flag, Path(str(path)))
 
 
 def _write_formats(report: dict, options: dict[str, object], plan: HistoryPlan) -> None:

@@ -8,7 +8,6 @@ import click
 
 from r9700ctl.cli.app import Application
 from r9700ctl.cli.options import group_option, inventory_argument, limit_option
-from r9700ctl.errors import BadInput
 
 
 @click.command()
@@ -83,16 +82,14 @@ def verify(
     on it (all skipped, -k matched nothing): NOT_CHECKED, never PASS; 64 bad input (nothing
     was contacted).
     """
-    from r9700ctl.cli.options import write_json_output
+    from r9700ctl.cli.options import check_output_path, write_json_output
     from r9700ctl.verify import VerifyRequest
     from r9700ctl.verify import verify as run_verify
 
     json_file = Path(json_path) if json_path and json_path != "-" else None
     for option, path in (("--json", json_file), ("--junit", junit_xml)):
-        if path is not None and not path.expanduser().resolve().parent.is_dir():
-            raise BadInput(
-                what=f"{option}: the directory does not exist", where=str(path), hint="create it first"
-            )
+        if path is not None:
+            check_output_path(option, path)
     request = VerifyRequest(
         inventory=inventory,
         group=group,

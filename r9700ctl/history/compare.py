@@ -54,7 +54,8 @@ def check_name(name: str) -> str:
     """A baseline name: letters, digits, . _ - (it is typed and shown); 'last' is taken."""
     if not name or not all(c.isalnum() or c in "._-" for c in name) or len(name) > 64:
         raise BadInput(
-            what=f"baseline name {name!r}: use letters, digits, '.', '_' or '-' (at most 64)",
+            what=f"--save-baseline {name!r}: a baseline name uses letters, digits, '.', '_' or '-' "
+            "(at most 64)",
             hint="e.g. --save-baseline golden",
         )
     if name == LAST:

@@ -18,7 +18,7 @@ from r9700ctl.agent.result import CheckResult
 from r9700ctl.errors import CannotRun, R9700Error
 from r9700ctl.history import compare
 from r9700ctl.history.record import record
-from r9700ctl.history.store import History, open_history
+from r9700ctl.history.store import History, HistoryDamaged, default_path, identify, open_history
 
 
 @dataclass
@@ -38,17 +38,34 @@ class HistoryPlan:
         a damaged database is only noted here (the run goes on without it)."""
         from r9700ctl.errors import BadInput
 
-        if not self.enabled and (self.compare_with or self.save_as):
-            flag = "--compare" if self.compare_with else "--save-baseline"
+        if not self.enabled and (self.compare_with is not None or self.save_as is not None):
+            flag = "--compare" if self.compare_with is not None else "--save-baseline"
             raise BadInput(what=f"{flag} needs the history, and --no-history turns it off", hint="drop one")
-        if self.save_as:
+        if self.enabled:
+            self._check_file()
+        if self.save_as is not None:
             compare.check_name(self.save_as)
+        if self.compare_with is not None and not self.compare_with.strip():
+            raise BadInput(
+                what="--compare ''", hint="name a saved baseline, or last for the node's previous run"
+            )
         if self.compare_with and self.compare_with != compare.LAST:
             try:
                 with open_history(self.path) as history:
                     compare.require_known(history, self.compare_with)
             except CannotRun as exc:  # damaged, or written by a newer r9700ctl
                 self._lost(exc)
+
+    def _check_file(self) -> None:
+        """A file r9700ctl did not create is refused now (NotHistory, exit 64: the user named the
+        wrong file), before any host is touched; a damaged one of ours is only noted."""
+        path = self.path if self.path is not None else default_path()
+        if not path.exists():
+            return
+        try:
+            identify(path)
+        except HistoryDamaged as exc:
+            self._lost(exc)
 
     def _lost(self, exc: R9700Error) -> None:
         if not self.unavailable:

@@ -13,11 +13,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import tempfile
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from r9700ctl.errors import CannotRun
+from r9700ctl.errors import BadInput, CannotRun
 
 FILE_NAME = "history.db"
 BUSY_TIMEOUT_S = 60.0  # a long fleet run's insert takes well under a second; waiting is cheap
@@ -93,6 +95,21 @@ class HistoryTooNew(CannotRun):
     """The file was written by a newer r9700ctl (a higher user_version than this one knows)."""
 
 
+@dataclass
+class NotHistory(BadInput):
+    """The file exists and r9700ctl did not create it (empty, or another program's SQLite
+    database): refused before anything is written to it, exit 64."""
+
+
+# PRAGMA application_id of the files r9700ctl creates ("R970" in ASCII): SQLite keeps it at
+# offset 68 of the header for exactly this, telling one application's files from another's
+# (https://www.sqlite.org/fileformat2.html#application_id). Files of older r9700ctl versions
+# carry 0 and are known by their tables.
+APPLICATION_ID = 0x52393730
+SQLITE_MAGIC = b"SQLite format 3\0"
+TABLES = ("runs", "run_nodes", "results", "figures", "baselines")
+
+
 def default_path() -> Path:
     """~/.local/state/r9700ctl/history.db (XDG_STATE_HOME moves it; R9700CTL_HISTORY names it)."""
     from r9700ctl import paths
@@ -160,26 +177,24 @@ class History:
 
 
 def open_history(path: Path | None = None, *, create: bool = True) -> History:
-    """Open (and create or migrate) the database; HistoryDamaged when it is not a usable one."""
+    """Open (and create or migrate) the database; HistoryDamaged when it is not a usable one,
+    NotHistory when the file is not one r9700ctl created (it is then left as it was)."""
     path = Path(path) if path is not None else default_path()
-    if not create and not path.exists():
-        raise CannotRun(
-            what="no history yet",
-            where=str(path),
-            hint="every `r9700ctl validate` run is recorded there; run one first",
-        )
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        connection = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
-    except (OSError, sqlite3.Error) as exc:
-        raise damaged(path, exc) from exc
-    connection.row_factory = sqlite3.Row
-    history = History(path, connection)
+    if not path.exists():
+        if not create:
+            raise CannotRun(
+                what="no history yet",
+                where=str(path),
+                hint="every `r9700ctl validate` run is recorded there; run one first",
+            )
+        _create(path)
+    else:
+        identify(path)
+    history = _connect(path)
     try:
         with history.guard():
-            connection.execute("PRAGMA foreign_keys = ON")
-            if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-                connection.execute("PRAGMA journal_mode = WAL")
+            if history.db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                history.db.execute("PRAGMA journal_mode = WAL")
             _migrate(history)
     except BaseException:
         history.close()
@@ -187,7 +202,107 @@ def open_history(path: Path | None = None, *, create: bool = True) -> History:
     return history
 
 
+def identify(path: Path) -> None:
+    """Refuse (NotHistory) a file r9700ctl did not create, reading it only.
+
+    An empty file, or an SQLite database with another application id or without the history's
+    tables, is someone else's: opening it as a history would add tables to it. A file that is
+    not SQLite at all is left to SQLite, which calls it damaged (HistoryDamaged, as before).
+    """
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(100)
+    except OSError as exc:
+        raise damaged(path, exc) from exc
+    if not header:
+        raise _not_history(path, "the file is empty")
+    if not header.startswith(SQLITE_MAGIC) or len(header) < 100:
+        return
+    application_id = int.from_bytes(header[68:72], "big")
+    if application_id == APPLICATION_ID:
+        return
+    if application_id != 0:
+        raise _not_history(
+            path, f"an SQLite database of another program (application id {application_id:#x})"
+        )
+    try:
+        uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+        reader = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)
+        try:
+            tables = {row[0] for row in reader.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            reader.close()
+    except sqlite3.Error as exc:
+        raise damaged(path, exc) from exc
+    missing = [name for name in TABLES if name not in tables]
+    if missing:
+        raise _not_history(path, f"an SQLite database without the history's tables ({', '.join(missing)})")
+
+
+def _not_history(path: Path, why: str) -> NotHistory:
+    return NotHistory(
+        what=f"not an r9700ctl history: {path} ({why})",
+        hint="r9700ctl writes only to a history it created: point R9700CTL_HISTORY at another file, "
+        "or move this one aside",
+    )
+
+
+def _create(path: Path) -> None:
+    """A new history, complete before it appears: built under a temporary name, then linked
+    into place. A file at `path` is therefore always a whole r9700ctl history; when another
+    process links its own first, that one is kept."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        descriptor, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".new", dir=path.parent)
+        os.close(descriptor)
+    except OSError as exc:
+        raise damaged(path, exc) from exc
+    fresh = Path(name)
+    try:
+        history = _connect(fresh)
+        try:
+            with history.guard():
+                history.db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+                history.db.execute("PRAGMA journal_mode = WAL")
+                _migrate(history)
+        finally:
+            history.close()  # the last connection: SQLite checkpoints and removes the -wal file
+        try:
+            os.link(fresh, path)
+        except FileExistsError:
+            pass
+        except OSError:  # a file system without hard links
+            if not path.exists():
+                os.replace(fresh, path)
+    except OSError as exc:
+        raise damaged(path, exc) from exc
+    finally:
+        for leftover in (fresh, Path(f"{fresh}-wal"), Path(f"{fresh}-shm")):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+
+
+def _connect(path: Path) -> History:
+    try:
+        connection = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise damaged(path, exc) from exc
+    connection.row_factory = sqlite3.Row
+    history = History(path, connection)
+    try:
+        with history.guard():
+            connection.execute("PRAGMA foreign_keys = ON")
+    except BaseException:
+        history.close()
+        raise
+    return history
+
+
 def _migrate(history: History) -> None:
+    if history.db.execute("PRAGMA application_id").fetchone()[0] == 0:
+        # A history of an r9700ctl before application ids (identify() knew it by its tables).
+        with history.write() as db:
+            db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     version = history.db.execute("PRAGMA user_version").fetchone()[0]
     if version > SCHEMA_VERSION:
         raise HistoryTooNew(

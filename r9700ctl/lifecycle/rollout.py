@@ -11,12 +11,14 @@ is tested without Ansible.
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from r9700ctl.errors import BadInput
 from r9700ctl.lifecycle.plan import MOVE, NOTHING, REFUSED, UNREACHABLE, NodePlan
 
 UPGRADED = "upgraded"  # moved and validated
@@ -68,12 +70,33 @@ class Rollout:
         return [o for o in self.outcomes if o.status == status]
 
 
+# A {word} in a hook: a placeholder. Shell's ${VAR} is not one, nor awk's '{print $1}'.
+_PLACEHOLDER = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
+PLACEHOLDERS = ("node",)
+
+
 @dataclass
 class Hooks:
     """Commands run on the controller per node; {node} is replaced by the node's name."""
 
     drain: str | None = None
     resume: str | None = None
+
+    def check(self) -> None:
+        """Bad input before any host is touched: an empty hook, or one naming a placeholder that
+        does not exist (`{host}` would reach the shell as the literal text on every node)."""
+        for flag, template in (("--drain-cmd", self.drain), ("--resume-cmd", self.resume)):
+            if template is None:
+                continue
+            if not template.strip():
+                raise BadInput(what=f"{flag} is empty", hint=f"give a command, or leave {flag} out")
+            unknown = [name for name in _PLACEHOLDER.findall(template) if name not in PLACEHOLDERS]
+            if unknown:
+                raise BadInput(
+                    what=f"{flag} {template!r} names {{{unknown[0]}}}, which is no placeholder",
+                    hint="the one placeholder is {node} (the node's inventory name); write ${VAR} for a "
+                    "shell variable",
+                )
 
     def run(self, which: str, host: str) -> StepResult:
         template = self.drain if which == "drain" else self.resume

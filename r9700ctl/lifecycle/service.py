@@ -115,6 +115,8 @@ def run(options: LifecycleOptions, progress: Progress = lambda _: None) -> Lifec
         raise BadInput(what=f"--gate-rule {options.gate_rule}", hint=f"use one of {', '.join(GATE_RULES)}")
     if options.gate_level not in GATE_LEVELS:
         raise BadInput(what=f"--gate-level {options.gate_level}", hint=f"use one of {', '.join(GATE_LEVELS)}")
+    hooks = Hooks(drain=options.drain_cmd, resume=options.resume_cmd)
+    hooks.check()
     fail_percent = planning.fail_percent(options.max_fail_percent)
     checked = inventory_module.load_inventory(options.inventory, group=options.group, limit=options.limit)
     size = planning.batch_size(options.serial, len(checked.hosts))
@@ -149,7 +151,6 @@ def run(options: LifecycleOptions, progress: Progress = lambda _: None) -> Lifec
         outcome.note = "--check: nothing was changed"
         return outcome
 
-    hooks = Hooks(drain=options.drain_cmd, resume=options.resume_cmd)
     baselines: dict[str, Any] = {}
 
     def before(hosts: list[str]) -> None:

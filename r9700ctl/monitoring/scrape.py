@@ -15,7 +15,8 @@ from typing import Any
 
 import yaml
 
-from r9700ctl.inventory import Inventory
+from r9700ctl.errors import BadInput
+from r9700ctl.inventory import Inventory, InventoryHost
 
 PORT_VARIABLE = "r9700_monitoring_node_exporter_port"
 DEFAULT_JOB = "r9700"
@@ -33,11 +34,28 @@ def _bracketed(address: str) -> str:
     return f"[{address}]" if ":" in address and not address.startswith("[") else address
 
 
+def port_of(host: InventoryHost, default: int, where: str = "") -> int:
+    """The host's node_exporter port as a number. The inventory check has judged a number's range;
+    a Jinja template it leaves to Ansible, which this command does not run: refused here."""
+    value = host.vars.get(PORT_VARIABLE)
+    if value in (None, ""):
+        return default
+    try:
+        return int(str(value))
+    except ValueError:
+        raise BadInput(
+            what=f"{host.name}: {PORT_VARIABLE}={value!r} is not a port number "
+            "(scrape-config reads the inventory without templating it)",
+            where=where,
+            hint=f"set {PORT_VARIABLE} to the port itself, e.g. 9100",
+        ) from None
+
+
 def scrape_config(inventory: Inventory, *, job: str = DEFAULT_JOB, interval: str = "60s") -> dict[str, Any]:
     port = default_port()
     static = [
         {
-            "targets": [f"{_bracketed(host.address)}:{int(host.vars.get(PORT_VARIABLE) or port)}"],
+            "targets": [f"{_bracketed(host.address)}:{port_of(host, port, str(inventory.path))}"],
             "labels": {"instance": host.name},
         }
         for host in inventory.hosts

@@ -160,7 +160,7 @@ def test_validate_local_compare_last_with_nothing_comparable_is_inconclusive_nev
     ("args", "message"),
     [
         (["--compare", "golden"], "--compare golden: no baseline of that name in the history"),
-        (["--save-baseline", "a b"], "baseline name 'a b': use letters, digits"),
+        (["--save-baseline", "a b"], "--save-baseline 'a b': a baseline name uses letters, digits"),
         (["--no-history", "--compare", "last"], "--compare needs the history, and --no-history turns it off"),
         (
             ["--baseline", "x.json", "--compare", "last"],

@@ -158,9 +158,9 @@ def bad_input_cases(tmp: Path) -> list[tuple[str, list[str], str]]:
     case(
         "a value of another role's spec",
         [str(p)],
-        f"{p}:5: node1: r9700_validate_timeout='long' is not a whole number "
-        "(set r9700_validate_timeout to a whole number: seconds the agent may run before it is stopped "
-        "(exit status 124 recorded))",
+        f"{p}:5: node1: r9700_validate_timeout='long' is not a whole number, 1 or more "
+        "(set r9700_validate_timeout to a whole number, 1 or more: seconds the agent may run before it "
+        "is stopped (exit status 124 recorded))",
     )
     p = ini(tmp, GOOD_NODES + "[r9700_nodes:vars]\nr9700_rocm_version=6.3.9\n", "rocm.ini")
     case(

@@ -15,7 +15,14 @@ import pytest
 from history_reports import REPO, recorded
 
 from r9700ctl.history.record import record
-from r9700ctl.history.store import SCHEMA_VERSION, HistoryDamaged, HistoryTooNew, open_history
+from r9700ctl.history.store import (
+    APPLICATION_ID,
+    SCHEMA_VERSION,
+    HistoryDamaged,
+    HistoryTooNew,
+    NotHistory,
+    open_history,
+)
 
 
 def test_a_new_database_is_created_at_the_current_schema_version_in_wal_mode(tmp_path):
@@ -46,6 +53,7 @@ def test_an_older_database_is_migrated_forward_and_keeps_its_rows(tmp_path, monk
 def test_a_database_from_a_newer_r9700ctl_is_refused_not_misread(tmp_path):
     path = tmp_path / "history.db"
     connection = sqlite3.connect(path)
+    connection.execute(f"PRAGMA application_id = {APPLICATION_ID}")  # as every r9700ctl creates it
     connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 5}")
     connection.close()
     with pytest.raises(HistoryTooNew) as caught:
@@ -116,3 +124,62 @@ def test_a_damaged_database_is_one_line_with_its_path_and_the_way_out(tmp_path, 
     assert line.startswith(f"{path}: the history database is damaged or unreadable (")
     assert line.endswith(f"(move it aside (mv {path} {path}.damaged); the next run starts a new one)")
     assert caught.value.exit_code == 3
+
+
+def _empty(path):
+    path.write_bytes(b"")
+
+
+def _another_programs_database(path):
+    connection = sqlite3.connect(path)
+    connection.execute("CREATE TABLE songs (title TEXT)")
+    connection.execute("INSERT INTO songs VALUES ('a')")
+    connection.commit()
+    connection.close()
+
+
+def _another_programs_marked_database(path):
+    """With its own application id and even a table named like one of ours."""
+    connection = sqlite3.connect(path)
+    connection.execute("PRAGMA application_id = 1179603539")
+    connection.execute("CREATE TABLE runs (id TEXT)")
+    connection.commit()
+    connection.close()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [_empty, _another_programs_database, _another_programs_marked_database],
+    ids=["empty file", "another program's SQLite database", "another program's marked database"],
+)
+def test_a_file_r9700ctl_did_not_create_is_refused_and_left_byte_for_byte(tmp_path, make):
+    """Bug pinned: on an empty file or another program's database, open_history added the
+    history's tables to it (and switched it to WAL). It must refuse, writing nothing."""
+    path = tmp_path / "someone-elses.db"
+    make(path)
+    before = path.read_bytes()
+    with pytest.raises(NotHistory) as caught:
+        open_history(path)
+    assert caught.value.exit_code == 64
+    assert caught.value.one_line().startswith(f"not an r9700ctl history: {path} (")
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["someone-elses.db"]  # no -wal, -shm or temp file
+
+
+def test_a_history_of_an_older_r9700ctl_without_an_application_id_is_still_opened_and_marked(tmp_path):
+    """Files written before the application id are known by their tables, then marked."""
+    path = tmp_path / "history.db"
+    with open_history(path) as history:
+        run_id = record(history, recorded("quick.json"), scope="local")
+        history.db.execute("PRAGMA application_id = 0")
+    with open_history(path) as history:
+        assert [r["id"] for r in history.query("SELECT id FROM runs")] == [run_id]
+        assert history.query("PRAGMA application_id")[0][0] == APPLICATION_ID
+
+
+def test_a_new_history_appears_whole_and_leaves_no_temporary_file(tmp_path):
+    path = tmp_path / "state" / "history.db"
+    with open_history(path) as history:
+        assert history.query("PRAGMA application_id")[0][0] == APPLICATION_ID
+        assert history.query("PRAGMA user_version")[0][0] == SCHEMA_VERSION
+    assert not [p.name for p in path.parent.iterdir() if p.name.startswith(".")]

@@ -274,7 +274,10 @@ def test_a_bad_boolean_names_host_value_and_what_is_allowed(tmp_path: Path, role
     "values, converted",
     [
         ({"r9700_expected_gpus": "4"}, {"r9700_expected_gpus": 4}),  # INI and -e give text
-        ({"r9700_known_issue_workarounds_skip": "a,b"}, {"r9700_known_issue_workarounds_skip": ["a", "b"]}),
+        (
+            {"r9700_known_issue_workarounds_skip": "r9700-rccl-72-hang,all"},
+            {"r9700_known_issue_workarounds_skip": ["r9700-rccl-72-hang", "all"]},
+        ),
         ({"r9700_env": '{"A": "1"}'}, {"r9700_env": {"A": "1"}}),
         (
             {"r9700_expected_gpus": "{{ groups['x'] | length }}"},

@@ -225,7 +225,7 @@ def test_an_output_in_a_missing_directory_is_one_line_and_exit_64(tmp_path):
     )
     assert result.returncode == 64
     assert result.stdout == ""
-    assert (
-        result.stderr
-        == f"error: {tmp_path / 'nodir'}: --html: the directory does not exist (create it first)\n"
+    assert result.stderr == (
+        f"error: {tmp_path / 'nodir' / 'a.html'}: --html: directory {tmp_path / 'nodir'} does not exist "
+        "(create the directory first or give another path)\n"
     )

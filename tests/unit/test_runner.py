@@ -346,3 +346,51 @@ def test_an_unreachable_hosts_first_error_is_the_connection_failure_not_the_task
         )
     )
     assert host.first_error == "ssh: connect to host 10.0.0.5 port 22: Connection refused"
+
+
+def test_a_first_run_on_a_fresh_node_prints_no_remote_tmp_warning(
+    tmp_path: Path, inventory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bug pinned: every node of a first provision printed "Module remote_tmp /root/.ansible/tmp did
+    not exist and was created with a mode of 0700": with pipelining, a module needing a scratch
+    directory (get_url here, r9700_repos' key download on a node) creates ~/.ansible/tmp and warns.
+    A fresh home directory plays the fresh node."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    # The controller's own scratch directory is ~/.ansible/tmp too; on a real node they differ.
+    monkeypatch.setenv("ANSIBLE_LOCAL_TEMP", str(tmp_path / "controller-tmp"))
+    for name in ("ANSIBLE_REMOTE_TMP", "ANSIBLE_REMOTE_TEMP", "ANSIBLE_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    source = write(tmp_path / "key.asc", "a key\n")
+    playbook = play(
+        tmp_path,
+        f"""
+        - name: Fetch a file as r9700_repos fetches the signing key
+          ansible.builtin.get_url:
+            url: file://{source}
+            dest: {tmp_path / "fetched.asc"}
+            mode: "0644"
+        """,
+    )
+    result = run_playbook(RunRequest(playbook=playbook, inventory=inventory, runs_dir=tmp_path / "runs"))
+    assert result.status == "successful", result.error
+    assert (tmp_path / "fetched.asc").read_text() == "a key\n"
+    stdout = (result.artifact_dir / "stdout").read_text()
+    assert "remote_tmp" not in stdout and "WARNING" not in stdout, stdout
+
+
+def test_a_remote_tmp_the_user_configured_is_kept(
+    tmp_path: Path, inventory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """r9700ctl picks remote_tmp only where the user did not: their ansible.cfg's value stands."""
+    from r9700ctl.runner import _environment
+
+    for name in ("ANSIBLE_REMOTE_TMP", "ANSIBLE_REMOTE_TEMP", "ANSIBLE_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    request = RunRequest(playbook=tmp_path / "p.yml", inventory=inventory)
+    assert _environment(request)["ANSIBLE_REMOTE_TMP"] == "/tmp"
+    write(tmp_path / "ansible.cfg", "[defaults]\nremote_tmp = /var/tmp/ops\n")
+    assert "ANSIBLE_REMOTE_TMP" not in _environment(request)

@@ -8,6 +8,7 @@ from typing import Any
 
 from r9700ctl.agent.result import CheckResult
 from r9700ctl.manifest import Manifest
+from r9700ctl.preflight.cluster import settings as cluster_settings
 from r9700ctl.preflight.gpus import _visible_devices
 from r9700ctl.preflight.model import Context, Gpu, Resolved, Settings
 from r9700ctl.preflight.registry import register
@@ -25,6 +26,7 @@ def environment(ctx: Context) -> list[CheckResult]:
         ctx.manifest,
         workarounds(ctx),
         p2p_hazards(ctx),
+        ctx.cluster_nic,
     )
 
 
@@ -37,6 +39,7 @@ def _compose_environment(
     manifest: Manifest,
     workarounds: dict[str, tuple[str, str, str]],
     p2p_hazards: list[Any],
+    cluster_nic: Any = None,
 ) -> list[CheckResult]:
     """THE environment list (r9700ctl/envlist.py): its checks here, its entries for r9700_env."""
     from r9700ctl import envlist, nodeenv  # both import this module's Gpu
@@ -51,6 +54,8 @@ def _compose_environment(
         rocm_version=res.rocm_version,
         known_issue_workarounds=workarounds,
         p2p_hazards=p2p_hazards,
+        cluster_interface=cluster_nic.interface if cluster_nic is not None else "",
+        cluster=cluster_settings(host_vars),
     )
     plan = envlist.compose(knobs, target)
     res.environment = plan.to_dicts()

@@ -219,6 +219,7 @@ class Context:
     settings: Settings
     res: Resolved
     gpus: list[Gpu] = field(default_factory=list)
+    cluster_nic: Any = None  # the node's NIC in r9700_cluster_network (cluster.py), when set
 
     @property
     def discrete(self) -> list[Gpu]:

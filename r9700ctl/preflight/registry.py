@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 CheckFn = Callable[["Context"], "list[CheckResult]"]
 # Every family of checks, imported by `load()` so each registers itself.
-FAMILIES = ("system", "gpus", "release", "kernel", "driver", "power", "environment")
+FAMILIES = ("system", "gpus", "release", "kernel", "driver", "power", "cluster", "environment")
 
 
 @dataclass(frozen=True)

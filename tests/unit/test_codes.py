@@ -121,12 +121,20 @@ def test_every_code_the_manifest_names_is_catalogued():
     assert named - set(codes.load()) == set()
 
 
+# Codes catalogued and given by no judge yet, each with why (the catalogue is append-only: a code
+# once shipped is never removed, so one nobody gives must be named here, not silently kept).
+RESERVED = {
+    "CLUSTER_PHASE_TIMEOUT": "issue 21's record for a phase its wall clock stopped; no judge gives it yet",
+}
+
+
 def test_every_catalogued_code_is_used_somewhere():
-    """The catalogue is append-only, so a code is never removed; one nobody gives is a typo's twin."""
+    """A code nobody gives is a typo's twin (or a judge that lost it); only RESERVED ones may be."""
     text = "\n".join(p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py"))
     text += (PACKAGE / "data/manifest.yaml").read_text()
     unused = [c for c in codes.load() if not re.search(rf"\b{c}\b", text)]
-    assert unused == []
+    assert sorted(set(unused) - set(RESERVED)) == []
+    assert set(RESERVED) <= set(codes.load())
 
 
 def test_docs_codes_is_the_catalogue_rendered():
@@ -173,3 +181,13 @@ def test_explain_without_a_code_lists_every_code():
     result = run_cli("explain")
     assert result.exit_code == 0
     assert len(result.output.splitlines()) == len(codes.load())
+
+
+def test_every_cluster_code_the_source_names_is_in_the_catalogue():
+    """Bug it guards: a verdict whose code has no record would show no next step (KeyError at run
+    time). The cluster judges name their codes as string constants in tables too (issue 21)."""
+    named = {
+        m for path in PACKAGE.rglob("*.py") for m in re.findall(r'"(CLUSTER_[A-Z_]+)"', path.read_text())
+    }
+    assert named, "the cluster judges name their codes"
+    assert sorted(named - set(codes.load())) == []

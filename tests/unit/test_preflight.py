@@ -1116,6 +1116,7 @@ def test_preflight_is_a_package_of_families_whose_checks_register_in_dependency_
         "driver",
         "power",
         "runtime",
+        "cluster",
         "environment",
         "known_issues",
     ]

@@ -2,7 +2,7 @@
 
 Per host, in parallel threads: the SSH checks of sshcheck.py (resolve, connect, host key, login,
 shell, sudo, python3), then the preflight that the r9700_preflight role runs: nodefacts.py is streamed
-to the node's python3 over the same SSH session and its JSON facts are judged by preflight.py on this
+to the node's python3 over the same SSH session and its JSON facts are judged by r9700ctl/preflight/ on this
 machine. One implementation for both, so the doctor and the role cannot drift apart.
 
 Library code: progress goes through a callback, nothing is printed.
@@ -246,7 +246,7 @@ def _checks_once_logged_in(
 def run_preflight(
     session: sshcheck.Session, host_vars: Mapping[str, Any], as_root: bool
 ) -> tuple[list[CheckResult], dict[str, Any]]:
-    """Stream nodefacts.py to the node's python3, then judge its JSON facts with preflight.py.
+    """Stream nodefacts.py to the node's python3, then judge its JSON facts with r9700ctl/preflight.
 
     Returns the checks and what preflight resolved (ROCm release, suite, gfx targets). As the role's
     preflight does, apt's package lists are refreshed first (r9700_preflight_apt_update, default

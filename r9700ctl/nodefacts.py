@@ -3,7 +3,7 @@
 Run remotely as ``python3 - <ARGS> < nodefacts.py``: the script arrives on stdin and
 ARGS is one base64-encoded JSON object (see `invocation()`); it prints one JSON document
 on stdout and always exits 0, putting what it could not read into ``errors``. It judges
-nothing: r9700ctl/preflight.py does that on the controller, for the provisioning role
+nothing: r9700ctl/preflight/ does that on the controller, for the provisioning role
 (r9700_preflight) and for ``r9700ctl doctor`` alike.
 
 Arguments (all optional):

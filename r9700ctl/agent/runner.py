@@ -13,6 +13,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -96,20 +97,19 @@ def previous_run_results(previous: Interrupted | None) -> list[CheckResult]:
         "previous_boot_id": previous.boot_id,
         "open_steps": previous.open_steps,
     }
+    verdict = partial(
+        CheckResult,
+        id="node.previous_run_interrupted",
+        subject="node",
+        metric="unfinished_step",
+        evidence=evidence,
+    )
     if step is None:
         what = "rebooted between steps" if previous.rebooted else "was stopped between steps"
+        said = f"the previous {previous.level} run ({previous.started}) {what}"
+        hint = f"{said}; rerun the level to get complete figures"
         return [
-            CheckResult(
-                id="node.previous_run_interrupted",
-                subject="node",
-                status=WARN,
-                metric="unfinished_step",
-                threshold="the previous run finished",
-                hint=f"the previous {previous.level} run ({previous.started}) "
-                f"{what}; rerun the level to get complete figures",
-                evidence=evidence,
-                code="RUN_INTERRUPTED",
-            )
+            verdict(status=WARN, threshold="the previous run finished", hint=hint, code="RUN_INTERRUPTED")
         ]
     name = str(step.get("step", "?"))
     gpu_list = ",".join(str(g) for g in step.get("gpus", [])) or "-"
@@ -122,32 +122,15 @@ def previous_run_results(previous: Interrupted | None) -> list[CheckResult]:
             if p2p_like
             else f"the node died or was reset while {where} ran"
         )
-        hint = codes.hint(code, said)
-        return [
-            CheckResult(
-                id="node.previous_run_interrupted",
-                subject="node",
-                status=FAIL,
-                metric="unfinished_step",
-                value=name,
-                threshold="the previous run finished (or the host survived it)",
-                hint=hint,
-                evidence=evidence,
-                code=code,
-            )
-        ]
+        threshold = "the previous run finished (or the host survived it)"
+        return [verdict(status=FAIL, value=name, threshold=threshold, hint=codes.hint(code, said), code=code)]
+    hint = (
+        f"the previous agent was killed during {where} (same boot): a watchdog or a person stopped it; "
+        "rerun the level"
+    )
     return [
-        CheckResult(
-            id="node.previous_run_interrupted",
-            subject="node",
-            status=WARN,
-            metric="unfinished_step",
-            value=name,
-            threshold="the previous run finished",
-            hint=f"the previous agent was killed during {where} (same boot): "
-            "a watchdog or a person stopped it; rerun the level",
-            evidence=evidence,
-            code="RUN_INTERRUPTED",
+        verdict(
+            status=WARN, value=name, threshold="the previous run finished", hint=hint, code="RUN_INTERRUPTED"
         )
     ]
 

@@ -26,6 +26,7 @@ from them:
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 from typing import Any
 
 from r9700ctl.agent import codes, power
@@ -369,23 +370,19 @@ def _power_cap(ctx: AgentContext, index: int, telemetry: dict) -> list[CheckResu
     # it is held against that policy instead of the board default.
     policy, _ = power.load_policy(ctx.root)
     wanted = policy.caps_w.get(ctx.gpu(index).pci_address or "") if policy else None
+    verdict = partial(
+        CheckResult, id="compute.power_cap", subject=f"gpu{index}", metric="power_cap", value=round(cap, 1)
+    )
+    verdict = partial(verdict, unit="W")
     if wanted is not None:
         applied = abs(cap - wanted) <= 1.0
+        said = f"r9700_power set {wanted:g} W for this card but {cap:g} W is in force"
+        note = f"cap {cap:.0f} W set by r9700_power (board default {default:.0f} W)"
         return [
-            CheckResult(
-                id="compute.power_cap",
-                subject=f"gpu{index}",
+            verdict(
                 status=PASS if applied else WARN,
-                metric="power_cap",
-                value=round(cap, 1),
-                unit="W",
                 threshold=f"= {wanted:g} W set by r9700_power (WARN otherwise)",
-                hint=f"cap {cap:.0f} W set by r9700_power (board default {default:.0f} W)"
-                if applied
-                else codes.hint(
-                    power_check.CAP_NOT_APPLIED,
-                    f"r9700_power set {wanted:g} W for this card but {cap:g} W is in force",
-                ),
+                hint=note if applied else codes.hint(power_check.CAP_NOT_APPLIED, said),
                 evidence={
                     "power_cap_w": cap,
                     "power_cap_default_w": default,
@@ -395,20 +392,12 @@ def _power_cap(ctx: AgentContext, index: int, telemetry: dict) -> list[CheckResu
             )
         ]
     lowered = cap < default * float(ctx.threshold("compute.power_cap_min_fraction_of_default"))
+    said = f"power cap {cap:.0f} W is below the board default {default:.0f} W"
     return [
-        CheckResult(
-            id="compute.power_cap",
-            subject=f"gpu{index}",
+        verdict(
             status=WARN if lowered else PASS,
-            metric="power_cap",
-            value=round(cap, 1),
-            unit="W",
             threshold=f">= board default {default:.0f} W (WARN below)",
-            hint=codes.hint(
-                POWER_CAP_LOWERED, f"power cap {cap:.0f} W is below the board default {default:.0f} W"
-            )
-            if lowered
-            else "",
+            hint=codes.hint(POWER_CAP_LOWERED, said) if lowered else "",
             evidence={
                 "power_cap_w": cap,
                 "power_cap_default_w": default,

@@ -19,6 +19,7 @@ power of every GPU sampled at >= 10 Hz (kernels/power.py), then judged:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from r9700ctl.agent import codes, power, stats, thermal
@@ -147,45 +148,29 @@ def _sampling(
         "timeline": timeline(samples),
     }
     threshold = f">= {hz_min:g} Hz per GPU ({ctx.threshold_text('power.sample_hz_min')})"
-    if not sampler.get("source") or not rates:
-        return CheckResult(
-            id="power.sampling",
-            subject="node",
-            status=INCONCLUSIVE,
-            metric="sample_rate_hz",
-            unit="Hz",
-            threshold=threshold,
-            hint="no power telemetry on this node (amdgpu hwmon, NVML or nvidia-smi): nothing of the power "
-            "phase can be judged",
-            evidence=evidence,
-            code="TELEMETRY_MISSING",
-        )
-    slowest = min(rates.values())
-    if slowest < hz_min:
-        return CheckResult(
-            id="power.sampling",
-            subject="node",
-            status=INCONCLUSIVE,
-            metric="sample_rate_hz",
-            value=round(slowest, 1),
-            unit="Hz",
-            threshold=threshold,
-            hint=f"power sampled at {slowest:.1f} Hz, below {hz_min:g} Hz: short peaks fall between "
-            "samples, so "
-            "the peaks are not judged (a slow sysfs or NVML read; fewer GPUs per run reads faster)",
-            evidence=evidence,
-            code="POWER_SAMPLING_SLOW",
-        )
-    return CheckResult(
+    verdict = partial(
+        CheckResult,
         id="power.sampling",
         subject="node",
-        status=PASS,
         metric="sample_rate_hz",
-        value=round(slowest, 1),
         unit="Hz",
         threshold=threshold,
-        evidence=evidence,
     )
+    verdict = partial(verdict, evidence=evidence)
+    if not sampler.get("source") or not rates:
+        said = (
+            "no power telemetry on this node (amdgpu hwmon, NVML or nvidia-smi): nothing of the power "
+            "phase can be judged"
+        )
+        return verdict(status=INCONCLUSIVE, hint=said, code="TELEMETRY_MISSING")
+    slowest = min(rates.values())
+    if slowest < hz_min:
+        said = (
+            f"power sampled at {slowest:.1f} Hz, below {hz_min:g} Hz: short peaks fall between samples, so "
+            "the peaks are not judged (a slow sysfs or NVML read; fewer GPUs per run reads faster)"
+        )
+        return verdict(status=INCONCLUSIVE, value=round(slowest, 1), hint=said, code="POWER_SAMPLING_SLOW")
+    return verdict(status=PASS, value=round(slowest, 1))
 
 
 def _node_totals(ctx: AgentContext, samples: list[Mapping[str, Any]]) -> list[tuple[float, float]]:

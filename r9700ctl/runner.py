@@ -38,7 +38,7 @@ from typing import Any
 
 from r9700ctl.agent.atomic import write_atomic
 from r9700ctl.errors import CannotRun
-from r9700ctl.paths import content_dir, state_dir
+from r9700ctl.paths import collections_path, state_dir
 
 OK = "OK"
 CHANGED = "CHANGED"
@@ -75,7 +75,9 @@ _STAT_KEYS = {
 
 @dataclass
 class RunRequest:
-    playbook: Path
+    # A playbook of the collection by its fully qualified name (paths.playbook: r9700ctl.nodes.provision),
+    # or a playbook file.
+    playbook: str | Path
     inventory: Path
     limit: str | None = None
     check: bool = False
@@ -262,7 +264,7 @@ def _start(
     return ansible_runner.run_async(
         private_data_dir=str(run_dir),
         ident=ARTIFACT_IDENT,
-        playbook=str(Path(request.playbook).resolve()),
+        playbook=_playbook_argument(request.playbook),
         inventory=str(Path(request.inventory).resolve()),
         limit=request.limit or None,
         forks=request.forks,
@@ -270,7 +272,7 @@ def _start(
         tags=",".join(request.tags) or None,
         skip_tags=",".join(request.skip_tags) or None,
         extravars=dict(request.extra_vars) or None,
-        envvars=_environment(request),
+        envvars=_environment(request, run_dir),
         cmdline=_cmdline(request) or None,
         passwords={BECOME_PROMPT: request.become_password} if request.become_password else None,
         settings={"pexpect_timeout": PEXPECT_TIMEOUT_S},
@@ -490,14 +492,21 @@ def _new_run_dir(runs_dir: Path, started_at: datetime) -> Path:
     raise RuntimeError(f"cannot create a run directory under {runs_dir}")
 
 
-def _environment(request: RunRequest) -> dict[str, str]:
-    roles = str(content_dir("roles"))
-    if os.environ.get("ANSIBLE_ROLES_PATH"):
-        roles += os.pathsep + os.environ["ANSIBLE_ROLES_PATH"]
+def _playbook_argument(playbook: str | Path) -> str:
+    """ansible-playbook's argument: a collection playbook's name as it is, a file by its absolute path."""
+    return playbook if isinstance(playbook, str) else str(Path(playbook).resolve())
+
+
+def _environment(request: RunRequest, run_dir: Path) -> dict[str, str]:
+    # This installation's collection first (the roles, plugins and playbooks by their r9700ctl.nodes
+    # names); the user's own collections path after it, for whatever else their ansible.cfg loads.
+    collections = str(collections_path(run_dir / "collections"))
+    if os.environ.get("ANSIBLE_COLLECTIONS_PATH"):
+        collections += os.pathsep + os.environ["ANSIBLE_COLLECTIONS_PATH"]
     env = {
         # ansible-playbook from the same environment as this Python (a venv is not always on PATH).
         "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", os.defpath),
-        "ANSIBLE_ROLES_PATH": roles,
+        "ANSIBLE_COLLECTIONS_PATH": collections,
         "ANSIBLE_PIPELINING": "True",
         # The contract: SSH host keys are checked, whatever the shell environment says.
         "ANSIBLE_HOST_KEY_CHECKING": "True",
@@ -571,7 +580,7 @@ def _cmdline(request: RunRequest) -> str:
 def _request_record(request: RunRequest) -> dict[str, Any]:
     record = asdict(request)
     for key in ("playbook", "inventory", "runs_dir"):
-        if record[key] is not None:
+        if record[key] is not None and not (key == "playbook" and isinstance(request.playbook, str)):
             record[key] = str(Path(record[key]).resolve())
     record["become_password"] = "<redacted>" if request.become_password else None
     record["envvars"] = _redacted_env(request.envvars)

@@ -1,4 +1,4 @@
-"""One phase on many nodes: playbooks/validate-cluster.yml (the r9700_validate role's cluster tasks).
+"""One phase on many nodes: playbooks/validate_cluster.yml (the r9700_validate role's cluster tasks).
 
 The plans go in as an extra variable (inventory_hostname -> plan); each node's results come back
 under DEST/<phase>/<host>.json, .agent.json (exit status, runtime, output tail) and .routes.json.
@@ -46,7 +46,7 @@ class Launcher:
         dest = self.reports_dir / label
         dest.mkdir(parents=True, exist_ok=True)
         request = runner.RunRequest(
-            playbook=paths.playbook("validate-cluster.yml"),
+            playbook=paths.playbook("validate_cluster.yml"),
             inventory=self.inventory,
             limit=",".join(sorted(plans)),
             forks=max(1, min(len(plans), MAX_FORKS)),

@@ -2,7 +2,7 @@
 
 1. Bad options are refused before any host is contacted (BadInput, exit 64): an unknown
    release, a batch larger than the inventory, a fail percentage outside 0..100.
-2. Plan (playbooks/lifecycle-plan.yml, read only): each node's state files and /dev/kfd
+2. Plan (playbooks/lifecycle_plan.yml, read only): each node's state files and /dev/kfd
    holders; for upgrade, what r9700_preflight resolves for --rocm. A downgrade without
    --allow-downgrade is refused here (exit 64, nothing changed); so is a rollback of a node
    without state.prev.json. --check stops here and returns the plan.
@@ -207,7 +207,7 @@ def make_plans(
     )
     result = runner.run_playbook(
         runner.RunRequest(
-            playbook=paths.playbook("lifecycle-plan.yml"),
+            playbook=paths.playbook("lifecycle_plan.yml"),
             inventory=options.inventory,
             limit=options.limit,
             forks=max(1, min(len(hosts), MAX_FORKS)),
@@ -316,13 +316,13 @@ def validation(options: LifecycleOptions, hosts: list[str]) -> Any:
 
 
 def move_kernel(options: LifecycleOptions, hosts: list[str], progress: Progress) -> dict[str, StepResult]:
-    """playbooks/kernel-upgrade.yml: kernel, headers and the amdgpu DKMS build, checked before a reboot."""
+    """playbooks/kernel_upgrade.yml: kernel, headers and the amdgpu DKMS build, checked before a reboot."""
     from r9700ctl import paths, runner
 
     progress(f"moving {', '.join(hosts)} to the newest kernel of their line")
     result = runner.run_playbook(
         runner.RunRequest(
-            playbook=paths.playbook("kernel-upgrade.yml"),
+            playbook=paths.playbook("kernel_upgrade.yml"),
             inventory=options.inventory,
             limit=",".join(hosts),
             forks=max(1, min(len(hosts), MAX_FORKS)),
@@ -435,7 +435,7 @@ def resume(options: LifecycleOptions, hosts: list[str], progress: Progress) -> d
 
     result = runner.run_playbook(
         runner.RunRequest(
-            playbook=paths.playbook("lifecycle-resume.yml"),
+            playbook=paths.playbook("lifecycle_resume.yml"),
             inventory=options.inventory,
             limit=",".join(hosts),
             forks=max(1, min(len(hosts), MAX_FORKS)),

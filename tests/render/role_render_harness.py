@@ -26,21 +26,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import collection_plugins
 import yaml
 from ansible.errors import AnsibleValueOmittedError
 from ansible.parsing.dataloader import DataLoader
-from ansible.plugins.loader import filter_loader, init_plugin_loader
 from ansible.template import Templar, trust_as_template
 
 from r9700ctl import manifest as manifest_module
-from r9700ctl import nodefacts, preflight
+from r9700ctl import nodefacts, paths, preflight
 from r9700ctl.agent.result import one_line
 
 ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
-init_plugin_loader()  # as ansible-playbook starts: ansible.builtin.* plugins (the template lookup) resolve
-# Roles' own filters (r9700_power_plan), found the way ansible-playbook finds them beside a role.
-for _filters in sorted(ROLES_DIR.glob("*/filter_plugins")):
-    filter_loader.add_directory(str(_filters))
+# As ansible-playbook starts under r9700ctl: ansible.builtin.* plugins (the template lookup) and the
+# collection r9700ctl.nodes (its filters, r9700ctl.nodes.r9700_power_plan ...) resolve.
+collection_plugins.configure()
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 PROVISIONING = [
     "r9700_preflight",
@@ -175,7 +174,8 @@ def host_context(
             "ansible_distribution": distro,
             "ansible_os_family": "Debian",
             "ansible_check_mode": False,
-            "ansible_play_role_names": list(PROVISIONING),
+            # As Ansible names a collection's roles in a play: fully qualified (Role.get_name()).
+            "ansible_play_role_names": [f"{paths.COLLECTION}.{role}" for role in PROVISIONING],
             "ansible_facts": {"processor_nproc": 16, "env": {"SUDO_USER": "r9700"}},
         }
     )
@@ -273,7 +273,7 @@ class RoleRender:
             return
         if inherited:
             task = {**task, "vars": {**inherited, **(task.get("vars") or {})}}
-        module = next(k for k in task if k.startswith("ansible.builtin.") or k == "r9700_preflight")
+        module = next(k for k in task if k.startswith(("ansible.builtin.", f"{paths.COLLECTION}.")))
         args = task[module]
         task_vars = task.get("vars") or {}
         if module == "ansible.builtin.include_vars":

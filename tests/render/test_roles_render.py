@@ -351,11 +351,17 @@ def test_a_changed_driver_records_a_reboot_reason_only_where_runtime_steps_run()
     assert unchanged.task("Configure | Record why this node needs a reboot").skipped
 
 
-def test_the_driver_reboots_itself_only_when_r9700_kernel_is_not_in_the_play():
-    """One reboot per play: r9700_kernel reboots once for both roles' reasons."""
+@pytest.mark.parametrize(
+    "prefix", ["r9700ctl.nodes.", ""], ids=["roles-by-fully-qualified-name", "roles-by-short-name"]
+)
+def test_the_driver_reboots_itself_only_when_r9700_kernel_is_not_in_the_play(prefix: str):
+    """One reboot per play: r9700_kernel reboots once for both roles' reasons. The collection's
+    playbooks name the roles fully qualified, and so does Ansible's ansible_play_role_names
+    (r9700ctl.nodes.r9700_kernel): a check for the short name alone rebooted twice."""
     ctx = context()
+    ctx["ansible_play_role_names"] = [f"{prefix}{role}" for role in ("r9700_driver", "r9700_kernel")]
     assert RoleRender("r9700_driver", ctx, driver_registered()).run().task("Reboot | Reboot now").skipped
-    ctx["ansible_play_role_names"] = ["r9700_preflight", "r9700_driver"]
+    ctx["ansible_play_role_names"] = [f"{prefix}r9700_preflight", f"{prefix}r9700_driver"]
     assert not RoleRender("r9700_driver", ctx, driver_registered()).run().task("Reboot | Reboot now").skipped
 
 
@@ -812,7 +818,8 @@ def test_a_changed_drop_in_hands_its_reason_to_the_one_reboot_step():
     kernel = RoleRender("r9700_kernel", context(), {"__r9700_kernel_dropin": {"changed": True}}).run()
     assert "Regenerate the GRUB configuration" in kernel.notified
     include = kernel.task("Reboot | Reboot once")
-    assert include.args["tasks_from"] == "reboot.yml" and include.args["name"] == "r9700_driver"
+    assert include.args["tasks_from"] == "reboot.yml"
+    assert include.args["name"] == "r9700ctl.nodes.r9700_driver"
 
 
 # -- r9700_preflight -----------------------------------------------------------------------------
@@ -820,7 +827,7 @@ def test_a_changed_drop_in_hands_its_reason_to_the_one_reboot_step():
 
 def test_the_preflight_task_hands_the_inventory_values_to_the_judge():
     task = RoleRender("r9700_preflight", context()).run().task("Preflight | Judge the node")
-    assert task.module == "r9700_preflight"
+    assert task.module == "r9700ctl.nodes.r9700_preflight"
     assert task.args["rocm_version"] == "7.1.1"
     assert "lab_pci_devices" not in task.args  # lab nodes present their machine in sysfs
     assert task.args["apt_lock_timeout"] == 600 and task.args["driver_source"] == "dkms"

@@ -26,7 +26,7 @@ NODE_RECORD_PLAY = """\
   hosts: "{{ r9700_group }}"
   gather_facts: true
   roles:
-    - role: r9700_node_record
+    - role: r9700ctl.nodes.r9700_node_record
       tags: [r9700_node_record]
 """
 
@@ -456,16 +456,16 @@ def test_json_to_stdout_is_the_document_alone(local_node: dict[str, Path]) -> No
 
 
 def test_the_installed_provision_playbook_passes_ansible_syntax_check(tmp_path: Path) -> None:
-    """provision.yml is what users run: it must parse, with the installed roles path."""
+    """provision.yml is what users run: it must parse, by its name in the installed collection."""
     import subprocess
 
     inventory = write(tmp_path / "inv.ini", "[r9700_nodes]\nnode1 ansible_connection=local\n")
     env = {
         "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
-        "ANSIBLE_ROLES_PATH": str(paths.content_dir("roles")),
+        "ANSIBLE_COLLECTIONS_PATH": str(paths.collections_path(tmp_path / "collections")),
     }
     done = subprocess.run(
-        ["ansible-playbook", "--syntax-check", "-i", str(inventory), str(paths.playbook("provision.yml"))],
+        ["ansible-playbook", "--syntax-check", "-i", str(inventory), paths.playbook("provision.yml")],
         capture_output=True,
         text=True,
         env=env,
@@ -571,8 +571,8 @@ def test_the_become_password_is_asked_only_after_the_inventory_passed(
 
 
 def pci_devices_module() -> Any:
-    """The role's r9700_pci_devices module, loaded from the shipped role."""
-    module_path = paths.content_dir("roles") / "r9700_node_record" / "library" / "r9700_pci_devices.py"
+    """The collection's r9700_pci_devices module (node side: no collection imports), loaded from its file."""
+    module_path = paths.content_dir("plugins") / "modules" / "r9700_pci_devices.py"
     spec = importlib.util.spec_from_file_location("r9700_pci_devices", module_path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -586,7 +586,7 @@ def test_the_display_pci_devices_are_read_from_a_sysfs_tree(
     """The node record's module reads sysfs under a root it is given: a fake tree stands in here.
     Every display-class function counts (whoever made it); audio and bridges do not."""
 
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # no __pycache__ inside the shipped role
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # no __pycache__ inside the shipped collection
     module = pci_devices_module()
 
     devices = tmp_path / "sys" / "bus" / "pci" / "devices"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import grp
-import importlib.util
 import json
 import os
 import shlex
@@ -16,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import collection_plugins
 import pytest
 from ansible.errors import AnsibleFilterError
 
@@ -24,17 +24,7 @@ WRAPPER = ROLE / "files" / "r9700-run"
 IMAGE = "rocm/pytorch:rocm7.1.1_ubuntu24.04_py3.12_pytorch_release_2.9.1"
 
 
-def _filter():
-    spec = importlib.util.spec_from_file_location(
-        "r9700_containers_filter", ROLE / "filter_plugins" / "r9700_containers.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module.r9700_docker_daemon_json
-
-
-merge = _filter()
+merge = collection_plugins.plugin("filter", "r9700_containers").r9700_docker_daemon_json
 
 
 # -- daemon.json ---------------------------------------------------------------------------------

@@ -391,6 +391,38 @@ def test_a_remote_tmp_the_user_configured_is_kept(
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
     request = RunRequest(playbook=tmp_path / "p.yml", inventory=inventory)
-    assert _environment(request)["ANSIBLE_REMOTE_TMP"] == "/tmp"
+    assert _environment(request, tmp_path)["ANSIBLE_REMOTE_TMP"] == "/tmp"
     write(tmp_path / "ansible.cfg", "[defaults]\nremote_tmp = /var/tmp/ops\n")
-    assert "ANSIBLE_REMOTE_TMP" not in _environment(request)
+    assert "ANSIBLE_REMOTE_TMP" not in _environment(request, tmp_path)
+
+
+def test_a_collection_playbook_runs_from_this_installation_even_where_the_user_has_another_copy(
+    tmp_path: Path, inventory: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """r9700ctl runs its collection's playbooks by name (r9700ctl.nodes.collect): the copy it runs is
+    the one installed with it, ahead of an r9700ctl.nodes in the user's ANSIBLE_COLLECTIONS_PATH (an
+    older release installed with ansible-galaxy), which stays on the path after it."""
+    from r9700ctl import paths
+
+    theirs = tmp_path / "their-collections"
+    old = theirs / "ansible_collections" / "r9700ctl" / "nodes"
+    write(old / "galaxy.yml", "namespace: r9700ctl\nname: nodes\nversion: 0.0.1\n")
+    write(
+        old / "playbooks" / "collect.yml",
+        "- name: Old copy\n  hosts: all\n  gather_facts: false\n  tasks:\n"
+        "    - name: The user's old copy ran\n      ansible.builtin.fail:\n        msg: old copy\n",
+    )
+    monkeypatch.setenv("ANSIBLE_COLLECTIONS_PATH", str(theirs))
+    result = run_playbook(
+        RunRequest(playbook=paths.playbook("collect.yml"), inventory=inventory, runs_dir=tmp_path / "runs")
+    )
+    # r9700_collect's own first check: r9700_collect_dest was not given.
+    assert result.hosts["localhost"].first_error.startswith(
+        "Preflight | Ensure the bundle destination is an absolute path on the controller.: "
+        "r9700_collect_dest must be an absolute directory on the controller"
+    ), result.hosts["localhost"].first_error
+    command = json.loads((result.artifact_dir / "command").read_text())
+    assert "r9700ctl.nodes.collect" in command["command"]
+    ours, user = command["env"]["ANSIBLE_COLLECTIONS_PATH"].split(os.pathsep)
+    assert (Path(ours) / "ansible_collections/r9700ctl/nodes").resolve() == paths.collection_root()
+    assert user == str(theirs)

@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.r9700ctl.nodes.plugins.plugin_utils.r9700ctl_package import require
 
 # Lists where every entry counts: the operator's entries are kept and ours appended.
 UNION_KEYS = ("registry-mirrors", "insecure-registries")
@@ -87,20 +88,20 @@ def r9700_container_environment(
     it sees (r9700ctl.envlist.container_visible_devices); all of /dev/dri, or CDI's amd.com/gpu=all
     (every GPU bound to amdgpu: ROCm/container-toolkit internal/amdgpu), keep the host's numbers.
     """
-    from r9700ctl.envlist import VISIBLE, container_visible_devices
-
+    (envlist,) = require(AnsibleFilterError, "r9700ctl.envlist")
+    visible = envlist.VISIBLE
     entries = [dict(e) for e in environment or []]
     if gpu_access == "cdi" or render_nodes != "gpus":
         return entries
     addresses = [str(g["address"]) for g in gpus or []]
     seen = [str(g["address"]) for g in gpus or [] if g.get("discrete")]
     for entry in entries:
-        if entry.get("name") == VISIBLE:
+        if entry.get("name") == visible:
             host = str(entry["value"])
-            entry["value"] = container_visible_devices(host, addresses, seen)
+            entry["value"] = envlist.container_visible_devices(host, addresses, seen)
             seen_text = "as the container sees only the cards"
             entry["reason"] = f"{entry.get('reason', '')}; {host} on the host, {seen_text}"
-    return [e for e in entries if not (e.get("name") == VISIBLE and e["value"] == "")]
+    return [e for e in entries if not (e.get("name") == visible and e["value"] == "")]
 
 
 def r9700_cdi_spec_check(

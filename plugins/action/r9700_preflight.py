@@ -15,6 +15,7 @@ import time
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible_collections.r9700ctl.nodes.plugins.plugin_utils.r9700ctl_package import require
 
 # The action's own parameters. The r9700_* values it passes on are "raw" here: their types and
 # choices live once, in the roles' meta/argument_specs.yml, which Ansible checks when the role
@@ -83,15 +84,15 @@ class ActionModule(ActionBase):
         del tmp
         task_vars = task_vars or {}
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        try:
-            from r9700ctl import manifest as manifest_module
-            from r9700ctl import nodeenv, nodefacts, preflight
-            from r9700ctl.agent.result import one_line
-        except ImportError as exc:
-            raise AnsibleActionFail(
-                f"r9700ctl is not importable by this ansible-playbook's Python ({exc}): run the playbook "
-                "through `r9700ctl provision`, or install r9700ctl into the same Python as Ansible"
-            ) from exc
+        manifest_module, nodeenv, nodefacts, preflight, result_module = require(
+            AnsibleActionFail,
+            "r9700ctl.manifest",
+            "r9700ctl.nodeenv",
+            "r9700ctl.nodefacts",
+            "r9700ctl.preflight",
+            "r9700ctl.agent.result",
+        )
+        one_line = result_module.one_line
 
         host = task_vars.get("inventory_hostname", "this host")
         # The lock wait is needed before the judge runs: take it as the spec converts it.

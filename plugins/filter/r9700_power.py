@@ -2,7 +2,7 @@
 range in `amd-smi static --json`, and the node's policy file (r9700ctl/agent/power.py).
 
 Runs on the controller, like r9700_preflight's action plugin: r9700ctl must be importable by
-Ansible's Python (`r9700ctl provision` makes sure of it).
+Ansible's Python (plugin_utils/r9700ctl_package.py says so in one line when it is not).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.r9700ctl.nodes.plugins.plugin_utils.r9700ctl_package import require
 
 
 def r9700_power_plan(
@@ -19,11 +20,7 @@ def r9700_power_plan(
 
     `static` is the registered result of `amd-smi static --json` (skipped when no cap is set).
     """
-    try:
-        from r9700ctl.agent import power
-        from r9700ctl.agent.parsers import amdsmi
-    except ImportError as exc:  # pragma: no cover - a broken install
-        raise AnsibleFilterError(f"r9700ctl is not importable by Ansible's Python ({exc})") from exc
+    power, amdsmi = require(AnsibleFilterError, "r9700ctl.agent.power", "r9700ctl.agent.parsers.amdsmi")
 
     node_cap, caps_by_gpu, problems = power.parse_caps(cap_w, by_gpu)
     psu_list, psu_problems = power.parse_psus(psus)

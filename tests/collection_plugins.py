@@ -12,6 +12,8 @@ import atexit
 import functools
 import importlib
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from types import ModuleType
@@ -42,3 +44,44 @@ def plugin(kind: str, name: str) -> ModuleType:
 
     configure()
     return importlib.import_module(f"ansible_collections.{paths.COLLECTION}.plugins.{kind}.{name}")
+
+
+def ansible_tool(name: str) -> str:
+    """An Ansible command of this Python's environment (a venv is not always on PATH)."""
+    return str(Path(sys.executable).with_name(name))
+
+
+def build(out: Path) -> Path:
+    """`ansible-galaxy collection build` of this checkout into `out`; the tarball."""
+    from r9700ctl import paths
+
+    done = subprocess.run(
+        [ansible_tool("ansible-galaxy"), "collection", "build", "--output-path", str(out)],
+        cwd=paths.collection_root(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (tarball,) = out.glob("r9700ctl-nodes-*.tar.gz")
+    return tarball
+
+
+def install(tarball: Path, collections: Path) -> Path:
+    """`ansible-galaxy collection install --offline` of `tarball` into `collections`; its directory."""
+    done = subprocess.run(
+        [
+            ansible_tool("ansible-galaxy"),
+            "collection",
+            "install",
+            "--offline",
+            "-p",
+            str(collections),
+            str(tarball),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return collections / "ansible_collections" / "r9700ctl" / "nodes"

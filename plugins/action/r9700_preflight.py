@@ -83,7 +83,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         del tmp
         task_vars = task_vars or {}
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]  # (validator result, arguments)
         manifest_module, nodeenv, nodefacts, preflight, result_module = require(
             AnsibleActionFail,
             "r9700ctl.manifest",

@@ -9,8 +9,6 @@ their machine in sysfs too (r9700ctl/lab/machine.py), so there is one way to rea
 
 from __future__ import annotations
 
-import os
-
 DOCUMENTATION = r"""
 module: r9700_pci_devices
 short_description: List the display-class PCI devices (GPUs) of a node
@@ -23,7 +21,17 @@ options:
     description: Root of the sysfs tree to read (tests point it at a fake tree).
     type: path
     default: /sys
-author: r9700ctl
+author: r9700ctl maintainers (!UNKNOWN)
+"""
+
+EXAMPLES = r"""
+- name: Read the display-class PCI devices (GPUs) of the node
+  r9700ctl.nodes.r9700_pci_devices: {}
+  register: pci
+
+- name: Count the AMD ones
+  ansible.builtin.debug:
+    msg: "{{ pci.devices | selectattr('vendor', 'equalto', '0x1002') | list | length }} AMD display devices"
 """
 
 RETURN = r"""
@@ -38,6 +46,8 @@ source:
   type: str
   returned: always
 """
+
+import os  # noqa: E402  (the documentation comes first: ansible-test's validate-modules)
 
 DISPLAY_CLASS_PREFIX = "0x03"
 # Who makes the display devices a GPU server may carry (pci.ids); BMC graphics count too.

@@ -29,9 +29,9 @@ def required_version(root: str = _ROOT) -> str | None:
     except OSError:
         return None
     for line in lines:
-        name, _, version = line.split("#", 1)[0].strip().partition("==")
-        if name.strip() == PACKAGE and version.strip():
-            return version.strip()
+        pin = [part.strip() for part in line.split("#", 1)[0].split("==")]
+        if len(pin) == 2 and pin[0] == PACKAGE and pin[1]:
+            return pin[1]
     return None
 
 

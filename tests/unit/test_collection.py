@@ -1,0 +1,238 @@
+"""The collection r9700ctl.nodes (issue 24): one version with the r9700ctl package, built and
+installed offline by ansible-galaxy with what a site needs, its playbooks and documentation usable
+from the installed copy, and its plugins' one line when the r9700ctl package is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import collection_plugins
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+
+import r9700ctl
+from r9700ctl import paths
+
+ROOT = paths.collection_root()
+PLAYBOOKS = sorted(p.stem for p in (ROOT / "playbooks").glob("*.yml"))
+ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if (p / "tasks" / "main.yml").is_file())
+
+
+def ansible_env(collections: Path) -> dict[str, str]:
+    return {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(collections), "ANSIBLE_NOCOLOR": "1"}
+
+
+def test_the_collection_the_package_and_the_requirements_name_one_version() -> None:
+    """The plugins import r9700ctl at the collection's own version: galaxy.yml, requirements.txt (what
+    ansible-builder installs, through meta/execution-environment.yml) and the package agree."""
+    galaxy = yaml.safe_load((ROOT / "galaxy.yml").read_text())
+    assert (galaxy["namespace"], galaxy["name"]) == (paths.COLLECTION_NAMESPACE, paths.COLLECTION_NAME)
+    assert galaxy["version"] == r9700ctl.__version__
+    package = collection_plugins.plugin("plugin_utils", "r9700ctl_package")
+    assert package.required_version() == r9700ctl.__version__
+    ee = yaml.safe_load((ROOT / "meta" / "execution-environment.yml").read_text())
+    assert (ROOT / ee["dependencies"]["python"]).read_text().count(f"r9700ctl=={r9700ctl.__version__}") == 1
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The collection as a site gets it: built from this checkout, installed offline into a temporary path."""
+    base = tmp_path_factory.mktemp("collection")
+    tarball = collection_plugins.build(base / "built")
+    collection_plugins.install(tarball, base / "collections")
+    return base / "collections"
+
+
+def test_the_installed_collection_carries_roles_plugins_playbooks_and_its_requirements(
+    installed: Path,
+) -> None:
+    """What `ansible-galaxy collection install` puts on a site's controller: every role, plugin and
+    playbook, the files ansible-builder reads, and none of the controller's package, tests or docs."""
+    collection = installed / "ansible_collections" / "r9700ctl" / "nodes"
+    manifest = json.loads((collection / "MANIFEST.json").read_text())["collection_info"]
+    assert (manifest["namespace"], manifest["name"], manifest["version"]) == (
+        "r9700ctl",
+        "nodes",
+        r9700ctl.__version__,
+    )
+    assert sorted(p.name for p in (collection / "roles").iterdir() if p.is_dir()) == ROLES
+    assert sorted(p.stem for p in (collection / "playbooks").glob("*.yml")) == PLAYBOOKS
+    for plugin in (
+        "action/r9700_preflight.py",
+        "filter/r9700_power.py",
+        "filter/r9700_containers.py",
+        "modules/r9700_pci_devices.py",
+        "modules/r9700_preflight.py",
+        "plugin_utils/r9700ctl_package.py",
+    ):
+        assert (collection / "plugins" / plugin).is_file(), plugin
+    for kept in ("requirements.txt", "meta/execution-environment.yml", "meta/runtime.yml", "README.md"):
+        assert (collection / kept).is_file(), kept
+    for left_out in ("r9700ctl", "tests", "docs", "bench", "scripts", "pyproject.toml"):
+        assert not (collection / left_out).exists(), left_out
+
+
+@pytest.mark.parametrize("playbook", PLAYBOOKS)
+def test_each_playbook_of_the_installed_collection_parses_by_its_full_name(
+    installed: Path, playbook: str
+) -> None:
+    """A site runs `ansible-playbook r9700ctl.nodes.provision`: every playbook, its roles and their
+    plugins must resolve from the installed copy alone."""
+    done = subprocess.run(
+        [
+            collection_plugins.ansible_tool("ansible-playbook"),
+            "--syntax-check",
+            "-i",
+            "localhost,",
+            f"r9700ctl.nodes.{playbook}",
+        ],
+        env=ansible_env(installed),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_ansible_doc_documents_every_role_of_the_installed_collection(installed: Path) -> None:
+    """ansible-doc reads the roles' argument specs: the variables' documentation a site sees."""
+    done = subprocess.run(
+        [
+            collection_plugins.ansible_tool("ansible-doc"),
+            "-t",
+            "role",
+            "--json",
+            *(f"r9700ctl.nodes.{role}" for role in ROLES),
+        ],
+        env=ansible_env(installed),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    documented = json.loads(done.stdout)
+    assert sorted(documented) == [f"r9700ctl.nodes.{role}" for role in ROLES]
+    power = documented["r9700ctl.nodes.r9700_power"]["entry_points"]["main"]["options"]
+    assert power["r9700_power_cap_w"]["description"]
+
+
+def test_a_plugin_fails_with_one_line_naming_the_package_when_r9700ctl_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A site's Ansible without the r9700ctl package (an execution environment built without the
+    collection's requirements): the filter and the action fail with one line naming the package,
+    the version and the fix, and no traceback reaches the output."""
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    # Python runs sitecustomize at start-up: the package is then absent for ansible-playbook.
+    (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['r9700ctl'] = None\n")
+    play = tmp_path / "site.yml"
+    play.write_text(
+        textwrap.dedent("""\
+        - name: A site's play
+          hosts: localhost
+          gather_facts: false
+          tasks:
+            - name: Plan the power caps
+              ansible.builtin.debug:
+                msg: "{{ {} | r9700ctl.nodes.r9700_power_plan(None, {}, [], None) }}"
+              ignore_errors: true
+            - name: Judge the node
+              r9700ctl.nodes.r9700_preflight: {}
+        """)
+    )
+    collections = paths.collections_path(tmp_path / "collections")
+    env = {**ansible_env(collections), "PYTHONPATH": str(blocker)}
+    done = subprocess.run(
+        [collection_plugins.ansible_tool("ansible-playbook"), "-i", "localhost,", "-c", "local", str(play)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 2, output
+    line = (
+        f"r9700ctl.nodes needs the Python package r9700ctl {r9700ctl.__version__} on the controller, and "
+        "importing it failed (import of r9700ctl halted; None in sys.modules): "
+        f"pip install r9700ctl=={r9700ctl.__version__} into the Python that runs Ansible ({sys.executable}); "
+        "an execution environment gets it from the collection's requirements.txt"
+    )
+    assert output.count(line) >= 2, output  # the filter's task and the action's
+    assert "Traceback" not in output
+
+
+def test_a_plugin_refuses_an_r9700ctl_of_another_version_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Collection 0.1.0 with r9700ctl 0.2.0 judges with another manifest and another preflight than
+    its roles expect: refused, naming both versions and the fix."""
+    package = collection_plugins.plugin("plugin_utils", "r9700ctl_package")
+    monkeypatch.setattr(r9700ctl, "__version__", "9.9.9")
+    with pytest.raises(AnsibleFilterError) as refused:
+        package.require(AnsibleFilterError, "r9700ctl.envlist")
+    assert str(refused.value) == (
+        f"r9700ctl.nodes {package.required_version()} needs the Python package r9700ctl "
+        f"{package.required_version()} on the controller, and {sys.executable} has r9700ctl 9.9.9: "
+        f"pip install r9700ctl=={package.required_version()} into the Python that runs Ansible "
+        f"({sys.executable}); an execution environment gets it from the collection's requirements.txt"
+    )
+
+
+@pytest.mark.timeout(600)
+def test_the_wheel_carries_the_collection_the_cli_runs(tmp_path: Path) -> None:
+    """`pip install .` users get the collection inside the package (r9700ctl/_content, galaxy.yml
+    at its root), and r9700ctl's collections path makes its playbooks run by their full names."""
+    wheels = tmp_path / "wheels"
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=500,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = wheels.glob("r9700ctl-*.whl")
+    target = tmp_path / "site"
+    unpacked = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert unpacked.returncode == 0, unpacked.stdout + unpacked.stderr
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        textwrap.dedent("""\
+            import subprocess, sys
+            from pathlib import Path
+            from r9700ctl import paths
+            print(paths.collection_root())
+            collections = paths.collections_path(Path(sys.argv[1]))
+            env = {"ANSIBLE_COLLECTIONS_PATH": str(collections), "PATH": "/usr/bin:/bin"}
+            command = [sys.argv[2], "--syntax-check", "-i", "localhost,", paths.playbook("provision.yml")]
+            done = subprocess.run(command, env=env, capture_output=True, text=True)
+            print(done.returncode, done.stderr)
+            """)
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(probe),
+            str(tmp_path / "collections"),
+            collection_plugins.ansible_tool("ansible-playbook"),
+        ],
+        cwd=tmp_path,  # not the checkout: its r9700ctl/ would be imported first
+        env={**os.environ, "PYTHONPATH": str(target)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    root, outcome = done.stdout.splitlines()[:2]
+    assert Path(root) == target / "r9700ctl" / "_content" and (Path(root) / "galaxy.yml").is_file()
+    assert outcome.strip() == "0", done.stdout

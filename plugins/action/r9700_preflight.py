@@ -84,8 +84,9 @@ class ActionModule(ActionBase):
         del tmp
         task_vars = task_vars or {}
         args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]  # (validator result, arguments)
-        manifest_module, nodeenv, nodefacts, preflight, result_module = require(
+        package, manifest_module, nodeenv, nodefacts, preflight, result_module = require(
             AnsibleActionFail,
+            "r9700ctl",
             "r9700ctl.manifest",
             "r9700ctl.nodeenv",
             "r9700ctl.nodefacts",
@@ -150,6 +151,9 @@ class ActionModule(ActionBase):
         result["ansible_facts"] = {
             "r9700_resolved": verdict.resolved.to_dict(),
             "r9700_preflight": {"ok": verdict.ok, "checks": checks, "facts": facts},
+            # The r9700ctl that judged the node, for the node's records (node.json, state.json) when
+            # a site's own ansible-playbook runs the roles; r9700ctl's extra var outranks a fact.
+            "r9700_toolkit_version": package.__version__,
         }
         result["checks"] = checks
         warnings = [f"{host}: {c.id}: {one_line(c)}" for c in verdict.warnings]

@@ -236,3 +236,27 @@ def test_the_wheel_carries_the_collection_the_cli_runs(tmp_path: Path) -> None:
     root, outcome = done.stdout.splitlines()[:2]
     assert Path(root) == target / "r9700ctl" / "_content" and (Path(root) / "galaxy.yml").is_file()
     assert outcome.strip() == "0", done.stdout
+
+
+def test_the_readme_lists_the_role_variables_as_the_argument_specs_declare_them() -> None:
+    """Regenerate with: python -m r9700ctl.collection_docs README.md"""
+    from r9700ctl import collection_docs
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme[
+        readme.index(collection_docs.BEGIN) : readme.index(collection_docs.END) + len(collection_docs.END)
+    ]
+    assert block == collection_docs.render_variables()
+
+
+def test_the_readme_block_is_rewritten_in_place(tmp_path: Path) -> None:
+    """The generator replaces only the block between its markers, and says how to call it otherwise."""
+    from r9700ctl import collection_docs
+
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# Title\n\n{collection_docs.BEGIN}\nstale\n{collection_docs.END}\n\n## Next\n")
+    assert collection_docs.main([str(readme)]) == 0
+    assert readme.read_text() == f"# Title\n\n{collection_docs.render_variables()}\n\n## Next\n"
+    assert collection_docs.main([]) == 64
+    readme.write_text("# A README without the block\n")
+    assert collection_docs.main([str(readme)]) == 64

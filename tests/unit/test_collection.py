@@ -184,27 +184,19 @@ def test_a_plugin_refuses_an_r9700ctl_of_another_version_in_one_line(monkeypatch
     )
 
 
+def pip(args: list[str]) -> None:
+    done = subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True, timeout=500)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 @pytest.mark.timeout(600)
 def test_the_wheel_carries_the_collection_the_cli_runs(tmp_path: Path) -> None:
     """`pip install .` users get the collection inside the package (r9700ctl/_content, galaxy.yml
     at its root), and r9700ctl's collections path makes its playbooks run by their full names."""
-    wheels = tmp_path / "wheels"
-    built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)],
-        capture_output=True,
-        text=True,
-        timeout=500,
-    )
-    assert built.returncode == 0, built.stdout + built.stderr
+    wheels, target = tmp_path / "wheels", tmp_path / "site"
+    pip(["wheel", "-q", "--no-deps", "-w", str(wheels), str(ROOT)])
     (wheel,) = wheels.glob("r9700ctl-*.whl")
-    target = tmp_path / "site"
-    unpacked = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert unpacked.returncode == 0, unpacked.stdout + unpacked.stderr
+    pip(["install", "-q", "--no-deps", "--target", str(target), str(wheel)])
     probe = tmp_path / "probe.py"
     probe.write_text(
         textwrap.dedent("""\

@@ -101,6 +101,22 @@ def test_each_playbook_of_the_installed_collection_parses_by_its_full_name(
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_an_execution_environment_gets_r9700ctl_at_the_collections_version(installed: Path) -> None:
+    """ansible-builder reads the installed collection's meta/execution-environment.yml: the Python
+    requirements it would put into an execution environment (AWX, ansible-navigator) are r9700ctl
+    at the collection's version, which the plugins need."""
+    done = subprocess.run(
+        [collection_plugins.ansible_tool("ansible-builder"), "introspect", "--sanitize", str(installed)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = yaml.safe_load(done.stdout)
+    assert found["python"] == [f"r9700ctl=={r9700ctl.__version__}  # from collection r9700ctl.nodes"]
+    assert found["system"] == []
+
+
 def test_ansible_doc_documents_every_role_of_the_installed_collection(installed: Path) -> None:
     """ansible-doc reads the roles' argument specs: the variables' documentation a site sees."""
     done = subprocess.run(

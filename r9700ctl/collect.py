@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r9700ctl.agent import schemas
 from r9700ctl.bundle import BUNDLE_FILES, COLLECT_MANIFEST, MISSING_LIST
 from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, BadInput, CannotRun
 
-SCHEMA = "r9700ctl.collect/1"
+SCHEMA = schemas.COLLECT
 # Hosts collected at once; each mostly waits on its tools and on file transfers.
 MAX_FORKS = 50
 

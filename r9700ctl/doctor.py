@@ -19,11 +19,12 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from r9700ctl import sshcheck
+from r9700ctl.agent import schemas
 from r9700ctl.agent.result import ERROR, PASS, SKIP, WARN, exit_code_for, overall
 from r9700ctl.errors import EXIT_CANNOT_RUN
 from r9700ctl.sshcheck import Check
 
-SCHEMA = "r9700ctl.doctor/1"
+SCHEMA = schemas.DOCTOR
 # Hosts checked at once: each is one SSH connection doing little; more would only queue on the network.
 MAX_PARALLEL_HOSTS = 32
 # nodefacts reads sysfs, os-release and apt's cache: seconds on a healthy node.

@@ -32,8 +32,8 @@ from typing import Any
 from r9700ctl import p2p
 from r9700ctl.agent.result import FAIL, PASS, WARN
 from r9700ctl.agent.units import GIB
+from r9700ctl.judging import Check, Gpu
 from r9700ctl.manifest import Manifest
-from r9700ctl.preflight import HSA_VERSION, Check, Gpu
 
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Values every one of the three files carries literally: no shell quoting problem in profile.d,
@@ -41,6 +41,8 @@ NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # DefaultEnvironment= (systemd-system.conf(5)).
 VALUE = re.compile(r"^[A-Za-z0-9_.,:/=+@^-]*$")
 VALUE_RULE = "letters, digits and _ . , : / = + @ ^ -"
+# HSA_OVERRIDE_GFX_VERSION's form: major.minor.stepping of a gfx target, e.g. 11.0.0 for gfx1100.
+HSA_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
 # The knob each governed variable belongs to; the variable in r9700_env(_extra) meets its rule.
 HSA_OVERRIDE = "HSA_OVERRIDE_GFX_VERSION"

@@ -11,12 +11,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from r9700ctl.agent import schemas
 from r9700ctl.agent.known_issues import KnownIssue, Match, NodeView, applicable, load, version_tuple
 from r9700ctl.errors import BadInput
 from r9700ctl.manifest import Manifest
-from r9700ctl.report import schema
 
-SCHEMA = schema("known-issues", 1)
+SCHEMA = schemas.KNOWN_ISSUES
 DOC_PATH = "docs/known-issues.md"
 
 __all__ = [

@@ -10,13 +10,13 @@ override. A FAIL anywhere means the host is refused and nothing is changed on it
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from r9700ctl.agent import power
-from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult
+from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN
+from r9700ctl.judging import Check, Gpu
 from r9700ctl.manifest import AMD_PCI_VENDOR, Manifest, version_key
 
 GB = 1000**3
@@ -24,40 +24,6 @@ GB = 1000**3
 # disable it in the BIOS prior to using ROCm. If the driver can enumerate the IGP, the ROCm runtime
 # may crash the system, even if told to omit it via HIP_VISIBLE_DEVICES."
 IGPU_SOURCE = "https://rocm.docs.amd.com/projects/install-on-linux/en/docs-6.2.0/install/amdgpu-install.html"
-HSA_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
-
-
-@dataclass
-class Check:
-    """One verdict of preflight or doctor (the one record both use): `fix` says what to do when
-    status is WARN or FAIL."""
-
-    id: str
-    status: str
-    detail: str
-    fix: str = ""
-    evidence: dict[str, Any] = field(default_factory=dict)
-
-    def to_result(self, subject: str = "node") -> CheckResult:
-        return CheckResult(
-            id=f"preflight.{self.id}",
-            subject=subject,
-            status=self.status,
-            hint=self.fix,
-            evidence={"detail": self.detail, **self.evidence},
-        )
-
-    def one_line(self) -> str:
-        return f"{self.detail} (fix: {self.fix})" if self.fix else self.detail
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "status": self.status,
-            "detail": self.detail,
-            "fix": self.fix,
-            "evidence": self.evidence,
-        }
 
 
 @dataclass
@@ -129,17 +95,6 @@ def checked_vars(host_vars: Mapping[str, Any]) -> tuple[dict[str, Any], list[Che
 
     values, bad = variables.check_values(host_vars)
     return values, [Check("settings", FAIL, b.what(), b.fix("in the inventory")) for b in bad]
-
-
-@dataclass
-class Gpu:
-    address: str
-    pci_id: str
-    name: str
-    gfx: str
-    discrete: bool
-    known: bool
-    revision: str = ""  # PCI revision: tells apart products sharing a device id (manifest `skus`)
 
 
 @dataclass
@@ -284,7 +239,7 @@ def _compose_environment(
     workarounds: dict[str, tuple[str, str, str]],
 ) -> list[Check]:
     """THE environment list (r9700ctl/envlist.py): its checks here, its entries for r9700_env."""
-    from r9700ctl import envlist  # envlist imports this module's Check and Gpu
+    from r9700ctl import envlist
 
     knobs, problems = envlist.EnvKnobs.from_vars(host_vars)
     target = envlist.EnvTarget(

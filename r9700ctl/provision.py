@@ -17,15 +17,21 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from r9700ctl import inventory as inventory_module
 from r9700ctl import runner
+from r9700ctl.agent import schemas
+from r9700ctl.agent.atomic import write_json
+from r9700ctl.clock import utc_text
 from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, EXIT_WARN, BadInput
 from r9700ctl.inventory import Inventory
 from r9700ctl.runner import (
+    CHANGED,
     FAILED,
     INTERRUPTED,
     NOT_RUN,
+    OK,
     UNREACHABLE,
     HostResult,
     ProgressCallback,
@@ -67,6 +73,71 @@ class ProvisionOutcome:
     @property
     def reboot_pending(self) -> list[str]:
         return [h.host for h in self.hosts if h.reboot_pending]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The run report (schema r9700ctl.provision/1): `--json` and the run directory's report.json."""
+        from r9700ctl import __version__
+
+        run = self.run
+        addresses = {host.name: host.address for host in self.inventory.hosts}
+        return {
+            "schema": schemas.PROVISION,
+            "toolkit_version": __version__,
+            "status": run.status,
+            "exit_code": self.exit_code,
+            "rc": run.rc,
+            "started_at": utc_text(run.started_at),
+            "finished_at": utc_text(run.finished_at),
+            "duration_s": round(run.duration_s, 3),
+            "artifact_dir": str(run.run_dir),
+            "inventory": str(self.inventory.path.resolve()),
+            "group": self.inventory.group,
+            "limit": self.options.limit,
+            "check": self.options.check,
+            "tags": list(split_tags(self.options.tags)),
+            "skip_tags": list(split_tags(self.options.skip_tags)),
+            "forks": self.forks,
+            "error": run.error or None,
+            "totals": totals(self.hosts),
+            "reboot_pending": self.reboot_pending,
+            "hosts": [_host_entry(host, addresses.get(host.host)) for host in self.hosts],
+        }
+
+
+def totals(hosts: list[HostResult]) -> dict[str, int]:
+    """Hosts per status, and how many in all."""
+    counts = {status: 0 for status in (OK, CHANGED, FAILED, UNREACHABLE, INTERRUPTED, NOT_RUN)}
+    for host in hosts:
+        counts[host.status] += 1
+    return {"hosts": len(hosts), **counts}
+
+
+def _host_entry(host: HostResult, address: str | None) -> dict[str, Any]:
+    return {
+        "host": host.host,
+        "address": address,
+        "status": host.status,
+        "ok": host.ok,
+        "changed": host.changed,
+        "failed": host.failed,
+        "unreachable": host.unreachable,
+        "skipped": host.skipped,
+        "rescued": host.rescued,
+        "ignored": host.ignored,
+        "duration_s": round(host.duration_s, 3),
+        "failed_tasks": [
+            {"task": t.task, "message": t.message, "unreachable": t.unreachable, "rescued": t.rescued}
+            for t in host.failed_tasks
+        ],
+        "reboot_pending": host.reboot_pending,
+        "reboot_reasons": host.reboot_reasons,
+        "versions": host.versions,
+        "rocm_choice": host.rocm_choice,
+        "known_issues": host.known_issues,
+        "p2p": host.p2p or None,
+        "containers": host.containers or None,
+        "interrupted_in": host.current_task if host.interrupted else None,
+    }
 
 
 def provision(
@@ -156,7 +227,4 @@ def split_tags(values: tuple[str, ...]) -> tuple[str, ...]:
 
 def _keep_report(outcome: ProvisionOutcome) -> None:
     """The run directory keeps the report next to Ansible's own artifacts."""
-    from r9700ctl.report import provision as provision_report
-    from r9700ctl.report import write_json
-
-    write_json(outcome.run.run_dir / "report.json", provision_report.document(outcome))
+    write_json(outcome.run.run_dir / "report.json", outcome.to_dict())

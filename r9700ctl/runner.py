@@ -36,7 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from r9700ctl.agent.atomic import write_atomic
+from r9700ctl.agent.atomic import write_json
 from r9700ctl.errors import CannotRun
 from r9700ctl.paths import content_dir, state_dir
 
@@ -606,7 +606,7 @@ def _first_error_line(stdout: Path) -> str:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n", mode=0o600)
+    write_json(path, data, mode=0o600)
 
 
 def _utcnow() -> datetime:

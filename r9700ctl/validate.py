@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from r9700ctl import fleet as fleet_judge
+from r9700ctl.agent import schemas
 from r9700ctl.agent.result import ERROR, STATUSES, CheckResult, exit_code_for, overall, worst
 from r9700ctl.errors import EXIT_CANNOT_RUN, CannotRun
 from r9700ctl.fleet import FleetJudgement
@@ -26,8 +27,8 @@ from r9700ctl.fleet import FleetJudgement
 if TYPE_CHECKING:
     from r9700ctl.history.runs import HistoryPlan
 
-SCHEMA = "r9700ctl.validate-fleet/1"
-AGENT_SCHEMA = "r9700ctl.validate/1"
+SCHEMA = schemas.VALIDATE_FLEET
+AGENT_SCHEMA = schemas.VALIDATE
 MAX_FORKS = 50
 UNREACHABLE = "UNREACHABLE"
 NO_REPORT = "NO_REPORT"  # reached, but the agent wrote no report: it could not run

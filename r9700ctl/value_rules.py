@@ -336,7 +336,7 @@ def _environment(value: Any) -> Problem | None:
 
 @rule("r9700_hsa_override_gfx_version")
 def _hsa_override(value: Any) -> Problem | None:
-    from r9700ctl.preflight import HSA_VERSION
+    from r9700ctl.envlist import HSA_VERSION
 
     if HSA_VERSION.match(str(value).strip()):
         return None

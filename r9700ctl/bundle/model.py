@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r9700ctl.agent import schemas
 from r9700ctl.agent.result import EXIT_CODES, SEVERITY
 from r9700ctl.agent.units import MIB, size_text
 
-SCHEMA = "r9700ctl.doctor/1"
+SCHEMA = schemas.DOCTOR
 
 # The files a bundle may hold (all optional), as `r9700ctl collect` names them (roles/r9700_collect).
 BUNDLE_FILES = (

@@ -77,8 +77,9 @@ def collect(
     failures); 2 collecting failed on a host; 3 a host could not be reached;
     64 bad input (nothing was contacted).
     """
+    from r9700ctl.agent.atomic import write_json
     from r9700ctl.collect import collect_inventory
-    from r9700ctl.report import print_plain, write_json
+    from r9700ctl.report import print_plain
     from r9700ctl.report.progress import renderer as progress_renderer
 
     json_to_stdout = json_path == "-"

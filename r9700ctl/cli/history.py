@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from r9700ctl.agent import schemas
 from r9700ctl.cli.app import Application
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ def history(
     from r9700ctl.errors import BadInput
     from r9700ctl.history import queries
     from r9700ctl.history.store import open_history
-    from r9700ctl.report import print_plain, schema
+    from r9700ctl.report import print_plain
 
     if metric is not None and check is None:
         raise BadInput(
@@ -87,7 +88,7 @@ def history(
             if node is not None and not runs:
                 queries.trend(store, "-", node=node)  # raises the one-line "no run of that node"
             document = {
-                "schema": schema("history"),
+                "schema": schemas.HISTORY,
                 "database": str(store.path),
                 "runs": [r.to_dict() for r in runs],
             }
@@ -96,7 +97,7 @@ def history(
         else:
             series = queries.trend(store, check, node=node, metric=metric, limit=limit)
             document = {
-                "schema": schema("history"),
+                "schema": schemas.HISTORY,
                 "database": str(store.path),
                 "check": check,
                 "series": [s.to_dict() for s in series],

@@ -117,9 +117,10 @@ def provision(
     UNREACHABLE or never ran; 64 bad input (nothing was contacted); 130 interrupted
     with Ctrl-C (the hosts left mid-way are named; running provision again is safe).
     """
+    from r9700ctl.agent.atomic import write_json
     from r9700ctl.provision import ProvisionOptions
     from r9700ctl.provision import provision as run_provision
-    from r9700ctl.report import print_plain, write_json
+    from r9700ctl.report import print_plain
     from r9700ctl.report import provision as provision_report
     from r9700ctl.report.progress import renderer as progress_renderer
 
@@ -150,7 +151,7 @@ def provision(
             ask_become_password=ask_password if ask_become_pass else None,
         )
 
-    document = provision_report.document(outcome)
+    document = outcome.to_dict()
     if json_to_stdout:
         click.echo(_dumps(document))
     else:

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from r9700ctl.agent import schemas
 from r9700ctl.cli.app import Application
 from r9700ctl.cli.options import (
     check_json_path,
@@ -85,7 +86,7 @@ def uninstall(
             say(f"reboot required: {host.host} ({'; '.join(host.reboot_reasons)})")
     code = exit_code_for(result, hosts)
     write_json_output(
-        json_path, {"schema": "r9700ctl.uninstall/1", "check": check, "exit_code": code, "nodes": nodes}
+        json_path, {"schema": schemas.UNINSTALL, "check": check, "exit_code": code, "nodes": nodes}
     )
     click.get_current_context().exit(code)
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from r9700ctl.agent import schemas
 from r9700ctl.cli.app import Application
 from r9700ctl.cli.options import check_output_path, group_option, limit_option
 from r9700ctl.errors import BadInput
@@ -405,7 +406,7 @@ def _write_formats(report: dict, options: dict[str, object], plan: HistoryPlan) 
 
 def _node_reports(document: dict) -> dict[str, dict]:
     """node name -> agent report, for either schema."""
-    if document.get("schema") == "r9700ctl.validate/1":
+    if document.get("schema") == schemas.VALIDATE:
         return {str(document.get("node") or "localhost"): document}
     return {
         str(n.get("host")): n["report"]
@@ -460,7 +461,8 @@ def _validate_fleet(
             )
     plan.check()
     json_path = options.get("json_path")
-    from r9700ctl.report import print_plain, write_json
+    from r9700ctl.agent.atomic import write_json
+    from r9700ctl.report import print_plain
     from r9700ctl.report.progress import renderer as progress_renderer
     from r9700ctl.validate import validate_inventory
 

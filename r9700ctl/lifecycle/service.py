@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from r9700ctl import inventory as inventory_module
+from r9700ctl.agent import schemas
 from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, EXIT_WARN, BadInput
 from r9700ctl.lifecycle import plan as planning
 from r9700ctl.lifecycle.plan import NodePlan
@@ -86,7 +87,7 @@ class LifecycleOutcome:
 
         rollout = self.rollout
         return {
-            "schema": "r9700ctl.lifecycle/1",
+            "schema": schemas.LIFECYCLE,
             "toolkit_version": __version__,
             "mode": self.options.mode,
             "rocm": self.options.rocm if self.options.mode == UPGRADE else "state.prev.json",

@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r9700ctl.agent import schemas
 from r9700ctl.agent.atomic import write_atomic
 from r9700ctl.agent.result import ERROR, SEVERITY, STATUSES, overall
 
-NODE_SCHEMA = "r9700ctl.validate/1"
-FLEET_SCHEMA = "r9700ctl.validate-fleet/1"
+NODE_SCHEMA = schemas.VALIDATE
+FLEET_SCHEMA = schemas.VALIDATE_FLEET
 
 
 class ReportFormatError(ValueError):

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from r9700ctl.preflight import Check  # the one check record of doctor and preflight
+from r9700ctl.judging import Check  # the one check record of doctor and preflight
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,6 @@ from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, BadInput, Canno
 
 SCHEMA = schemas.COLLECT
 # Hosts collected at once; each mostly waits on its tools and on file transfers.
-MAX_FORKS = 50
 
 COLLECTED = "COLLECTED"
 UNREACHABLE = "UNREACHABLE"
@@ -105,7 +104,7 @@ def collect_inventory(
         playbook=paths.playbook("collect.yml"),
         inventory=Path(inventory_path),
         limit=limit,
-        forks=max(1, min(len(inventory.hosts), MAX_FORKS)),
+        hosts=len(inventory.hosts),
         extra_vars={"r9700_group": group, "r9700_collect_dest": str(out)},
     )
     result = runner.run_playbook(request, on_progress=progress)

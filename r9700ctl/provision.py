@@ -40,8 +40,34 @@ from r9700ctl.runner import (
 )
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's and Click's convention for Ctrl-C
-MAX_DEFAULT_FORKS = 50
 PLAYBOOK = "provision.yml"
+# The host facts provision's roles hand back (the runner keeps every r9700_* fact).
+RESOLVED_FACT = "r9700_resolved"  # r9700_preflight: rocm_choice, known_issues, p2p and the rest it resolved
+VERSIONS_FACT = "r9700_versions"  # r9700_rocm: {"before": {...}, "after": {...}} package versions
+CONTAINERS_FACT = "r9700_containers_status"  # r9700_containers: engine, image, smoke check
+
+
+@dataclass(frozen=True)
+class RoleFacts:
+    """What provision reports of a host from its roles' facts."""
+
+    versions: dict[str, Any]
+    rocm_choice: str  # how the release was chosen, with the releases `auto` skipped
+    known_issues: list[dict[str, Any]]
+    p2p: dict[str, Any]  # the node's PCIe P2P decision: state and reason (r9700ctl/p2p.py)
+    containers: dict[str, Any]
+
+    @classmethod
+    def of(cls, host: HostResult) -> RoleFacts:
+        resolved = host.fact(RESOLVED_FACT)
+        p2p = resolved.get("p2p")
+        return cls(
+            versions=host.fact(VERSIONS_FACT),
+            rocm_choice=str(resolved.get("rocm_choice") or ""),
+            known_issues=[k for k in resolved.get("known_issues") or [] if isinstance(k, dict)],
+            p2p=p2p if isinstance(p2p, dict) else {},
+            containers=host.fact(CONTAINERS_FACT),
+        )
 
 
 @dataclass
@@ -54,7 +80,7 @@ class ProvisionOptions:
     tags: tuple[str, ...] = ()
     skip_tags: tuple[str, ...] = ()
     extra_vars: tuple[str, ...] = ()  # as given to -e: key=value, @file.yml or JSON
-    forks: int | None = None  # None: one per host, at most MAX_DEFAULT_FORKS
+    forks: int | None = None  # None: one per host, at most runner.MAX_FORKS
     verbosity: int = 0
     playbook: Path | None = None  # None: the installed playbooks/provision.yml
     runs_dir: Path | None = None  # None: state_dir()/runs
@@ -67,7 +93,6 @@ class ProvisionOutcome:
     inventory: Inventory
     run: RunResult
     hosts: list[HostResult]  # inventory order; hosts ansible never reported are NOT_RUN
-    forks: int
     exit_code: int
 
     @property
@@ -96,7 +121,7 @@ class ProvisionOutcome:
             "check": self.options.check,
             "tags": list(split_tags(self.options.tags)),
             "skip_tags": list(split_tags(self.options.skip_tags)),
-            "forks": self.forks,
+            "forks": run.forks,
             "error": run.error or None,
             "totals": totals(self.hosts),
             "reboot_pending": self.reboot_pending,
@@ -113,6 +138,7 @@ def totals(hosts: list[HostResult]) -> dict[str, int]:
 
 
 def _host_entry(host: HostResult, address: str | None) -> dict[str, Any]:
+    facts = RoleFacts.of(host)
     return {
         "host": host.host,
         "address": address,
@@ -131,11 +157,11 @@ def _host_entry(host: HostResult, address: str | None) -> dict[str, Any]:
         ],
         "reboot_pending": host.reboot_pending,
         "reboot_reasons": host.reboot_reasons,
-        "versions": host.versions,
-        "rocm_choice": host.rocm_choice,
-        "known_issues": host.known_issues,
-        "p2p": host.p2p or None,
-        "containers": host.containers or None,
+        "versions": facts.versions,
+        "rocm_choice": facts.rocm_choice,
+        "known_issues": facts.known_issues,
+        "p2p": facts.p2p or None,
+        "containers": facts.containers or None,
         "interrupted_in": host.current_task if host.interrupted else None,
     }
 
@@ -157,7 +183,6 @@ def provision(
     checked = inventory_module.load_inventory(
         options.inventory, group=options.group, limit=options.limit, extra_vars=user_vars
     )
-    forks = options.forks or min(len(checked.hosts), MAX_DEFAULT_FORKS)
     password = ask_become_password() if ask_become_password else None
 
     with tempfile.TemporaryDirectory(prefix="r9700ctl-provision-") as scratch:
@@ -178,7 +203,8 @@ def provision(
                 "r9700_toolkit_version": __version__,
                 "r9700_monitoring_agent_archive": str(archive),
             },
-            forks=forks,
+            forks=options.forks,
+            hosts=len(checked.hosts),
             become_password=password or None,
             verbosity=options.verbosity,
             envvars=dict(options.envvars),
@@ -193,7 +219,6 @@ def provision(
         inventory=checked,
         run=run,
         hosts=hosts,
-        forks=forks,
         exit_code=exit_code_for(run, hosts),
     )
     _keep_report(outcome)

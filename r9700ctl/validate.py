@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 SCHEMA = schemas.VALIDATE_FLEET
 AGENT_SCHEMA = schemas.VALIDATE
-MAX_FORKS = 50
 UNREACHABLE = "UNREACHABLE"
 NO_REPORT = "NO_REPORT"  # reached, but the agent wrote no report: it could not run
 # Seconds the agent may run per level before the role stops it (burnin adds --duration).
@@ -159,6 +158,8 @@ def validate_inventory(
     from r9700ctl import agentpack, paths, runner
     from r9700ctl.inventory import load_inventory
 
+    if history is not None:
+        history.check()  # a wrong history file or baseline name: bad input, before any host
     inventory = load_inventory(inventory_path, group, limit=limit)
     started = datetime.now(timezone.utc)
     reports_dir = new_reports_dir(reports_root or paths.state_dir() / "validate", started)
@@ -179,7 +180,7 @@ def validate_inventory(
         playbook=paths.playbook("validate.yml"),
         inventory=Path(inventory_path),
         limit=limit,
-        forks=max(1, min(len(inventory.hosts), MAX_FORKS)),
+        hosts=len(inventory.hosts),
         extra_vars=extra_vars,
     )
     result = runner.run_playbook(request, on_progress=progress)
@@ -250,11 +251,3 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return document if isinstance(document, dict) else None
-
-
-def fleet_results(report: FleetReport) -> list[CheckResult]:
-    """Fleet findings worst first (PASS rows are kept in the JSON, not shown)."""
-    from r9700ctl.agent.result import SEVERITY
-
-    shown = [r for r in report.fleet.results if r.status != "PASS"]
-    return sorted(shown, key=lambda r: -SEVERITY[r.status])

@@ -11,7 +11,7 @@ import signal
 import sys
 from pathlib import Path
 
-from r9700ctl.agent import checks, levels, report
+from r9700ctl.agent import checks, levels, report, schemas
 from r9700ctl.agent.runner import EXIT_BAD_INPUT, EXIT_CANNOT_RUN, AgentExit, Options, run
 
 DESCRIPTION = """\
@@ -112,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--json",
         type=Path,
         metavar="PATH",
-        help="also write the report as JSON (schema r9700ctl.validate/1), atomically",
+        help=f"also write the report as JSON (schema {schemas.VALIDATE}), atomically",
     )
     parser.add_argument(
         "--expected-gpus",

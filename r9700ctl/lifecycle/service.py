@@ -30,6 +30,7 @@ from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, EXIT_WARN, BadI
 from r9700ctl.lifecycle import plan as planning
 from r9700ctl.lifecycle.plan import NodePlan
 from r9700ctl.lifecycle.rollout import FAILED, LOST, UNTOUCHED, Hooks, Rollout, StepResult, roll_out
+from r9700ctl.provision import RESOLVED_FACT
 
 UPGRADE = "upgrade"
 ROLLBACK = "rollback"
@@ -50,7 +51,9 @@ _SEVERITY = {
     "NO_REPORT": 5,
     "UNREACHABLE": 5,
 }
-MAX_FORKS = 50
+# The host fact the lifecycle playbooks report through (role r9700_lifecycle): state files,
+# /dev/kfd holders, what a refused kernel left, what uninstall removed.
+LIFECYCLE_FACT = "r9700_lifecycle"
 
 
 @dataclass
@@ -215,7 +218,7 @@ def make_plans(
             playbook=paths.playbook("lifecycle-plan.yml"),
             inventory=options.inventory,
             limit=options.limit,
-            forks=max(1, min(len(hosts), MAX_FORKS)),
+            hosts=len(hosts),
             extra_vars=extra,
             envvars=dict(options.envvars),
             runs_dir=options.runs_dir,
@@ -226,29 +229,29 @@ def make_plans(
         seen = result.hosts.get(host)
         if seen is None or seen.status == runner.NOT_RUN:
             plans.append(planning.unreachable(host, result.error or "not in the play's results"))
-        elif seen.status == runner.UNREACHABLE:
+            continue
+        state = seen.fact(LIFECYCLE_FACT)
+        if seen.status == runner.UNREACHABLE:
             plans.append(planning.unreachable(host, f"unreachable: {seen.first_error}"))
         elif seen.status == runner.FAILED:
-            plans.append(planning.refused(host, seen.first_error, seen.lifecycle))
+            plans.append(planning.refused(host, seen.first_error, state))
         elif options.mode == UPGRADE:
-            plans.append(planning.plan_node(host, seen.lifecycle, seen.resolved, manifest=manifest))
+            plans.append(planning.plan_node(host, state, seen.fact(RESOLVED_FACT), manifest=manifest))
         elif options.mode == KERNEL:
-            plans.append(planning.plan_kernel(host, seen.lifecycle))
+            plans.append(planning.plan_kernel(host, state))
         else:
-            previous = (seen.lifecycle.get("state_prev") or {}).get("rocm_version")
+            previous = (state.get("state_prev") or {}).get("rocm_version")
             if not previous:
                 plans.append(
                     planning.refused(
                         host,
                         "no /etc/r9700ctl/state.prev.json: nothing to roll back to (it is written when an "
                         "upgrade or a provision changes the node)",
-                        seen.lifecycle,
+                        state,
                     )
                 )
                 continue
-            plans.append(
-                planning.plan_node(host, seen.lifecycle, {}, target_release=str(previous), manifest=manifest)
-            )
+            plans.append(planning.plan_node(host, state, {}, target_release=str(previous), manifest=manifest))
     return plans
 
 
@@ -330,7 +333,7 @@ def move_kernel(options: LifecycleOptions, hosts: list[str], progress: Progress)
             playbook=paths.playbook("kernel-upgrade.yml"),
             inventory=options.inventory,
             limit=",".join(hosts),
-            forks=max(1, min(len(hosts), MAX_FORKS)),
+            hosts=len(hosts),
             extra_vars={"r9700_group": options.group, "r9700_lifecycle_force": options.force},
             envvars=dict(options.envvars),
             runs_dir=options.runs_dir,
@@ -346,7 +349,7 @@ def move_kernel(options: LifecycleOptions, hosts: list[str], progress: Progress)
         elif seen.status == runner.FAILED:
             # A refused kernel: what the node did so that its next boot is the running kernel.
             # (the runner keeps 300 characters of the task's message; this comes whole).
-            undone = str(seen.lifecycle.get("undone") or "").strip()
+            undone = str(seen.fact(LIFECYCLE_FACT).get("undone") or "").strip()
             why = seen.first_error
             if undone and undone not in why:
                 why = f"{why} (kept bootable: {undone})"
@@ -417,7 +420,7 @@ def resume(options: LifecycleOptions, hosts: list[str], progress: Progress) -> d
             playbook=paths.playbook("lifecycle-resume.yml"),
             inventory=options.inventory,
             limit=",".join(hosts),
-            forks=max(1, min(len(hosts), MAX_FORKS)),
+            hosts=len(hosts),
             extra_vars={"r9700_group": options.group},
             envvars=dict(options.envvars),
             runs_dir=options.runs_dir,

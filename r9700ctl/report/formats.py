@@ -1,7 +1,7 @@
 """`r9700ctl validate` reports as HTML, Prometheus textfile and JUnit XML.
 
 Pure functions: each takes a validate report dict, one node's (r9700ctl.validate/1) or the
-fleet's (r9700ctl.validate-fleet/1), and returns text; `write_text` puts it on disk atomically.
+fleet's (r9700ctl.validate-fleet/1), and returns text (`render(name, ...)` picks one by name).
 Both schemas are first normalised to a list of NodeReport (node, status, results), worst first.
 A fleet node that gave no report (unreachable, agent could not run) becomes one ERROR result
 `node.report`, so every format shows it; fleet-wide findings become the pseudo-node "fleet".
@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from r9700ctl.agent import schemas
-from r9700ctl.agent.atomic import write_atomic
 from r9700ctl.agent.result import ERROR, SEVERITY, STATUSES, overall
 
 NODE_SCHEMA = schemas.VALIDATE
@@ -177,6 +175,8 @@ def render_junit(report: dict[str, Any]) -> str:
 RENDERERS = {"html": render_html, "prom": render_prometheus, "junit": render_junit}
 
 
-def write_text(path: Path | str, text: str) -> Path:
-    """Write atomically (.tmp, fsync, rename): a scraper or CI never reads half a file."""
-    return write_atomic(path, text)
+def render(name: str, report: dict[str, Any], trends: dict | None = None) -> str:
+    """The report in format `name` (html, prom, junit); the HTML page draws `trends` as sparklines."""
+    if name == "html":
+        return render_html(report, trends=trends or {})
+    return RENDERERS[name](report)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from r9700ctl.provision import totals
+from r9700ctl.provision import RoleFacts, totals
 from r9700ctl.report import seconds
 from r9700ctl.report.progress import display_task
 from r9700ctl.runner import CHANGED, FAILED, INTERRUPTED, NOT_RUN, OK, UNREACHABLE, HostResult
@@ -77,7 +77,7 @@ def summary_table(outcome: ProvisionOutcome, plain: bool, width: int = 100) -> T
 
 def rocm_release(host: HostResult) -> str:
     """The ROCm release the host has after the run: rocm-core's upstream version ("7.1.1"), or "-"."""
-    after = host.versions.get("after") if isinstance(host.versions, dict) else None
+    after = RoleFacts.of(host).versions.get("after")
     version = str((after or {}).get("rocm-core") or "") if isinstance(after, dict) else ""
     match = re.match(r"(\d+\.\d+\.\d+)", version)
     return match.group(1) if match else "-"
@@ -105,13 +105,15 @@ def closing_lines(outcome: ProvisionOutcome) -> list[str]:
                 lines.append(f"{host.host}: {FAILED} at '{display_task(task.task)}': {task.message}")
     lines += known_issue_lines(outcome.hosts)
     for host in outcome.hosts:
-        if host.p2p.get("reason") and not host.errors:
-            lines.append(f"{host.host}: PCIe P2P {host.p2p['reason']}")
+        p2p = RoleFacts.of(host).p2p
+        if p2p.get("reason") and not host.errors:
+            lines.append(f"{host.host}: PCIe P2P {p2p['reason']}")
     for host in outcome.hosts:
-        if host.containers and not host.errors:
-            engine, image = host.containers.get("engine"), host.containers.get("image")
+        containers = RoleFacts.of(host).containers
+        if containers and not host.errors:
+            engine, image = containers.get("engine"), containers.get("image")
             lines.append(f"{host.host}: {engine}; image {image}")
-            lines.append(f"{host.host}: container smoke check: {host.containers.get('smoke')}")
+            lines.append(f"{host.host}: container smoke check: {containers.get('smoke')}")
     for host in outcome.hosts:
         if host.reboot_pending:
             why = f" ({'; '.join(host.reboot_reasons)})" if host.reboot_reasons else ""
@@ -138,9 +140,10 @@ def known_issue_lines(hosts: list[HostResult]) -> list[str]:
     (an explicitly chosen affected release is said here with the workaround in force)."""
     lines = []
     for host in hosts:
-        if "skipped" in host.rocm_choice:
-            lines.append(f"{host.host}: {host.rocm_choice}")
-        for item in host.known_issues:
+        facts = RoleFacts.of(host)
+        if "skipped" in facts.rocm_choice:
+            lines.append(f"{host.host}: {facts.rocm_choice}")
+        for item in facts.known_issues:
             if item.get("blocking") or str(item.get("in_force", "")).startswith("applied"):
                 lines.append(
                     f"{host.host}: known issue {item.get('id')}: {item.get('title')}; workaround "

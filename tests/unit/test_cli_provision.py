@@ -685,7 +685,8 @@ def test_the_summary_names_the_rocm_release_each_host_has() -> None:
     from r9700ctl.report.provision import rocm_release
     from r9700ctl.runner import HostResult
 
-    installed = HostResult("node1", versions={"before": {}, "after": {"rocm-core": "7.1.1.70101-38~24.04"}})
+    after = {"rocm-core": "7.1.1.70101-38~24.04"}
+    installed = HostResult("node1", facts={"r9700_versions": {"before": {}, "after": after}})
     assert rocm_release(installed) == "7.1.1"
     assert rocm_release(HostResult("node2")) == "-"  # failed before ROCm, or nothing recorded
 

@@ -22,6 +22,7 @@ from r9700ctl.agent.parsers import dmesg
 from r9700ctl.agent.result import ERROR, CheckResult
 from r9700ctl.cli import cli
 from r9700ctl.paths import data_file
+from r9700ctl.report.known_issues import render_markdown
 
 MANIFEST_RELEASES = manifest_module.load().release_names()
 
@@ -111,11 +112,11 @@ def test_a_blocking_issue_names_a_release_without_it(manifest):
 
 def test_docs_known_issues_is_the_manifest_rendered(manifest):
     """Regenerate with: r9700ctl known-issues --markdown > docs/known-issues.md"""
-    assert (ROOT / ki.DOC_PATH).read_text(encoding="utf-8") == ki.render_markdown(manifest)
+    assert (ROOT / ki.DOC_PATH).read_text(encoding="utf-8") == render_markdown(manifest)
 
 
 def test_the_docs_give_every_issue_a_section_with_its_sources(manifest):
-    text = ki.render_markdown(manifest)
+    text = render_markdown(manifest)
     for issue in ki.issues(manifest):
         section = text.split(f"\n## {issue.id}\n", 1)[1].split("\n## ", 1)[0]
         for url in issue.sources:

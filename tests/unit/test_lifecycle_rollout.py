@@ -239,7 +239,9 @@ def test_a_refused_kernel_names_what_was_undone_so_the_node_boots_its_running_ke
         "removed linux-headers-6.99.1-1-lab, linux-image-6.99.1-1-lab; returned linux-image-lab to 1.0; "
         "the next boot is the running kernel 6.8.0-49-generic"
     )
-    host = runner.HostResult(host="node1", started=True, failed=1, lifecycle={"undone": undone})
+    host = runner.HostResult(
+        host="node1", started=True, failed=1, facts={"r9700_lifecycle": {"undone": undone}}
+    )
     host.failed_tasks.append(runner.FailedTask(task="Kernel | Refuse", message="not rebooted: " + "x" * 280))
     result = runner.RunResult("failed", 2, {"node1": host}, tmp_path, tmp_path, None, None)  # type: ignore[arg-type]
     monkeypatch.setattr(runner, "run_playbook", lambda request, on_progress=None: result)

@@ -21,15 +21,18 @@ import psutil
 import pytest
 from child_process import interruptible
 
+from r9700ctl.provision import RoleFacts
 from r9700ctl.report.provision import known_issue_lines
 from r9700ctl.runner import (
     CHANGED,
     FAILED,
     INTERRUPTED,
+    MAX_FORKS,
     OK,
     RunRequest,
     _new_run_dir,
     first_error_line,
+    forks_for,
     run_playbook,
 )
 
@@ -74,6 +77,8 @@ def test_counts_first_error_line_and_reboot_flag_come_from_the_events(
             r9700_reboot_pending: true
             r9700_reboot_reasons: [amdgpu-dkms installed]
             r9700_versions: {before: {}, after: {rocm: "6.4.1.60401-83~24.04"}}
+            r9700_some_new_role: {said: hello}
+            unrelated_fact: not kept
             r9700_resolved:
               p2p: {state: "off", reason: "off: 1 GPU(s), no peer to talk to"}
               rocm_choice: "auto -> ROCm 7.1.1 (newest supporting gfx1201; skipped 7.2.3: known issue x)"
@@ -107,8 +112,11 @@ def test_counts_first_error_line_and_reboot_flag_come_from_the_events(
     )
     assert host.status == FAILED
     assert (host.reboot_pending, host.reboot_reasons) == (True, ["amdgpu-dkms installed"])
-    assert host.versions == {"before": {}, "after": {"rocm": "6.4.1.60401-83~24.04"}}
-    assert host.p2p == {"state": "off", "reason": "off: 1 GPU(s), no peer to talk to"}
+    # Every r9700_* fact the play set, a role the runner never heard of included; nothing else.
+    assert host.fact("r9700_some_new_role") == {"said": "hello"} and "unrelated_fact" not in host.facts
+    facts = RoleFacts.of(host)  # what provision picks from them
+    assert facts.versions == {"before": {}, "after": {"rocm": "6.4.1.60401-83~24.04"}}
+    assert facts.p2p == {"state": "off", "reason": "off: 1 GPU(s), no peer to talk to"}
     assert known_issue_lines([host]) == [
         "localhost: auto -> ROCm 7.1.1 (newest supporting gfx1201; skipped 7.2.3: known issue x)",
         "localhost: known issue x: X hangs; workaround applied: A=1; see https://e/1",
@@ -394,3 +402,19 @@ def test_a_remote_tmp_the_user_configured_is_kept(
     assert _environment(request)["ANSIBLE_REMOTE_TMP"] == "/tmp"
     write(tmp_path / "ansible.cfg", "[defaults]\nremote_tmp = /var/tmp/ops\n")
     assert "ANSIBLE_REMOTE_TMP" not in _environment(request)
+
+
+@pytest.mark.parametrize(
+    ("forks", "hosts", "used"),
+    [
+        pytest.param(None, 3, 3, id="one per host"),
+        pytest.param(None, 0, 1, id="no count given: one"),
+        pytest.param(None, 120, MAX_FORKS, id="a large fleet: at most MAX_FORKS"),
+        pytest.param(7, 120, 7, id="the number asked for"),
+    ],
+)
+def test_forks_default_to_one_per_host_up_to_max_forks(forks: int | None, hosts: int, used: int) -> None:
+    """Issue 20 item 7: every caller wrote max(1, min(hosts, 50)) itself, uninstall a bare 50."""
+    assert (
+        forks_for(RunRequest(playbook=Path("p.yml"), inventory=Path("i"), forks=forks, hosts=hosts)) == used
+    )

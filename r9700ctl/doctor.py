@@ -241,11 +241,12 @@ def run_preflight(
     true: only /var/lib/apt/lists changes), else "no headers candidate" would be a stale answer; an
     apt lock holder is named at once instead of waited for.
     """
-    from r9700ctl import manifest, nodefacts, preflight
+    from r9700ctl import manifest, nodeenv, nodefacts, preflight
 
     target = session.target
     apt_update = _truthy(host_vars.get("r9700_preflight_apt_update", True)) and as_root
     args: dict[str, Any] = {"lock_wait_s": 0, "apt_update": apt_update}
+    args.update(nodeenv.fact_args(host_vars, target.user))
     command, script = nodefacts.invocation(args, python=target.python)
     if as_root and not target.is_root:
         command = f"sudo -n {command}"

@@ -55,8 +55,12 @@ GOVERNED = {
     FINE_GRAIN: "r9700_p2p",
     P2P_DISABLE: "r9700_p2p",
 }
-# What a P2P variable's value asks for: HSA_FORCE_FINE_GRAIN_PCIE=1 switches P2P on, NCCL_P2P_DISABLE=0
-# leaves RCCL's P2P transport on (its default), NCCL_P2P_DISABLE=1 switches it off.
+# What a P2P variable's value asks for, as r9700_p2p writes them: NCCL_P2P_DISABLE=1 switches RCCL's
+# P2P transport off, =0 leaves it on (its default). HSA_FORCE_FINE_GRAIN_PCIE=1 is no P2P switch: it
+# makes ROCr expose each GPU's VRAM as a fine-grained pool over PCIe (ROCR-Runtime
+# src/core/runtime/amd_gpu_agent.cpp, "Expose VRAM as uncached/fine grain over PCIe (if enabled)"),
+# and RCCL warns at start-up while it is unset (ROCm/rccl src/init.cc; ROCm/rccl#1026). r9700_p2p
+# writes it only with P2P on, so a user who sets it is judged as asking for the P2P-on setup.
 P2P_INTENT = {
     (FINE_GRAIN, "1"): "on",
     (FINE_GRAIN, "0"): "off",
@@ -67,7 +71,9 @@ VISIBLE_ITEM = re.compile(r"^(\d+|GPU-[0-9A-Za-z]+)$")
 
 # Sources of the values the P2P policy writes.
 P2P_ON_SOURCE = (
-    "AMD's switch for PCIe P2P between cards; needs BAR >= VRAM (Linux amdkfd Kconfig HSA_AMD_P2P)"
+    "exposes each GPU's VRAM as a fine-grained pool over PCIe (ROCR-Runtime amd_gpu_agent.cpp), which "
+    "RCCL warns about when unset (ROCm/rccl src/init.cc); peers reach VRAM only with BAR >= VRAM "
+    "(Linux amdkfd Kconfig HSA_AMD_P2P)"
 )
 P2P_OFF_SOURCE = (
     "RCCL then moves data through host memory; 4x R9700 run with NCCL_P2P_DISABLE=1 (ROCm/rccl-tests#162) "
@@ -97,6 +103,8 @@ class EnvKnobs:
     hsa_override: str = ""
     rocr_visible_devices: str = "auto"
     p2p: str = "auto"
+    # Comment out the node's own lines that break its GPUs (r9700ctl/nodeenv.py) instead of refusing.
+    comment_out_conflicts: bool = False
 
     @classmethod
     def from_vars(cls, host_vars: Mapping[str, Any]) -> tuple[EnvKnobs, list[Check]]:
@@ -118,6 +126,9 @@ class EnvKnobs:
             # bare on/off as a boolean, an INI inventory hands over the text "true"/"false".
             text = str(mode).strip().lower()
             knobs.p2p = {"true": "on", "false": "off"}.get(text, text)
+        # A bool after the role's argument spec (preflight.checked_vars); an INI inventory's text too.
+        opt_in = host_vars.get("r9700_env_comment_out_conflicts")
+        knobs.comment_out_conflicts = str(opt_in).strip().lower() in ("true", "1", "yes", "on")
         return knobs, problems
 
     def user_values(self) -> dict[str, tuple[str | None, str]]:
@@ -142,6 +153,9 @@ class EnvTarget:
     # Default workarounds of the node's known issues that preflight decided to apply
     # (r9700ctl/known_issues.py): NAME -> (value, reason, source).
     known_issue_workarounds: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    # Known issues of the node (its GPU count and release) whose workaround is P2P off: r9700_p2p's
+    # `auto` decides off for them, `on` is warned (preflight._p2p_hazards).
+    p2p_hazards: list[p2p.KnownHazard] = field(default_factory=list)
 
     @property
     def discrete(self) -> list[Gpu]:
@@ -331,6 +345,31 @@ def _visible_devices(
     return [], EnvEntry(VISIBLE, value, reason, origin)
 
 
+def container_visible_devices(value: str, amd_gpus: list[str], seen: list[str] | None) -> str:
+    """ROCR_VISIBLE_DEVICES for a container that sees only the GPUs at `seen` (PCI addresses; None:
+    every GPU, as the host does). `amd_gpus` are the host's AMD GPUs in PCI order, how ROCr numbers
+    them on the host (preflight._visible_devices).
+
+    Inside a container given only some render nodes, ROCr numbers only those: the thunk leaves out a
+    KFD node whose DRM render node it cannot open ("A sysfs node is not supported - if corresponding
+    drm render node is not available", ROCT-Thunk-Interface src/topology.c,
+    topology_sysfs_check_node_supported), so a host index past an iGPU that sorts first shifts down.
+    Each host index becomes the GPU's position among the seen ones; an index the container cannot
+    see is left out; a GPU-<uuid> names the same GPU anywhere (ROCR_VISIBLE_DEVICES takes "device
+    indices or UUIDs": ROCm docs, GPU isolation techniques). "" when nothing is left.
+    """
+    if seen is None:
+        return value
+    inside = [address for address in amd_gpus if address in set(seen)]
+    mapped = []
+    for item in (part.strip() for part in value.split(",")):
+        if not item.isdigit():
+            mapped.append(item)
+        elif int(item) < len(amd_gpus) and amd_gpus[int(item)] in inside:
+            mapped.append(str(inside.index(amd_gpus[int(item)])))
+    return ",".join(mapped)
+
+
 # -- PCIe peer-to-peer ------------------------------------------------------------------------------------
 
 
@@ -365,7 +404,7 @@ def _p2p(
         asked = []
     mode, requested_by = asked[0] if asked else ("auto", "r9700_p2p=auto")
     gpus = [p2p.GpuUnderTest(g.address, _vram_bytes(g, target.manifest)) for g in target.discrete]
-    decision = p2p.decide(mode, requested_by, gpus, target.p2p_facts)
+    decision = p2p.decide(mode, requested_by, gpus, target.p2p_facts, target.p2p_hazards)
     if mode == "on" and decision.blockers:
         status = WARN if target.allow_unsupported else FAIL
         forced = "FORCED by r9700_allow_unsupported: " if target.allow_unsupported else ""
@@ -380,6 +419,18 @@ def _p2p(
         )
         if status == FAIL:
             decision.enabled = False
+    elif mode == "on" and decision.known_issues:
+        hazards = [h for h in target.p2p_hazards if h.id in decision.known_issues]
+        checks.append(
+            Check(
+                "p2p.policy",
+                WARN,
+                f"{requested_by} keeps PCIe peer-to-peer on despite known issues "
+                f"{', '.join(decision.known_issues)} of this node: "
+                + "; ".join(f"{h.title} ({h.source})" for h in hazards),
+                "set r9700_p2p: auto (or off): the issues' workaround is NCCL_P2P_DISABLE=1",
+            )
+        )
     elif not any(c.id == "p2p.policy" for c in checks):
         checks.append(Check("p2p.policy", PASS, f"PCIe peer-to-peer {decision.reason}"))
     entries = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,15 @@ class RocmRelease:
         """True when AMD's support matrix lists `target` on `os_key` for this release."""
         systems = self.listed_systems(target)
         return os_key in self.os and (systems is None or os_key in systems)
+
+    def kernel_lines(self, os_key: str) -> dict[str, str]:
+        """The kernel lines AMD lists with this release on `os_key`, by kind: {"GA": "6.8", "HWE": "6.14"}."""
+        return {str(k): str(v) for k, v in ((self.raw.get("kernels") or {}).get(os_key) or {}).items()}
+
+    def dkms_build_fails(self, line: str) -> str | None:
+        """The public report that this release's amdgpu-dkms does not build on kernel `line`, if any."""
+        report = (self.raw.get("dkms_build_fails") or {}).get(line)
+        return " ".join(str(report).split()) if report else None
 
 
 @dataclass(frozen=True)
@@ -281,6 +291,15 @@ def normalise_revision(revision: str | None) -> str:
     """ "0xc0" from "c0", "C0", "0xC0" (sysfs prints 0xc0, lspci "(rev c0)")."""
     text = str(revision or "").strip().lower().removeprefix("0x")
     return f"0x{text}" if text else ""
+
+
+def kernel_line(release: str) -> str:
+    """The line of a kernel release, as AMD's tables name it: 6.8.0-49-generic -> 6.8 ("" if none)."""
+    parts = release.split(".")
+    if len(parts) < 2 or not parts[0].isdigit():
+        return ""
+    minor = "".join(itertools.takewhile(str.isdigit, parts[1]))
+    return f"{parts[0]}.{minor}" if minor else ""
 
 
 def version_key(version: str) -> tuple[int, ...]:

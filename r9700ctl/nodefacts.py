@@ -11,6 +11,8 @@ Arguments (all optional):
   apt_update       run `apt-get update` before asking apt for candidates (needs root)
   lock_wait_s      wait up to this many seconds for dpkg/apt locks to be released
   packages         package names whose installed version to report (dpkg-query)
+  env_users        users whose shell start files to read for environment variables (root, ...)
+  env_names        the variables to report from the node's environment sources (GOVERNED_DEFAULT)
 
 Facts are read, never changed: the only side effect is `apt-get update` refreshing
 /var/lib/apt/lists when asked (nothing under /etc).
@@ -24,6 +26,7 @@ import os
 import platform
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -458,6 +461,95 @@ def read_installed(run: Runner, packages: list[str]) -> dict[str, str | None]:
     return installed
 
 
+# The variables the environment list governs (r9700ctl/envlist.py GOVERNED; a test keeps them equal).
+# Only these are reported from the files below: a start file may hold tokens that must not travel.
+GOVERNED_DEFAULT = (
+    "HSA_OVERRIDE_GFX_VERSION",
+    "ROCR_VISIBLE_DEVICES",
+    "HSA_FORCE_FINE_GRAIN_PCIE",
+    "NCCL_P2P_DISABLE",
+)
+# Where a node sets variables for its sessions outside r9700ctl: pam_env reads /etc/environment
+# (Debian's and Ubuntu's PAM session stacks, `pam_env.so readenv=1`); systemd user managers
+# /etc/environment.d/*.conf (environment.d(5)); login shells /etc/profile.d/*.sh (sourced by
+# /etc/profile); bash itself ~/.bash_profile, ~/.profile and ~/.bashrc (bash(1), INVOCATION).
+ENV_SYSTEM_SOURCES = (("/etc/environment", ""), ("/etc/environment.d", ".conf"), ("/etc/profile.d", ".sh"))
+ENV_USER_FILES = (".bash_profile", ".profile", ".bashrc")
+# r9700ctl's own files (roles/r9700_env/vars/Debian.yml): their values ARE the environment list.
+ENV_OWN_FILES = ("/etc/profile.d/r9700.sh", "/etc/environment.d/90-r9700.conf")
+_ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+
+
+def _assigned_value(text: str) -> str:
+    """The value of `NAME=value` as the shell or pam_env reads it: quotes removed, a trailing comment cut."""
+    text = text.strip()
+    if text[:1] in ("'", '"'):
+        end = text.find(text[0], 1)
+        return text[1:end] if end > 0 else text[1:]
+    return text.split()[0] if text else ""
+
+
+def _home_directories(root: str, users: list[str]) -> dict[str, str | None]:
+    homes: dict[str, str | None] = {user: None for user in users}
+    for line in (_read(root, "/etc/passwd") or "").splitlines():
+        fields = line.split(":")
+        if len(fields) >= 6 and fields[0] in homes:
+            homes[fields[0]] = fields[5]
+    return homes
+
+
+def read_environment_sources(root: str, users: list[str], names: list[str]) -> dict[str, Any]:
+    """Lines of the node's own environment files that set one of `names`: file, line, name, value.
+
+    Read, never judged (r9700ctl/nodeenv.py judges). A line is a plain assignment as pam_env or a
+    shell reads it (`NAME=value`, `export NAME=value`); commented lines are not settings.
+    """
+    files: list[str] = []
+    for path, suffix in ENV_SYSTEM_SOURCES:
+        if not suffix:
+            files.append(path)
+            continue
+        try:
+            entries = sorted(os.listdir(_path(root, path)))
+        except OSError:
+            continue
+        files += [f"{path}/{name}" for name in entries if name.endswith(suffix)]
+    homes = _home_directories(root, users)
+    for home in dict.fromkeys(h for h in homes.values() if h):
+        files += [f"{home.rstrip('/')}/{name}" for name in ENV_USER_FILES]
+    wanted = set(names)
+    found: dict[str, Any] = {"read": [], "settings": [], "errors": [], "users": homes}
+    for path in files:
+        try:
+            if path in ENV_OWN_FILES or not stat.S_ISREG(os.stat(_path(root, path)).st_mode):
+                continue
+        except FileNotFoundError:
+            continue
+        except OSError as exc:  # a home this user may not enter (0750 on Ubuntu): said, not passed
+            found["errors"].append(f"{path}: {exc.strerror}")
+            continue
+        try:
+            with open(_path(root, path), encoding="utf-8", errors="replace") as fh:
+                lines = fh.read().splitlines()
+        except OSError as exc:
+            found["errors"].append(f"{path}: {exc.strerror}")
+            continue
+        found["read"].append(path)
+        for number, line in enumerate(lines, start=1):
+            match = _ASSIGNMENT.match(line)
+            if match and match.group(1) in wanted:
+                found["settings"].append(
+                    {
+                        "path": path,
+                        "line": number,
+                        "name": match.group(1),
+                        "value": _assigned_value(match.group(2)),
+                        "text": line.strip(),
+                    }
+                )
+    return found
+
+
 def service_manager(root: str) -> str:
     if os.path.isdir(_path(root, "/run/systemd/system")):
         return "systemd"
@@ -524,6 +616,11 @@ def gather(
     facts["dkms_signing"] = read_dkms_signing(root, facts["os"]["id"], kernel, run)
     facts["amdgpu"] = read_amdgpu(root, run)
     facts["packages"] = read_installed(run, list(args.get("packages") or DEFAULT_PACKAGES))
+    facts["environment_sources"] = read_environment_sources(
+        root,
+        [str(u) for u in args.get("env_users") or ["root"]],
+        [str(n) for n in args.get("env_names") or GOVERNED_DEFAULT],
+    )
     return facts
 
 

@@ -10,8 +10,11 @@ The R9700 has no card-to-card bridge: peer traffic crosses PCIe, and it works on
     Redirect, PCI_ACS_RR/PCI_ACS_CR in include/uapi/linux/pci_regs.h). Linux itself sets it on
     root ports and switch downstream ports when the IOMMU is on (pci_request_acs), so it is judged
     only on the ports of a switch that two GPUs share, never on a card's own switch or a root port.
-Even then owners report host hangs with direct P2P on 4x R9700 (ROCm/rocm-systems#11348), so
-`r9700_p2p: auto` turns P2P on only when every fact above is seen, and off when any is missing.
+Even then owners report host hangs with direct P2P on 4x R9700 (ROCm/rocm-systems#11348) and
+RCCL's P2P transport failing there (ROCm/rccl-tests#162), so `r9700_p2p: auto` turns P2P on only
+when every fact above is seen AND no known issue that applies to the node's GPU count and release
+(data/manifest.yaml `known_issues` whose workaround is this policy's NCCL_P2P_DISABLE=1) says off;
+the first such issue is named as the reason. `on` overrides both, and the caller warns.
 
 One place for these rules: the preflight judge (provision and doctor) decides from nodefacts'
 sysfs facts, and the bundle doctor judges ACS between GPUs with the same `ports_between`.
@@ -42,6 +45,18 @@ class GpuUnderTest:
     vram_bytes: int | None
 
 
+@dataclass(frozen=True)
+class KnownHazard:
+    """A known issue of this node whose workaround is P2P off (the caller matched it to the node)."""
+
+    id: str
+    title: str
+    source: str
+
+    def text(self) -> str:
+        return f"known issue {self.id} ({self.title}; {self.source})"
+
+
 @dataclass
 class Decision:
     """The P2P choice for one node, with the facts behind it (recorded in /etc/r9700ctl/node.json)."""
@@ -52,6 +67,7 @@ class Decision:
     reason: str  # one line for the provision summary
     blockers: list[str] = field(default_factory=list)  # facts that keep P2P off
     checked: list[str] = field(default_factory=list)  # facts seen to allow it
+    known_issues: list[str] = field(default_factory=list)  # ids of the known issues that say off
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -62,6 +78,7 @@ class Decision:
             "reason": self.reason,
             "blockers": list(self.blockers),
             "checked": list(self.checked),
+            "known_issues": list(self.known_issues),
         }
 
 
@@ -148,18 +165,37 @@ def blockers(gpus: Sequence[GpuUnderTest], facts: Mapping[str, Any]) -> tuple[li
     return stops, seen
 
 
-def decide(mode: str, requested_by: str, gpus: Sequence[GpuUnderTest], facts: Mapping[str, Any]) -> Decision:
-    """The node's P2P state; `on` with unmet facts stays enabled with its blockers: the caller refuses."""
+def decide(
+    mode: str,
+    requested_by: str,
+    gpus: Sequence[GpuUnderTest],
+    facts: Mapping[str, Any],
+    hazards: Sequence[KnownHazard] = (),
+) -> Decision:
+    """The node's P2P state; `on` with unmet facts stays enabled with its blockers: the caller refuses.
+
+    `hazards` are the known issues of this node whose workaround is P2P off: `auto` decides off and
+    names the first; `on` stays on and lists them in `known_issues` for the caller's warning.
+    """
     if mode == "off":
         return Decision(mode, requested_by, False, f"off: {requested_by} asks for it")
     if len(gpus) < 2:
         return Decision(mode, requested_by, False, f"off: {len(gpus)} GPU(s), no peer to talk to")
     stops, seen = blockers(gpus, facts)
+    issues = [h.id for h in hazards]
     if mode == "on":
         reason = f"on: {requested_by} asks for it" + (f" despite {stops[0]}" if stops else "")
-        return Decision(mode, requested_by, True, reason, stops, seen)
+        return Decision(mode, requested_by, True, reason, stops, seen, issues)
+    if hazards:
+        more = f" (+{len(hazards) - 1} more)" if len(hazards) > 1 else ""
+        hardware = f"also {_first(stops)}" if stops else "BAR, IOMMU and ACS would allow it"
+        reason = f"off: {hazards[0].text()}{more}; {hardware}"
+        return Decision(mode, requested_by, False, reason, stops, seen, issues)
     if stops:
-        more = f" (+{len(stops) - 1} more)" if len(stops) > 1 else ""
-        return Decision(mode, requested_by, False, f"off: {stops[0]}{more}", stops, seen)
+        return Decision(mode, requested_by, False, f"off: {_first(stops)}", stops, seen)
     reason = "on: every GPU's BAR covers its VRAM, IOMMU passthrough or off, no ACS redirect between GPUs"
     return Decision(mode, requested_by, True, reason, stops, seen)
+
+
+def _first(stops: Sequence[str]) -> str:
+    return stops[0] + (f" (+{len(stops) - 1} more)" if len(stops) > 1 else "")

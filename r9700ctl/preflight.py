@@ -144,6 +144,9 @@ class Resolved:
     # (_check_known_issues; their default workarounds' variables are entries of `environment`).
     rocm_choice: str = ""
     known_issues: list[dict[str, Any]] = field(default_factory=list)
+    # Lines of the node's own environment files ({path, line, name, value}) that break its GPUs and
+    # that r9700_env comments out, keeping a backup (r9700_env_comment_out_conflicts; nodeenv.py).
+    node_environment_fixes: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -211,6 +214,7 @@ def judge(facts: Mapping[str, Any], host_vars: Mapping[str, Any], manifest: Mani
     res.igpu_present = any(g.known and not g.discrete for g in gpus) and bool(discrete)
     checks.extend(_check_gpus(gpus, settings, facts))
     checks.extend(_check_rocm(res, settings, manifest))
+    checks.append(_check_kernel_line(res, settings, manifest))
     known = _known_issues(res, manifest)
     checks.append(_check_lock(facts))
     checks.extend(_check_kernel_packages(res, settings, facts, manifest))
@@ -224,7 +228,8 @@ def judge(facts: Mapping[str, Any], host_vars: Mapping[str, Any], manifest: Mani
     else:
         res.runtime = settings.apply_runtime == "true"
     workarounds = _workarounds(known, settings)
-    checks.extend(_compose_environment(res, settings, gpus, facts, host_vars, manifest, workarounds))
+    hazards = _p2p_hazards(known, settings)
+    checks.extend(_compose_environment(res, settings, gpus, facts, host_vars, manifest, workarounds, hazards))
     checks.extend(_check_known_issues(res, known, settings))
     return Verdict(checks=checks, resolved=res)
 
@@ -237,9 +242,10 @@ def _compose_environment(
     host_vars: Mapping[str, Any],
     manifest: Manifest,
     workarounds: dict[str, tuple[str, str, str]],
+    p2p_hazards: list[Any],
 ) -> list[Check]:
     """THE environment list (r9700ctl/envlist.py): its checks here, its entries for r9700_env."""
-    from r9700ctl import envlist
+    from r9700ctl import envlist, nodeenv
 
     knobs, problems = envlist.EnvKnobs.from_vars(host_vars)
     target = envlist.EnvTarget(
@@ -250,13 +256,16 @@ def _compose_environment(
         allow_unsupported=settings.allow_unsupported,
         rocm_version=res.rocm_version,
         known_issue_workarounds=workarounds,
+        p2p_hazards=p2p_hazards,
     )
     plan = envlist.compose(knobs, target)
     res.environment = plan.to_dicts()
     res.p2p = plan.p2p.to_dict()
     res.hsa_override_gfx_version = plan.hsa_override
     res.rocr_visible_devices = plan.rocr_visible_devices
-    return problems + plan.checks
+    own = nodeenv.judge(facts.get("environment_sources"), plan, target, knobs.comment_out_conflicts)
+    res.node_environment_fixes = own.fixes
+    return problems + plan.checks + own.checks
 
 
 def _check_os(res: Resolved, manifest: Manifest) -> Check:
@@ -378,11 +387,13 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
                 )
             )
             return checks
+        from r9700ctl import kernel_lines  # kernel_lines imports this module's Check
         from r9700ctl.known_issues import auto_release, issues
 
-        choice = auto_release(issues(manifest), _node_gpus(res), working)
-        res.rocm_version = choice.release or working[-1]
-        res.rocm_choice = f"auto -> ROCm {res.rocm_version} (newest supporting {target_text}" + (
+        candidates, by_kernel = kernel_lines.auto_candidates(working, _kernel_node(res, settings), manifest)
+        choice = auto_release(issues(manifest), _node_gpus(res), candidates)
+        res.rocm_version = choice.release or candidates[-1]
+        res.rocm_choice = f"auto -> ROCm {res.rocm_version} (newest supporting {target_text}{by_kernel}" + (
             f"; {choice.skipped_text()})" if choice.skipped else ")"
         )
         if choice.all_blocked:
@@ -469,6 +480,20 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
     return checks
 
 
+def _kernel_node(res: Resolved, settings: Settings) -> Any:
+    from r9700ctl import kernel_lines  # kernel_lines imports this module's Check
+
+    return kernel_lines.Node(res.kernel, res.os_key, settings.driver_source, frozenset(res.gfx_targets))
+
+
+def _check_kernel_line(res: Resolved, settings: Settings, manifest: Manifest) -> Check:
+    """The running kernel against the lines AMD lists with the resolved release (kernel_lines.py)."""
+    from r9700ctl import kernel_lines  # kernel_lines imports this module's Check
+
+    node = _kernel_node(res, settings)
+    return kernel_lines.judge(node, res.rocm_version, settings.allow_unsupported, manifest)
+
+
 def _node_gpus(res: Resolved) -> list[tuple[str | None, str | None]]:
     return [(g["pci_id"], g["gfx"]) for g in res.gpus if g["discrete"] and g["known"]]
 
@@ -500,6 +525,23 @@ def _workarounds(found: list[Any], settings: Settings) -> dict[str, tuple[str, s
             for name, value in issue.workaround_env.items():
                 entries[name] = (value, reason, issue.sources[0])
     return entries
+
+
+def _p2p_hazards(found: list[Any], settings: Settings) -> list[Any]:
+    """The node's known issues whose default workaround is P2P off through r9700_p2p (the host hang
+    of ROCm/rocm-systems#11348 and the IPC failure of ROCm/rccl-tests#162 on 4x R9700, say): `auto`
+    weighs them (r9700ctl/p2p.py). `found` already matched the node's GPU count and release; an
+    issue named in r9700_known_issue_workarounds_skip is the user's risk and not weighed."""
+    from r9700ctl import p2p
+
+    return [
+        p2p.KnownHazard(item.issue.id, item.issue.title, item.issue.sources[0])
+        for item in found
+        if item.issue.policy == "r9700_p2p"
+        and item.issue.applied_by_default
+        and item.issue.workaround_env.get("NCCL_P2P_DISABLE") == "1"
+        and not _skipped(item.issue.id, settings)
+    ]
 
 
 def _check_known_issues(res: Resolved, found: list[Any], settings: Settings) -> list[Check]:

@@ -81,8 +81,9 @@ def rccl_explains_low_collective(results: list[CheckResult]) -> None:
         if result.status in BAD and result.metric != "timeout":
             _add(
                 result,
-                "RCCL not using P2P although pairs copy well: check HSA_FORCE_FINE_GRAIN_PCIE, "
-                "NCCL_P2P_DISABLE and NCCL_P2P_LEVEL, and whether the ring crosses sockets",
+                "RCCL not using P2P although pairs copy well: check NCCL_P2P_DISABLE and "
+                "NCCL_P2P_LEVEL, RCCL's start-up warnings (NCCL_DEBUG=WARN), and whether the ring "
+                "crosses sockets",
             )
 
 

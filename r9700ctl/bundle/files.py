@@ -213,6 +213,16 @@ def read_env(bundle: BundleFiles) -> dict[str, tuple[str, int]]:
     return values
 
 
+def p2p_switched_off(d: Diagnosis) -> tuple[str, Evidence] | None:
+    """NCCL_P2P_DISABLE=1 without HSA_FORCE_FINE_GRAIN_PCIE=1 in env.txt: the node's GPUs do not
+    talk peer to peer (r9700_p2p's "off" as r9700ctl writes it). None when P2P may be on."""
+    env = read_env(d.bundle)
+    disable = env.get("NCCL_P2P_DISABLE")
+    if disable is None or disable[0] != "1" or env.get("HSA_FORCE_FINE_GRAIN_PCIE", ("", 0))[0] == "1":
+        return None
+    return "NCCL_P2P_DISABLE", Evidence("env.txt", disable[1], "NCCL_P2P_DISABLE=1")
+
+
 @dataclass(frozen=True)
 class IdLine:
     """`id` output: "uid=1000(ai) gid=1000(ai) groups=1000(ai),44(video),992(render)"."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from r9700ctl.agent.units import GIB, size_text
-from r9700ctl.bundle.files import Diagnosis, evidence_in, read_env
+from r9700ctl.bundle.files import Diagnosis, evidence_in, p2p_switched_off
 from r9700ctl.bundle.gpus import GPU_SOURCES, ROCM_SOURCES
 from r9700ctl.bundle.model import AMD, FAIL, INFO, NVIDIA, WARN, Evidence
 
@@ -304,7 +304,7 @@ def _judge_acs(d: Diagnosis, report: Any, gpus: list[Any]) -> None:
                 bridge = report.by_bdf(port)
                 if bridge is not None and bridge.acs_redirects:
                     flagged.setdefault(port, []).append(f"{first.bdf} <-> {second.bdf}")
-    p2p_off = _p2p_switched_off(d)
+    p2p_off = p2p_switched_off(d)
     for port, pairs in flagged.items():
         bridge = report.by_bdf(port)
         evidence = [evidence_in(d.bundle, "lspci.txt", r"ACSCtl:", bridge.first_line, bridge.last_line)]
@@ -322,16 +322,6 @@ def _judge_acs(d: Diagnosis, report: Any, gpus: list[Any]) -> None:
             d.add("pcie.acs_redirect", INFO, detail, fix=fix, evidence=[*evidence, p2p_off[1]])
             continue
         d.add("pcie.acs_redirect", WARN, detail, fix=fix, evidence=evidence)
-
-
-def _p2p_switched_off(d: Diagnosis) -> tuple[str, Evidence] | None:
-    """NCCL_P2P_DISABLE=1 without HSA_FORCE_FINE_GRAIN_PCIE=1 in env.txt: the node's GPUs do not
-    talk peer to peer (r9700_p2p's "off" as r9700ctl writes it). None when P2P may be on."""
-    env = read_env(d.bundle)
-    disable = env.get("NCCL_P2P_DISABLE")
-    if disable is None or disable[0] != "1" or env.get("HSA_FORCE_FINE_GRAIN_PCIE", ("", 0))[0] == "1":
-        return None
-    return "NCCL_P2P_DISABLE", Evidence("env.txt", disable[1], "NCCL_P2P_DISABLE=1")
 
 
 def rule_aer(d: Diagnosis) -> None:

@@ -7,7 +7,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from r9700ctl.bundle.files import Diagnosis, evidence_at, evidence_in, find_line, read_env, read_id
+from r9700ctl.bundle.files import (
+    Diagnosis,
+    evidence_at,
+    evidence_in,
+    find_line,
+    p2p_switched_off,
+    read_env,
+    read_id,
+)
 from r9700ctl.bundle.model import AMD, FAIL, INFO, RCCL_LOG, WARN, Evidence
 
 # ---------------------------------------------------------------- versions and ROCm support
@@ -738,9 +746,17 @@ RCCL_KINDS: dict[str, tuple[str, str]] = {
         'RCCL warned at start-up that "amd_iommu=on" is missing from the kernel command line',
         "add amd_iommu=on iommu=pt to the kernel command line and reboot",
     ),
+    # HSA_FORCE_FINE_GRAIN_PCIE=1 makes ROCr expose each GPU's VRAM as a fine-grained pool over PCIe
+    # ("Expose VRAM as uncached/fine grain over PCIe (if enabled)", ROCR-Runtime
+    # src/core/runtime/amd_gpu_agent.cpp; flag.h reads the variable); it is no P2P on/off switch.
+    # RCCL warns whenever it is unset (ROCm/rccl src/init.cc; the lines of ROCm/rccl#1026), also
+    # where P2P is off on purpose: rule_rccl makes that case a note.
     "missing_fine_grain_pcie": (
-        "RCCL warned that HSA_FORCE_FINE_GRAIN_PCIE=1 is not set: no peer-to-peer over PCIe",
-        "set HSA_FORCE_FINE_GRAIN_PCIE=1 for multi-GPU jobs (r9700ctl's r9700_env does); it needs large BAR",
+        "RCCL warned at start-up that HSA_FORCE_FINE_GRAIN_PCIE=1 is not set (the variable makes ROCr "
+        "expose each GPU's VRAM as a fine-grained pool over PCIe; RCCL says low performance, instability "
+        "or a hang may follow)",
+        "where the GPUs are meant to talk peer to peer (r9700_p2p on), set HSA_FORCE_FINE_GRAIN_PCIE=1 in "
+        "the job's environment, as r9700ctl's environment list does with P2P on; it needs large BAR",
     ),
     "p2p_disabled": (
         "RCCL ran with peer-to-peer disabled (NCCL_P2P_DISABLE=1): card-to-card traffic goes through host "
@@ -769,13 +785,22 @@ def rule_rccl(d: Diagnosis) -> None:
     report = d.bundle.parsed(RCCL_LOG, rccl.parse)
     if report is None:
         return
+    p2p_off = p2p_switched_off(d)
     for kind, (meaning, fix) in RCCL_KINDS.items():
         found = report.of_kind(kind)
-        if found:
+        if not found:
+            continue
+        evidence = [Evidence(RCCL_LOG, f.line, f.text.strip()) for f in found]
+        if kind == "missing_fine_grain_pcie" and p2p_off is not None:
+            # The node's P2P is off (r9700_p2p decided so, or the user did): the warning is expected,
+            # and advice to set the variable would contradict that decision.
             d.add(
                 f"rccl.{kind}",
-                WARN,
-                f"{meaning} ({len(found)} line(s))",
-                fix=fix,
-                evidence=[Evidence(RCCL_LOG, f.line, f.text.strip()) for f in found],
+                INFO,
+                f"{meaning} ({len(found)} line(s)); expected: P2P is off on this node "
+                f"({p2p_off[0]}=1 in env.txt)",
+                fix="nothing to do while P2P stays off; /etc/r9700ctl/node.json (p2p) says why it is off",
+                evidence=[*evidence, p2p_off[1]],
             )
+            continue
+        d.add(f"rccl.{kind}", WARN, f"{meaning} ({len(found)} line(s))", fix=fix, evidence=evidence)

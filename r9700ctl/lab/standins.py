@@ -349,10 +349,17 @@ def amdgpu_packages(release: RocmRelease, flavour: str) -> list[DebPackage]:
     """The driver repository's stand-ins (amdgpu/<driver>/ubuntu)."""
     module = dkms_module_version(release, flavour)
     firmware_version = firmware_package_version(release, flavour)
+    # A dkms.conf that DKMS accepts (`dkms add` registers it, `dkms autoinstall` tries it for a new
+    # kernel, as AMD's does), whose build runs the kernel headers' own Makefile: the lab's headers
+    # build nothing, so every build fails with DKMS's own "Bad return status for module build".
     dkms_conf = (
         "# r9700ctl lab stand-in: no driver sources; nothing is built or loaded.\n"
         'PACKAGE_NAME="amdgpu"\n'
         f'PACKAGE_VERSION="{module}"\n'
+        'BUILT_MODULE_NAME[0]="amdgpu"\n'
+        'DEST_MODULE_LOCATION[0]="/updates/dkms"\n'
+        'MAKE[0]="make -C ${kernel_source_dir} M=${dkms_tree}/${PACKAGE_NAME}/${PACKAGE_VERSION}/build"\n'
+        'CLEAN="true"\n'
         'AUTOINSTALL="yes"\n'
     )
     firmware = DebPackage(
@@ -375,10 +382,17 @@ def amdgpu_packages(release: RocmRelease, flavour: str) -> list[DebPackage]:
         summary=f"amdgpu driver in DKMS format - {STANDIN}",
         description=(
             f"Lab stand-in for AMD's amdgpu-dkms {driver_directory(release)} (ROCm {release.version}).\n"
-            f"Installs /usr/src/amdgpu-{module}/dkms.conf only: it runs no dkms and builds no module."
+            f"Installs /usr/src/amdgpu-{module}/dkms.conf and a README, no driver sources: it runs no dkms,\n"
+            "and a build DKMS starts for a kernel fails in make (the lab's kernel headers build nothing)."
         ),
         depends=[f"amdgpu-dkms-firmware (= {firmware_version})"],
-        files=[DebFile(f"/usr/src/amdgpu-{module}/dkms.conf", dkms_conf.encode())],
+        files=[
+            DebFile(f"/usr/src/amdgpu-{module}/dkms.conf", dkms_conf.encode()),
+            # DKMS refuses a source tree with nothing beside dkms.conf before it builds (dkms.in
+            # 3.0.10: "does not appear to have module source located within it"); this file
+            # lets the build start and fail where a real one fails, in make.
+            DebFile(f"/usr/src/amdgpu-{module}/README.lab", _readme("amdgpu-dkms", release).encode()),
+        ],
     )
     return [firmware, dkms, amdgpu_install_package(release)]
 
@@ -480,9 +494,33 @@ def kernel_packages(kernel_release: str) -> list[DebPackage]:
 # its headers (https://wiki.ubuntu.com/Kernel/Dev/Meta-Pkgs). Version 1 of the metas depends on
 # nothing (the line before its update, which a test installs); version 2 brings NEXT_KERNEL,
 # whose headers build nothing, so amdgpu's DKMS build for it fails as on a node whose new kernel
-# has no usable headers. The nodes never boot it (they run the lab host's kernel).
+# amdgpu-dkms cannot build for (ROCm/amdgpu#192: 6.4.1's amdgpu-dkms on the 6.14 HWE kernel).
+# The nodes never boot it (they run the lab host's kernel).
 NEXT_KERNEL = "6.99.1-1-lab"
 NEXT_KERNEL_FLAVOUR = "lab"
+
+# The headers' postinst runs the hooks in /etc/kernel/header_postinst.d as Ubuntu's linux-headers
+# packages do: "Examining /etc/kernel/header_postinst.d." then "run-parts: executing
+# /etc/kernel/header_postinst.d/dkms <version> /boot/vmlinuz-<version>", stopping at a hook that
+# fails, whose exit status becomes the package's: "run-parts: /etc/kernel/header_postinst.d/dkms
+# exited with return code 11 / dpkg: error processing package linux-headers-6.8.0-44-generic
+# (--configure): installed linux-headers-6.8.0-44-generic package post-installation script
+# subprocess returned error exit status 11" (apt log in ROCm/legacy-rocm-build#3701). The hook is
+# the node's real one, from Debian's dkms: `dkms autoinstall` for the new kernel, exit 11 when a
+# module fails to build (dkms 3.0.10, dell/dkms dkms.in autoinstall: "die 11 ... One or more
+# modules failed to install during autoinstall"). So dpkg leaves the headers half-configured and
+# the metas that need them unconfigured, and apt exits non-zero, as on that Ubuntu node. The
+# image's postinst runs no hooks (there is no kernel for an initramfs or GRUB): it ends
+# configured, as linux-image-6.8.0-44-generic did there.
+_HEADERS_POSTINST = """#!/bin/sh
+# r9700ctl lab stand-in: runs /etc/kernel/header_postinst.d as Ubuntu's linux-headers postinst does.
+set -e
+if [ "$1" = configure ] && [ -d /etc/kernel/header_postinst.d ]; then
+    echo "Examining /etc/kernel/header_postinst.d."
+    exec run-parts --verbose --exit-on-error --arg={kernel} --arg=/boot/vmlinuz-{kernel} \\
+        /etc/kernel/header_postinst.d
+fi
+"""
 
 
 def next_kernel_packages() -> list[DebPackage]:
@@ -512,9 +550,16 @@ def next_kernel_packages() -> list[DebPackage]:
                     b"$(error r9700ctl lab stand-in headers for "
                     + NEXT_KERNEL.encode()
                     + b": nothing builds here)\n",
-                )
+                ),
+                # DKMS's hook skips a kernel whose build directory has no include/ ("headers ...
+                # do not seem to be installed"); real headers have one, so these do too.
+                DebFile(
+                    f"/usr/src/{headers}/include/README.lab",
+                    b"r9700ctl lab stand-in: no kernel headers here.\n",
+                ),
             ],
             symlinks=[DebSymlink(f"/lib/modules/{NEXT_KERNEL}/build", f"/usr/src/{headers}")],
+            scripts={"postinst": _HEADERS_POSTINST.format(kernel=NEXT_KERNEL)},
         ),
     ]
     for version, brings in (("1.0", False), ("2.0", True)):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -85,8 +86,9 @@ def test_the_cli_table_names_each_faulty_nodes_worst_finding_and_exits_with_the_
 
 
 def test_the_p2p_decision_reads_each_nodes_machine(fleet, tmp_path):
-    """r9700_p2p auto as preflight decides it (through doctor: nothing changes on the nodes): on
-    for the healthy node, off naming the BAR on the small-BAR node, the IOMMU and the ACS ones."""
+    """r9700_p2p auto as preflight decides it (through doctor: nothing changes on the nodes): off on
+    every 4x R9700 node for the known host hang (issue 22 item 20), the healthy node's hardware
+    allowing it, the small-BAR node's naming the BAR, the IOMMU and the ACS ones theirs."""
     lab, _document, _done = fleet
     out = tmp_path / "doctor.json"
     done = subprocess.run(
@@ -100,7 +102,71 @@ def test_the_p2p_decision_reads_each_nodes_machine(fleet, tmp_path):
         for host in json.loads(out.read_text())["hosts"]
     }
     node_of = {name: f"node{i}" for i, name in enumerate(FAULTS, start=2)}
-    assert decisions["node1"].startswith("PCIe peer-to-peer on: every GPU's BAR covers its VRAM"), decisions
+    assert decisions["node1"].startswith("PCIe peer-to-peer off: known issue r9700-p2p-host-hang ("), (
+        decisions
+    )
+    assert decisions["node1"].endswith("; BAR, IOMMU and ACS would allow it"), decisions
     assert "BAR 256 MiB < VRAM 29.9 GiB" in decisions[node_of["small-bar"]], decisions  # 30576 MiB
     assert "the IOMMU translates its DMA" in decisions[node_of["iommu-translated"]], decisions
     assert "redirects peer traffic" in decisions[node_of["acs-redirect"]], decisions
+    # Issue 22 item 19: doctor reads the node's own /etc/environment and refuses the article's override.
+    own = {
+        host["host"]: [c for c in host["checks"] if c["id"] == "preflight.env.node_sources"]
+        for host in json.loads(out.read_text())["hosts"]
+    }
+    assert [c["status"] for c in own[node_of["gfx942-override"]]] == ["FAIL"], own
+    assert re.match(
+        r"/etc/environment:\d+ sets HSA_OVERRIDE_GFX_VERSION=9.4.2: cross-family",
+        own[node_of["gfx942-override"]][0]["detail"],
+    )
+    assert [c["status"] for c in own["node1"]] == ["PASS"], own
+
+
+def test_provision_refuses_the_node_whose_etc_environment_carries_the_article_override(fleet, tmp_path):
+    """Issue 22 item 19: the gfx942-override node was provisioned without a word (preflight read only
+    the inventory); now its preflight refuses it, naming /etc/environment and the line, and nothing
+    is changed (only a later validate found it before)."""
+    lab, _document, _done = fleet
+    node = f"node{FAULTS.index('gfx942-override') + 2}"
+    report = tmp_path / "provision.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "r9700ctl", "provision", str(lab.inventory), "--limit", node,
+         "--json", str(report)],
+        capture_output=True, text=True, timeout=500, check=False,
+        env=dict(os.environ, NO_COLOR="1", COLUMNS="200", XDG_STATE_HOME=str(tmp_path)),
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    host = {h["host"]: h for h in json.loads(report.read_text())["hosts"]}[node]
+    message = host["failed_tasks"][0]["message"]
+    assert re.match(
+        rf"{node}: preflight refused, nothing changed: /etc/environment:\d+ sets "
+        r"HSA_OVERRIDE_GFX_VERSION=9.4.2: cross-family HSA override refused \(gfx942; these GPUs: gfx1201\)",
+        message,
+    ), message
+    assert "r9700_env_comment_out_conflicts: true" in message
+    assert lab.ssh(node, "test -e /etc/apt/sources.list.d/rocm.sources").returncode != 0  # nothing changed
+
+    # The opt-in: preflight warns, r9700_env comments the line out and keeps the old file; a second
+    # run changes nothing (only preflight and r9700_env run: --tags r9700_env).
+    def opted_in(name: str) -> tuple[subprocess.CompletedProcess, dict]:
+        out = tmp_path / f"{name}.json"
+        run = subprocess.run(
+            [sys.executable, "-m", "r9700ctl", "provision", str(lab.inventory), "--limit", node,
+             "--tags", "r9700_env", "-e", '{"r9700_env_comment_out_conflicts": true}', "--json", str(out)],
+            capture_output=True, text=True, timeout=500, check=False,
+            env=dict(os.environ, NO_COLOR="1", COLUMNS="200", XDG_STATE_HOME=str(tmp_path)),
+        )  # fmt: skip
+        return run, {h["host"]: h for h in json.loads(out.read_text())["hosts"]}[node]
+
+    first, _ = opted_in("first")
+    assert first.returncode in (0, 1), first.stdout + first.stderr
+    assert "provision comments it out (r9700_env_comment_out_conflicts)" in first.stdout + first.stderr
+    lines = lab.ssh(node, "cat /etc/environment").stdout.splitlines()
+    assert [line for line in lines if "HSA_OVERRIDE_GFX_VERSION" in line] == [
+        "# r9700ctl commented this out (it breaks the GPUs; r9700_env_comment_out_conflicts): "
+        "HSA_OVERRIDE_GFX_VERSION=9.4.2"
+    ]
+    backup = lab.ssh(node, "cat /etc/environment.*~")
+    assert backup.returncode == 0 and "HSA_OVERRIDE_GFX_VERSION=9.4.2" in backup.stdout.splitlines()
+    again, entry = opted_in("again")
+    assert again.returncode == 0 and entry["changed"] == 0, again.stdout + again.stderr

@@ -102,6 +102,11 @@ def test_provision_records_what_was_there_and_the_state(lab3: Any, provisioned: 
     assert state and state["rocm_version"] == "6.4.1" and state["amdgpu_version"] == "6.4.1"
     assert state["installed"]["rocm-core"].startswith("6.4.1.60401-")
     assert state["repositories"]["paths"] == ["rocm/apt/6.4.1", "amdgpu/6.4.1/ubuntu"]
+    # What the release brought, read from the apt lists of exactly those repositories (issue 22
+    # item 4): its ROCm packages and its driver, each with its version.
+    assert {"rocm-core", "rocm", "amdgpu-dkms", "amdgpu-dkms-firmware"} <= set(state["release_packages"])
+    assert "python3-debian" not in state["release_packages"]
+    assert set(state["release_packages"]) <= set(state["installed"])
     assert state["kernel"] == lab3.ssh("node1", "uname -r").stdout.strip() and state["time"].endswith("Z")
     before = node_json(lab3, "node1", "/etc/r9700ctl/before.json")
     assert before and before["complete"] is True

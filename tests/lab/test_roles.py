@@ -107,18 +107,23 @@ def test_provision_verify_and_a_second_run_that_changes_nothing(lab, tmp_path):
 
     # Issue 9, items 3 and 4: ONE environment list reaches system services through the systemd
     # drop-in, and r9700_p2p: auto decides from the node's own BAR/IOMMU/ACS facts: a lab node
-    # presents a healthy R9700 machine (large BARs, iommu=pt, a root port per card), so P2P is on,
-    # with the reason in the summary and in node.json (tests/lab/test_faults.py: the faulty ones).
+    # presents a healthy R9700 machine (large BARs, iommu=pt, a root port per card), which would
+    # allow P2P; issue 22 item 20: its four R9700s have the host hang and IPC failure known there
+    # (ROCm/rocm-systems#11348, ROCm/rccl-tests#162), so P2P is off, naming the issue, in the
+    # summary and in node.json (tests/lab/test_faults.py: the faulty ones).
     for name, _ in lab.nodes:
-        assert f"{name}: PCIe P2P on: every GPU's BAR covers its VRAM" in first.stdout
+        assert f"{name}: PCIe P2P off: known issue r9700-p2p-host-hang (" in first.stdout
+        assert "BAR, IOMMU and ACS would allow it" in first.stdout
         dropin = lab.ssh(name, "cat /etc/systemd/system.conf.d/90-r9700.conf")
         assert dropin.returncode == 0, dropin.stderr
-        assert "[Manager]" in dropin.stdout and "HSA_FORCE_FINE_GRAIN_PCIE=1" in dropin.stdout
+        assert "[Manager]" in dropin.stdout and "NCCL_P2P_DISABLE=1" in dropin.stdout
         record = json.loads(lab.ssh(name, "cat /etc/r9700ctl/node.json").stdout)
-        assert record["p2p"]["state"] == "on" and record["p2p"]["mode"] == "auto"
+        assert record["p2p"]["state"] == "off" and record["p2p"]["mode"] == "auto"
+        assert record["p2p"]["blockers"] == []
+        assert record["p2p"]["known_issues"] == ["r9700-p2p-host-hang", "r9700-4x-p2p-ipc-invalid"]
         # ...with the default workaround of a known issue of gfx1201 (issue 14, ROCm/rocm-systems#2209)
         assert {e["name"]: e["value"] for e in record["environment"]} == {
-            "HSA_FORCE_FINE_GRAIN_PCIE": "1",
+            "NCCL_P2P_DISABLE": "1",
             "HSA_ENABLE_IPC_MODE_LEGACY": "0",
         }
         # Issue 14: 4 R9700s skip ROCm 7.2.x (RCCL deadlock), said in the summary and node.json, which
@@ -130,7 +135,7 @@ def test_provision_verify_and_a_second_run_that_changes_nothing(lab, tmp_path):
         assert record["rocm_choice"].startswith("auto -> ROCm 7.1.1")
         in_force = {k["id"]: k["in_force"] for k in record["known_issues"]}
         assert in_force["hsa-ipc-mode-legacy"] == "in force: HSA_ENABLE_IPC_MODE_LEGACY=0"
-        assert in_force["r9700-p2p-host-hang"].startswith("not in force: r9700_p2p on: ")
+        assert in_force["r9700-p2p-host-hang"] == "in force: NCCL_P2P_DISABLE=1 (through r9700_p2p)"
 
     # Item 1: ROCm 7.x needs its graphics repository: with only rocm.sources and amdgpu.sources,
     # `rocm` is not installable (the stand-in rocdecode depends on mesa-amdgpu-va-drivers, as AMD's does).

@@ -20,6 +20,8 @@ cover Debian 12, the lab's own system.
 
 from __future__ import annotations
 
+import json
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +60,16 @@ OS_FACTS = {
 def fixture_lines(name: str) -> list[str]:
     """A recorded output without its first line (the source)."""
     return (FIXTURES / name).read_text().splitlines()[1:]
+
+
+def node_script(root: Path, *args: str) -> dict[str, Any]:
+    """Run r9700_lifecycle's node script as Ansible's script module does, against a root in tmp_path."""
+    script = ROLES_DIR / "r9700_lifecycle" / "files" / "r9700-lifecycle"
+    done = subprocess.run(
+        ["python3", str(script), *args, "--root", str(root)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
 
 
 class AssertFailed(AssertionError):

@@ -279,3 +279,168 @@ def test_an_image_without_torch_is_skip_with_the_reason_not_a_verdict():
         "rocm/pytorch:rocm7.1.1_ubuntu24.04_py3.12_pytorch_release_2.9.1 "
         "(ModuleNotFoundError: No module named 'torch'): nothing to ask"
     )
+
+
+# -- ROCR_VISIBLE_DEVICES as the container sees the GPUs (issue 22 item 8) -----------------------------
+
+
+def igpu_first_context(**host_vars: Any) -> dict:
+    """4 R9700s and an AMD iGPU that sorts FIRST on the PCI bus (0000:01:00.0): on the host ROCr numbers
+    it 0, so the environment list's ROCR_VISIBLE_DEVICES (auto: keep ROCm off the iGPU) is 1,2,3,4."""
+    import role_render_harness as harness
+
+    from r9700ctl import preflight
+
+    ctx = context(**host_vars)
+    facts = harness.node_facts("ubuntu-24.04", 4, igpu=True)
+    facts["pci"]["devices"][-1]["address"] = "0000:01:00.0"
+    verdict = preflight.judge(facts, ctx, manifest_module.load())
+    assert verdict.ok, [c.one_line() for c in verdict.failures]
+    ctx["r9700_resolved"] = verdict.resolved.to_dict()
+    ctx["r9700_environment"] = ctx["r9700_resolved"]["environment"]
+    return ctx
+
+
+def container_env(role: RoleRender) -> tuple[dict[str, str], dict[str, str]]:
+    """(container.env, the Dockerfile's ENV) as NAME -> value."""
+    files = role.task("Configure | Write the container environment file and the Dockerfile").files
+    env_file = files["/etc/r9700ctl/container.env"]
+    dockerfile = files["/etc/r9700ctl/Dockerfile"]
+    env_block = dockerfile[dockerfile.index("ENV ") + 4 :].replace("\\\n", " ").split()
+    return (
+        dict(line.split("=", 1) for line in env_file.splitlines() if line and not line.startswith("#")),
+        dict(item.split("=", 1) for item in env_block),
+    )
+
+
+def test_a_container_seeing_only_the_cards_render_nodes_gets_indices_shifted_past_the_igpu():
+    """Issue 22 item 8: with r9700_container_render_nodes: gpus the container gets only the R9700s'
+    render nodes; ROCr skips a KFD node whose render node it cannot open (ROCT-Thunk-Interface
+    topology.c, topology_sysfs_check_node_supported), so inside, the cards are 0-3. The host's 1,2,3,4
+    would hide card 0 and name a GPU that is not there."""
+    ctx = igpu_first_context(r9700_container_render_nodes="gpus")
+    assert {e["name"]: e["value"] for e in ctx["r9700_environment"]}["ROCR_VISIBLE_DEVICES"] == "1,2,3,4"
+    env_file, dockerfile = container_env(run(ctx, registered()))
+    assert env_file["ROCR_VISIBLE_DEVICES"] == dockerfile["ROCR_VISIBLE_DEVICES"] == "0,1,2,3"
+    rest = {k: v for k, v in env_file.items() if k != "ROCR_VISIBLE_DEVICES"}
+    assert rest == {
+        e["name"]: e["value"] for e in ctx["r9700_environment"] if e["name"] != "ROCR_VISIBLE_DEVICES"
+    }
+
+
+@pytest.mark.parametrize(
+    "host_vars",
+    [{"r9700_container_render_nodes": "all"}, {"r9700_container_gpu_access": "cdi"}],
+    ids=["all-of-dev-dri", "cdi-every-amdgpu-device"],
+)
+def test_a_container_that_sees_every_gpu_keeps_the_host_indices(host_vars):
+    """All of /dev/dri, or amd-ctk's CDI spec (every PCI device bound to amdgpu, the iGPU included:
+    ROCm/container-toolkit internal/amdgpu GetAMDGPUs): the container numbers the GPUs as the host does."""
+    regs = {**registered(dockerd=False), "__r9700_containers_amd_ctk": {"rc": 0}}
+    env_file, dockerfile = container_env(run(igpu_first_context(**host_vars), regs))
+    assert env_file["ROCR_VISIBLE_DEVICES"] == dockerfile["ROCR_VISIBLE_DEVICES"] == "1,2,3,4"
+
+
+def test_a_users_list_is_mapped_card_by_card_and_uuids_pass_unchanged():
+    """ROCR_VISIBLE_DEVICES takes indices or UUIDs (ROCm docs, GPU isolation techniques); a UUID names
+    the same GPU inside and out."""
+    ctx = igpu_first_context(r9700_container_render_nodes="gpus", r9700_rocr_visible_devices="4,GPU-1a2b3c,2")
+    env_file, _ = container_env(run(ctx, registered()))
+    assert env_file["ROCR_VISIBLE_DEVICES"] == "3,GPU-1a2b3c,1"
+
+
+# -- the CDI spec follows the node's GPUs (issue 22 item 7) ---------------------------------------------
+
+
+def cdi_spec(render_minors: list[int]) -> str:
+    """/etc/cdi/amd.json as amd-ctk writes it (ROCm/container-toolkit internal/cdi GenerateSpec): one
+    device per GPU with its card and render nodes plus /dev/kfd, then "all" with every GPU's nodes."""
+    kfd = {"path": "/dev/kfd", "type": "c", "major": 235, "minor": 0}
+    devices = []
+    for i, minor in enumerate(render_minors):
+        nodes = [
+            {"path": f"/dev/dri/card{minor - 127}", "type": "c", "major": 226, "minor": minor - 127},
+            {"path": f"/dev/dri/renderD{minor}", "type": "c", "major": 226, "minor": minor},
+        ]
+        devices.append({"name": str(i), "containerEdits": {"deviceNodes": [*nodes, kfd]}})
+    every = [n for d in devices for n in d["containerEdits"]["deviceNodes"][:-1]] + [kfd]
+    devices.append({"name": "all", "containerEdits": {"deviceNodes": every}})
+    return json.dumps({"cdiVersion": "0.6.0", "kind": "amd.com/gpu", "devices": devices})
+
+
+def drm_now(render_minors: list[int]) -> list[str]:
+    """What the role lists of the GPUs bound to amdgpu now (their card and render nodes)."""
+    return [
+        f"/dev/dri/{kind}{m if kind == 'renderD' else m - 127}"
+        for m in render_minors
+        for kind in ("card", "renderD")
+    ]
+
+
+def cdi_run(spec: str | None, now: list[int]) -> RoleRender:
+    old = {"content": base64.b64encode(spec.encode()).decode()} if spec is not None else {"failed": True}
+    regs = {
+        **registered(dockerd=False),
+        "__r9700_containers_amd_ctk": {"rc": 0},
+        "__r9700_containers_cdi_old": old,
+        "__r9700_containers_drm": {"rc": 0, "stdout_lines": drm_now(now)},
+    }
+    return run(context(r9700_container_gpu_access="cdi"), regs)
+
+
+def test_a_cdi_spec_of_four_gpus_on_a_node_with_three_now_is_generated_again_saying_why():
+    """Issue 22 item 7: `creates:` generated the spec once and never again; AMD's CDI guide says to
+    regenerate it whenever GPUs are added or removed (ROCm/container-toolkit docs cdi-guide.rst)."""
+    role = cdi_run(cdi_spec([128, 129, 130, 131]), [128, 129, 130])
+    generate = role.task("Configure | Generate the CDI spec of the node's GPUs")
+    assert not generate.skipped
+    assert generate.args["argv"] == ["amd-ctk", "cdi", "generate", "--output=/etc/cdi/amd.json"]
+    assert role.vars["__r9700_containers_cdi"]["reason"] == (
+        "/etc/cdi/amd.json lists GPU devices the node no longer has: /dev/dri/card4, /dev/dri/renderD131"
+    )
+
+
+def test_a_cdi_spec_that_matches_the_gpus_is_left_alone_and_a_missing_one_is_made():
+    assert cdi_run(cdi_spec([128, 129]), [128, 129]).task("Configure | Generate the CDI spec").skipped
+    made = cdi_run(None, [128, 129])
+    assert not made.task("Configure | Generate the CDI spec").skipped
+    assert made.vars["__r9700_containers_cdi"]["reason"] == "no CDI spec at /etc/cdi/amd.json yet"
+    added = cdi_run(cdi_spec([128]), [128, 129])
+    assert added.vars["__r9700_containers_cdi"]["reason"] == (
+        "the node has GPU devices /etc/cdi/amd.json does not list: /dev/dri/card2, /dev/dri/renderD129"
+    )
+
+
+def test_with_no_gpu_bound_to_amdgpu_the_spec_is_not_regenerated_empty():
+    """Before the reboot into AMD's driver amd-ctk finds no GPU: a spec made then would list none."""
+    role = cdi_run(cdi_spec([128, 129]), [])
+    assert role.task("Configure | Generate the CDI spec").skipped
+    assert role.vars["__r9700_containers_cdi"]["reason"].startswith("no GPU is bound to amdgpu now")
+
+
+def test_the_listing_of_gpu_devices_reads_the_tree_amd_ctk_reads(tmp_path):
+    """The task's shell loop, run with a real /bin/sh on a copy of the sysfs layout: the driver's
+    directory holds one link per bound PCI device plus bind/unbind files, each device a drm/ with
+    its card and render node (ROCm/container-toolkit internal/amdgpu GetAMDGPUs)."""
+    import subprocess
+
+    driver = tmp_path / "sys/module/amdgpu/drivers/pci:amdgpu"
+    for address, card, render in (("0000:03:00.0", 1, 128), ("0000:07:00.0", 2, 129)):
+        for node in (f"card{card}", f"renderD{render}"):
+            (driver / address / "drm" / node).mkdir(parents=True)
+    (driver / "bind").write_text("")
+    (driver / "module").mkdir()
+    task = cdi_run(None, [128]).task("Configure | List the card and render nodes")
+    script = task.args["argv"][2].replace("/sys/", f"{tmp_path}/sys/")
+    out = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=30, check=True)
+    assert out.stdout.split() == [
+        "/dev/dri/card1",
+        "/dev/dri/renderD128",
+        "/dev/dri/card2",
+        "/dev/dri/renderD129",
+    ]
+    empty = subprocess.run(
+        ["/bin/sh", "-c", script.replace(str(tmp_path), str(tmp_path / "none"))],
+        capture_output=True, text=True, timeout=30, check=True,
+    )  # fmt: skip
+    assert empty.stdout == "" and empty.returncode == 0

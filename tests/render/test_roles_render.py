@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 import yaml
-from role_render_harness import AssertFailed, RoleRender, fixture_lines, host_context
+from role_render_harness import AssertFailed, RoleRender, fixture_lines, host_context, node_script
 
 MIRROR = "http://10.213.0.1:8080"
 TEST_KEY_FPR = "DB4CCF23AC5D3E2846037EB801190F9BDF85CB5A"  # the key in fixtures/gpg-show-keys-colons.txt
@@ -403,6 +403,28 @@ def test_no_recorded_reason_means_no_reboot():
     assert "r9700_reboot_pending" not in run.vars
 
 
+# `dpkg-query -W -f='${Package} ${db:Status-Abbrev}\n' 'linux-*'` on an Ubuntu 24.04 node that
+# follows the HWE line (names as Ubuntu's linux-meta packages them; not a recorded output).
+HWE_NODE_LINUX_PACKAGES = [
+    "linux-base ii ",
+    "linux-firmware ii ",
+    "linux-generic un ",
+    "linux-generic-hwe-24.04 ii ",
+    "linux-headers-6.8.0-31 ii ",
+    "linux-headers-6.8.0-31-generic ii ",
+    "linux-headers-generic-hwe-24.04 ii ",
+    "linux-image-6.8.0-31-generic ii ",
+    "linux-image-6.8.0-28-generic rc ",
+    "linux-image-extra-virtual un ",
+    "linux-image-generic un ",
+    "linux-image-generic-hwe-24.04 ii ",
+    "linux-image-unsigned-6.8.0-31-generic un ",
+    "linux-modules-6.8.0-31-generic ii ",
+    "linux-modules-extra-6.8.0-31-generic ii ",
+    "linux-tools-common ii ",
+]
+
+
 def test_the_kernel_hold_holds_installed_packages_and_fences_unattended_upgrades():
     """R21: apt-mark hold of the running kernel image and headers; unattended-upgrades off linux-*."""
     registered = driver_registered()
@@ -410,11 +432,27 @@ def test_the_kernel_hold_holds_installed_packages_and_fences_unattended_upgrades
         "stdout_lines": ["linux-image-6.8.0-31-generic ii ", "linux-headers-6.8.0-31-generic un "]
     }
     run = RoleRender("r9700_driver", context(r9700_kernel_hold=True), registered).run()
-    assert run.task("Configure | Hold the running kernel").items == ["linux-image-6.8.0-31-generic ii "]
+    assert run.task("Configure | Hold the running kernel").items == ["linux-image-6.8.0-31-generic"]
     hold = run.task("Configure | Keep unattended-upgrades off").files[
         "/etc/apt/apt.conf.d/51r9700-kernel-hold"
     ]
     assert '"linux-";' in hold
+
+
+def test_the_kernel_hold_holds_the_lines_meta_packages_too():
+    """Issue 22 item 3: holding only the running image and headers left linux-generic-hwe-24.04
+    and its image and headers metas free, and they pull the next kernel in under new package
+    names, so a routine apt upgrade still moved the kernel (ROCm/legacy-rocm-build#3883)."""
+    registered = driver_registered()
+    registered["__r9700_driver_kernel_packages"] = {"stdout_lines": HWE_NODE_LINUX_PACKAGES}
+    run = RoleRender("r9700_driver", context(r9700_kernel_hold=True), registered).run()
+    assert run.task("Configure | Hold the running kernel").items == [
+        "linux-image-6.8.0-31-generic",
+        "linux-headers-6.8.0-31-generic",
+        "linux-image-generic-hwe-24.04",
+        "linux-headers-generic-hwe-24.04",
+        "linux-generic-hwe-24.04",
+    ]
 
 
 # -- r9700_rocm ----------------------------------------------------------------------------------
@@ -441,26 +479,27 @@ def test_the_default_set_is_the_rocm_meta_package_and_runtime_only_uses_the_mani
         RoleRender("r9700_rocm", context(r9700_rocm_runtime_only=True), rocm_registered()).run()
 
 
+RELEASE_BROUGHT = ["amdgpu-dkms", "mesa-amdgpu-va-drivers", "rocm", "rocm-core"]
+
+
 def lifecycle_state(ctx: dict[str, Any]) -> dict[str, Any]:
     """The state r9700_lifecycle's state step hands its node script (the --new JSON)."""
-    registered = {"__r9700_lifecycle_dpkg": {"stdout_lines": fixture_lines("dpkg-query-installed.txt")}}
+    registered = {
+        "__r9700_lifecycle_dpkg": {"stdout_lines": fixture_lines("dpkg-query-installed.txt")},
+        # `r9700-lifecycle release-packages`: what apt's lists say the release's repositories brought.
+        "__r9700_lifecycle_release": {"stdout": json.dumps({"packages": RELEASE_BROUGHT, "unread": []})},
+    }
     # tasks/main.yml loads the per-OS vars before it imports the step.
     role_vars = yaml.safe_load(
         (Path(__file__).resolve().parents[2] / "roles/r9700_lifecycle/vars/Debian.yml").read_text()
     )
     render = RoleRender("r9700_lifecycle", {**role_vars, **ctx}, registered).run("tasks/state.yml")
     argv = shlex.split(render.task("State | Write /etc/r9700ctl/state.json").args["cmd"])
-    return json.loads(argv[argv.index("--new") + 1])
-
-
-def node_script(root: Path, *args: str) -> dict[str, Any]:
-    """Run the role's node script as Ansible's script module does, against a root in tmp_path."""
-    script = Path(__file__).resolve().parents[2] / "roles/r9700_lifecycle/files/r9700-lifecycle"
-    done = subprocess.run(
-        ["python3", str(script), *args, "--root", str(root)], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return json.loads(done.stdout)
+    state = json.loads(argv[argv.index("--new") + 1])
+    # The repositories whose lists say what the release brought are the ones the state records.
+    asked = shlex.split(render.task("State | Read from apt's lists").args["cmd"])
+    assert json.loads(asked[asked.index("--repositories") + 1]) == state["repositories"]
+    return state
 
 
 def test_state_json_records_versions_and_the_node_script_keeps_the_previous_one_on_a_change(tmp_path):
@@ -478,8 +517,8 @@ def test_state_json_records_versions_and_the_node_script_keeps_the_previous_one_
     assert state["repositories"]["paths"] == paths
     assert state["image"].startswith("rocm/pytorch:rocm7.1.1_")
     assert state["kernel"] and "time" not in state
-    # Asked about, so that its absence says "not installed" to a later rollback.
-    assert state["release_packages"] == ["mesa-amdgpu-va-drivers"]
+    # What the release's repositories brought, read from apt's lists (issue 22 item 4).
+    assert state["release_packages"] == RELEASE_BROUGHT
 
     new = json.dumps(state)
     assert node_script(tmp_path, "state", "--new", new, "--time", "2026-12-01T10:00:00Z")["changed"]
@@ -689,6 +728,55 @@ def test_an_accepted_hsa_override_reaches_all_three_files(tmp_path):
     assert all_three(tmp_path, override="12.0.1")["HSA_OVERRIDE_GFX_VERSION"] == "12.0.1"
 
 
+def _with_article_override(ctx: dict[str, Any]) -> dict[str, Any]:
+    """ctx with preflight's verdict on a node whose /etc/environment line 2 holds the article's override."""
+    import role_render_harness as harness
+
+    from r9700ctl import manifest as manifest_module
+    from r9700ctl import preflight
+
+    facts = harness.node_facts("ubuntu-24.04", 4)
+    line = {"path": "/etc/environment", "line": 2, "name": "HSA_OVERRIDE_GFX_VERSION", "value": "9.4.2"}
+    facts["environment_sources"] = {
+        "read": ["/etc/environment"],
+        "settings": [{**line, "text": "HSA_OVERRIDE_GFX_VERSION=9.4.2"}],
+        "errors": [],
+        "users": {"root": "/root"},
+    }
+    verdict = preflight.judge(facts, ctx, manifest_module.load())
+    ctx["r9700_resolved"] = verdict.resolved.to_dict()
+    return ctx
+
+
+def test_with_the_opt_in_the_nodes_own_breaking_line_is_commented_out_with_a_backup():
+    """Issue 22 item 19: r9700_env_comment_out_conflicts lets provision comment out the line preflight
+    would refuse (/etc/environment's HSA_OVERRIDE_GFX_VERSION=9.4.2), keeping a backup; the pattern
+    replace applies leaves every other line alone and matches nothing once done (changed=0 next time)."""
+    import re
+
+    env = RoleRender("r9700_env", _with_article_override(context(r9700_env_comment_out_conflicts=True))).run()
+    task = env.task("Configure | Comment out the node's own lines that break the GPUs")
+    assert not task.skipped
+    assert [item["path"] for item in task.items] == ["/etc/environment"]
+    args = task.args
+    assert args["path"] == "/etc/environment" and args["backup"] is True
+    before = 'PATH="/usr/bin"\nHSA_OVERRIDE_GFX_VERSION=9.4.2\nexport HSA_OVERRIDE_GFX_VERSION_X=1\n'
+    # ansible.builtin.replace: re.subn(regexp, replace, contents) with re.MULTILINE
+    after, count = re.subn(re.compile(args["regexp"], re.MULTILINE), args["replace"], before)
+    assert count == 1
+    lines = after.splitlines()
+    assert lines[1].startswith("# ") and lines[1].endswith("): HSA_OVERRIDE_GFX_VERSION=9.4.2")
+    assert lines[0] == 'PATH="/usr/bin"' and lines[2].startswith("export HSA_")
+    assert re.subn(re.compile(args["regexp"], re.MULTILINE), args["replace"], after)[1] == 0
+
+
+def test_without_the_opt_in_no_file_of_the_node_is_touched():
+    env = RoleRender("r9700_env", _with_article_override(context(r9700_env_comment_out_conflicts=True))).run()
+    assert env.task("Configure | Comment out the node's own lines that break the GPUs").items
+    off = RoleRender("r9700_env", _with_article_override(context())).run()
+    assert off.task("Configure | Comment out the node's own lines that break the GPUs").skipped
+
+
 # -- r9700_kernel --------------------------------------------------------------------------------
 
 
@@ -736,10 +824,10 @@ def test_the_preflight_task_hands_the_inventory_values_to_the_judge():
     assert task.args["apt_lock_timeout"] == 600 and task.args["driver_source"] == "dkms"
 
 
-def p2p_facts(bar_bytes: int, iommu: str | None = "identity") -> dict[str, Any]:
-    """nodefacts' `p2p` facts for four R9700s, each behind its own switch on its own root port."""
+def p2p_facts(bar_bytes: int, iommu: str | None = "identity", count: int = 4) -> dict[str, Any]:
+    """nodefacts' `p2p` facts for `count` R9700s, each behind its own switch on its own root port."""
     gpus, bridges = {}, {}
-    for i in range(4):
+    for i in range(count):
         root_port = f"0000:00:0{i + 1}.1"
         usp, dsp, gpu = (f"0000:{i * 4 + bus:02x}:00.0" for bus in (1, 2, 3))
         gpus[gpu] = {
@@ -755,30 +843,33 @@ def p2p_facts(bar_bytes: int, iommu: str | None = "identity") -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("bar", "iommu", "state", "variable"),
+    ("bar", "iommu", "count", "state", "variable"),
     [
-        (32 * 2**30, "identity", "on", "HSA_FORCE_FINE_GRAIN_PCIE"),
-        (256 * 2**20, "identity", "off", "NCCL_P2P_DISABLE"),
-        (32 * 2**30, "DMA-FQ", "off", "NCCL_P2P_DISABLE"),
+        (32 * 2**30, "identity", 2, "on", "HSA_FORCE_FINE_GRAIN_PCIE"),
+        (256 * 2**20, "identity", 2, "off", "NCCL_P2P_DISABLE"),
+        (32 * 2**30, "DMA-FQ", 2, "off", "NCCL_P2P_DISABLE"),
+        (32 * 2**30, "identity", 4, "off", "NCCL_P2P_DISABLE"),
     ],
-    ids=["large-bar-passthrough", "small-bar", "iommu-translated"],
+    ids=["large-bar-passthrough", "small-bar", "iommu-translated", "4x-r9700-known-issues"],
 )
 def test_r9700_p2p_auto_decides_from_the_facts_and_all_three_files_carry_it(
-    tmp_path, bar, iommu, state, variable
+    tmp_path, bar, iommu, count, state, variable
 ):
     """Issue 9 item 4: P2P on only with BAR >= VRAM on every GPU, IOMMU passthrough/off, no ACS redirect
-    between GPUs (Linux's own on root ports and each card's switch does not count); else off."""
+    between GPUs (Linux's own on root ports and each card's switch does not count); else off. Issue 22
+    item 20: and off on 4x R9700 whatever the hardware allows, for the host hang and IPC failure known
+    there (ROCm/rocm-systems#11348, ROCm/rccl-tests#162)."""
     import role_render_harness as harness
 
     from r9700ctl import manifest as manifest_module
     from r9700ctl import preflight
 
     ctx = context()
-    facts = harness.node_facts("ubuntu-24.04", 4)
+    facts = harness.node_facts("ubuntu-24.04", count)
     for i, device in enumerate(facts["pci"]["devices"]):
         device["revision"] = "0xc0"  # an R9700 (libdrm amdgpu.ids 7551 C0)
         device["address"] = f"0000:{i * 4 + 3:02x}:00.0"  # the GPU behind card i's switch (p2p_facts)
-    facts["p2p"] = p2p_facts(bar, iommu)
+    facts["p2p"] = p2p_facts(bar, iommu, count)
     verdict = preflight.judge(facts, ctx, manifest_module.load())
     assert verdict.ok, [c.one_line() for c in verdict.failures]
     ctx["r9700_resolved"] = verdict.resolved.to_dict()

@@ -355,6 +355,32 @@ def test_rccl_start_up_warnings_in_rccl_log_are_findings(tmp_path):
     assert "RCCL start-up warnings" not in " ".join(n.topic for n in report.not_judged)
 
 
+def test_rccl_missing_fine_grain_warning_on_a_node_whose_p2p_is_off_is_a_note_not_advice_to_set_it(tmp_path):
+    """Issue 22 item 9: on a node whose P2P policy decided off (NCCL_P2P_DISABLE=1 in env.txt), doctor
+    told the operator to set HSA_FORCE_FINE_GRAIN_PCIE=1, "r9700ctl's r9700_env does": our own policy
+    contradicted. The variable makes ROCr expose VRAM as a fine-grained pool over PCIe; RCCL warns
+    whenever it is unset (ROCm/rccl src/init.cc, ROCm/rccl#1026): with P2P off that is expected."""
+    log = (FIXTURES / "rccl" / "mi250x-startup-warnings.log").read_text()
+    env = "PATH=/usr/bin\nNCCL_P2P_DISABLE=1\n"
+    report = diagnose_bundle(bundle_from(tmp_path, "r9700-2x", {"rccl.log": log, "env.txt": env}))
+
+    finding = only(report, "rccl.missing_fine_grain_pcie")
+    assert finding.severity == "INFO"
+    assert "set HSA_FORCE_FINE_GRAIN_PCIE" not in finding.fix and "r9700_env" not in finding.fix
+    assert "expected: P2P is off on this node (NCCL_P2P_DISABLE=1 in env.txt)" in finding.detail
+    assert (finding.evidence[-1].file, finding.evidence[-1].line) == ("env.txt", 2)
+
+
+def test_rccl_missing_fine_grain_warning_names_what_the_variable_does_not_a_p2p_switch(tmp_path):
+    log = (FIXTURES / "rccl" / "mi250x-startup-warnings.log").read_text()
+    report = diagnose_bundle(bundle_from(tmp_path, "r9700-2x", {"rccl.log": log}))
+    finding = only(report, "rccl.missing_fine_grain_pcie")
+
+    assert finding.severity == "WARN"
+    assert "no peer-to-peer over PCIe" not in finding.detail
+    assert "fine-grained" in finding.detail
+
+
 # ---- what could not be judged, and why
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_preflight import MANIFEST, check, facts, judge
+from test_preflight import MANIFEST, check, facts, judge, r9700
 
 from r9700ctl import envlist
 from r9700ctl.agent.result import FAIL, PASS, WARN
@@ -93,7 +93,8 @@ def test_p2p_on_without_the_facts_is_a_loud_warning_with_allow_unsupported():
 
 
 def test_auto_without_facts_decides_off_with_the_reason_recorded():
-    verdict = judge(facts())
+    """Two cards: no known issue of 4x R9700 decides before the missing facts do."""
+    verdict = judge(facts(gpus=r9700(2)))
     # and the default workaround of a known issue of the R9700s (ROCm/rocm-systems#2209)
     assert listed(verdict) == {"NCCL_P2P_DISABLE": "1", "HSA_ENABLE_IPC_MODE_LEGACY": "0"}
     assert verdict.resolved.p2p["state"] == "off"
@@ -168,3 +169,114 @@ def test_an_env_that_is_no_mapping_is_a_settings_failure():
 
 def listed_entry(verdict, name):
     return next(e for e in verdict.resolved.environment if e["name"] == name)
+
+
+# -- r9700_p2p: auto weighs the node's known issues (issue 22 item 20) ---------------------------------
+
+
+def healthy_p2p(addresses: list[str]) -> dict:
+    """nodefacts' `p2p` facts where every hardware fact allows P2P: each GPU on its own root port
+    (GPUs meet only in the root complex), BAR 32 GiB >= VRAM, IOMMU passthrough."""
+    gpus = {}
+    for i, address in enumerate(addresses):
+        gpus[address] = {
+            "bars": [{"index": 0, "size": 32 * 2**30, "memory": True, "prefetch": True, "mem64": True}],
+            "vram_bytes": None,
+            "iommu_group": str(i),
+            "iommu_type": "identity",
+            "path": [f"0000:00:0{i + 1}.1", address],
+        }
+    return {"source": "sysfs", "gpus": gpus, "bridges": {}}
+
+
+def r9700_node(count: int) -> dict:
+    devices = r9700(count)
+    return facts("ubuntu-24.04", gpus=devices, p2p=healthy_p2p([d["address"] for d in devices]))
+
+
+def test_auto_keeps_p2p_off_on_4x_r9700_for_the_known_issues_and_names_the_one_that_decided():
+    """Issue 22 item 20: with every hardware fact allowing it, auto turned P2P on for 4x R9700 on ROCm
+    7.1.1 while the host hang (ROCm/rocm-systems#11348) and the IPC failure (ROCm/rccl-tests#162)
+    apply to exactly that node and name NCCL_P2P_DISABLE=1 as the workaround; doctor then listed
+    both as "not in force"."""
+    v = judge(r9700_node(4))
+    assert v.resolved.rocm_version == "7.1.1"
+    assert v.resolved.p2p["state"] == "off"
+    assert v.resolved.p2p["reason"].startswith(
+        "off: known issue r9700-p2p-host-hang (Direct PCIe P2P during tensor-parallel inference hangs "
+        "the whole host on 4x R9700; https://github.com/ROCm/rocm-systems/issues/11348)"
+    )
+    assert v.resolved.p2p["known_issues"] == ["r9700-p2p-host-hang", "r9700-4x-p2p-ipc-invalid"]
+    assert v.resolved.p2p["blockers"] == []  # the hardware would allow it: only the issues decided
+    assert listed(v)["NCCL_P2P_DISABLE"] == "1" and "HSA_FORCE_FINE_GRAIN_PCIE" not in listed(v)
+    in_force = {k["id"]: k["in_force"] for k in v.resolved.known_issues}
+    assert in_force["r9700-p2p-host-hang"] == "in force: NCCL_P2P_DISABLE=1 (through r9700_p2p)"
+    assert in_force["r9700-4x-p2p-ipc-invalid"] == "in force: NCCL_P2P_DISABLE=1 (through r9700_p2p)"
+    assert check(v, "p2p.policy").status == PASS
+
+
+def test_two_r9700s_have_none_of_those_issues_and_auto_turns_p2p_on():
+    """Both issues need four or more gfx1201 GPUs (min_gpus 4): two cards keep the hardware decision."""
+    v = judge(r9700_node(2))
+    assert v.resolved.p2p["state"] == "on" and v.resolved.p2p["known_issues"] == []
+    assert listed(v)["HSA_FORCE_FINE_GRAIN_PCIE"] == "1"
+
+
+def test_on_stays_an_explicit_choice_with_a_warning_naming_the_issues():
+    v = judge(r9700_node(4), p2p="on")
+    assert v.ok and v.resolved.p2p["state"] == "on"
+    c = check(v, "p2p.policy")
+    assert c.status == WARN
+    assert c.detail.startswith(
+        "r9700_p2p=on keeps PCIe peer-to-peer on despite known issues r9700-p2p-host-hang, "
+        "r9700-4x-p2p-ipc-invalid of this node"
+    )
+    assert "https://github.com/ROCm/rocm-systems/issues/11348" in c.detail
+    assert c.fix == "set r9700_p2p: auto (or off): the issues' workaround is NCCL_P2P_DISABLE=1"
+    in_force = {k["id"]: k["in_force"] for k in v.resolved.known_issues}
+    assert in_force["r9700-p2p-host-hang"].startswith("not in force: r9700_p2p on: ")
+
+
+def test_a_skipped_p2p_issue_is_not_weighed_by_auto():
+    """r9700_known_issue_workarounds_skip is the way out: the user takes the risk by its id."""
+    skip = ["r9700-p2p-host-hang", "r9700-4x-p2p-ipc-invalid"]
+    v = judge(r9700_node(4), known_issue_workarounds_skip=skip)
+    assert v.resolved.p2p["state"] == "on" and v.resolved.p2p["known_issues"] == []
+
+
+def test_no_text_calls_hsa_force_fine_grain_pcie_a_p2p_switch():
+    """Issue 22 item 9: the variable makes ROCr expose VRAM as a fine-grained pool over PCIe
+    (ROCR-Runtime amd_gpu_agent.cpp); docs, hints and comments called it "AMD's switch for PCIe
+    peer-to-peer" and doctor said "no peer-to-peer over PCIe" without it."""
+    repo = Path(__file__).resolve().parents[2]
+    wrong = (
+        "AMD's switch for PCIe",
+        "switches P2P on",
+        "no peer-to-peer over PCIe",
+        "switches it on (HSA_FORCE",
+    )
+    texts = [*repo.glob("r9700ctl/**/*.py"), *repo.glob("roles/**/*.y*ml"), *repo.glob("roles/**/*.md")]
+    texts += [*repo.glob("docs/*.md"), repo / "README.md", repo / "inventory/group_vars/all.yml"]
+    said = [
+        f"{path.relative_to(repo)}: {phrase}"
+        for path in texts
+        for phrase in wrong
+        if phrase in path.read_text()
+    ]
+    assert said == []
+
+
+@pytest.mark.parametrize(
+    ("value", "seen", "inside"),
+    [
+        ("1,2,3,4", None, "1,2,3,4"),  # the container sees every GPU: the host's numbers
+        ("1,2,3,4", ["b", "c", "d", "e"], "0,1,2,3"),  # the iGPU "a" sorted first and is not seen
+        ("0,2", ["b", "c", "d", "e"], "1"),  # index 0 is the iGPU: left out
+        ("GPU-4b2c1a9f,3", ["b", "c", "d", "e"], "GPU-4b2c1a9f,2"),  # a UUID names the same GPU
+        ("0", ["b", "c", "d", "e"], ""),  # only the unseen iGPU: nothing left
+        ("9", ["b"], ""),  # no such host index
+    ],
+)
+def test_container_visible_devices_numbers_the_gpus_the_container_sees(value, seen, inside):
+    """Issue 22 item 8: the host's AMD GPUs in PCI order are a (iGPU), b, c, d, e."""
+    assert envlist.container_visible_devices(value, ["a", "b", "c", "d", "e"], seen) == inside

@@ -50,13 +50,21 @@ def test_rocm_versions_have_amds_shape(version, driver, package, expected):
         ("7.1.1", "30.20.1", "1:6.16.6.30200100-2255209.22.04", "6.16.6-2255209.22.04"),
     ],
 )
-def test_amdgpu_dkms_drops_only_a_dkms_conf_under_amds_version(version, driver, dkms, module):
+def test_amdgpu_dkms_drops_a_dkms_conf_and_no_driver_source_under_amds_version(version, driver, dkms, module):
+    """DKMS must accept it (`dkms add`; autoinstall tries it for a new kernel, the way a kernel
+    upgrade fails on a real node) and every build must fail in make: no module ever exists."""
     packages = {p.name: p for p in standins.amdgpu_packages(_release(version, driver), "22.04")}
     package = packages["amdgpu-dkms"]
     assert package.version == dkms
-    assert [f.path for f in package.files] == [f"/usr/src/amdgpu-{module}/dkms.conf"]
+    assert [f.path for f in package.files] == [
+        f"/usr/src/amdgpu-{module}/dkms.conf",
+        f"/usr/src/amdgpu-{module}/README.lab",
+    ]
     assert not package.scripts, "the stand-in must run no dkms"
-    assert f'PACKAGE_VERSION="{module}"' in package.files[0].content.decode()
+    conf = package.files[0].content.decode()
+    assert f'PACKAGE_VERSION="{module}"' in conf and 'AUTOINSTALL="yes"' in conf
+    assert 'BUILT_MODULE_NAME[0]="amdgpu"' in conf
+    assert 'MAKE[0]="make -C ${kernel_source_dir} ' in conf
 
 
 def test_amdgpu_install_takes_its_version_from_the_manifest_file_name():
@@ -154,6 +162,32 @@ def test_kernel_stand_ins_match_uname_and_point_build_at_the_headers():
     assert headers.version == "6.18.44-1"
     assert headers.symlinks[0].path == "/lib/modules/6.18.44-fc-v1098/build"
     assert standins.kernel_packages("Weird_Kernel") == []
+
+
+def test_the_next_kernels_headers_run_the_kernel_hooks_and_fail_with_the_first_that_fails(tmp_path):
+    """Issue 22 item 1: the lab's new kernel must fail through dpkg as Ubuntu's does
+    (ROCm/legacy-rocm-build#3701): its headers' postinst runs /etc/kernel/header_postinst.d
+    (where Debian's dkms puts its hook) and stops at a hook that fails, and the headers have an
+    include/ directory so that DKMS's hook does not skip them."""
+    packages = {p.name: p for p in standins.next_kernel_packages()}
+    headers = packages[f"linux-headers-{standins.NEXT_KERNEL}"]
+    include = f"/usr/src/linux-headers-{standins.NEXT_KERNEL}/include/README.lab"
+    assert include in {f.path for f in headers.files}
+    assert not packages[f"linux-image-{standins.NEXT_KERNEL}"].scripts
+    postinst = tmp_path / "postinst"
+    hooks = tmp_path / "header_postinst.d"
+    postinst.write_text(headers.scripts["postinst"].replace("/etc/kernel/header_postinst.d", str(hooks)))
+    postinst.chmod(0o755)
+    hooks.mkdir()
+    (hooks / "dkms").write_text('#!/bin/sh\necho "stand-in hook for $1" >&2\nexit 11\n')
+    (hooks / "dkms").chmod(0o755)
+    (hooks / "zz-after").write_text("#!/bin/sh\necho never\n")
+    (hooks / "zz-after").chmod(0o755)
+    done = subprocess.run([str(postinst), "configure"], capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0
+    assert f"stand-in hook for {standins.NEXT_KERNEL}" in done.stderr
+    assert "exited with return code 11" in done.stderr and "never" not in done.stdout
+    assert subprocess.run([str(postinst), "remove"], timeout=30).returncode == 0
 
 
 @pytest.mark.skipif(shutil.which("gpg") is None, reason="gpg is not installed")

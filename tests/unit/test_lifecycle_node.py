@@ -8,12 +8,15 @@ second provision would rotate state.prev.json and lose the release rollback retu
 
 from __future__ import annotations
 
+import gzip
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 ROLES = Path(__file__).resolve().parents[2] / "roles"
@@ -151,6 +154,40 @@ def test_uninstall_keeps_every_managed_file_of_a_node_whose_record_is_incomplete
     assert plan["remove"] == [] and plan["rmtree"] == [] and plan["rmdir"] == []
     assert plan["purge"] == ["amdgpu-dkms", "rocm-core", "python3-debian"]
     assert plan["groups"] == {"leave": {"video": ["r9700"]}, "delete": []}
+
+
+def test_uninstall_purges_dockers_own_engine_when_provision_installed_it(tmp_path: Path) -> None:
+    """Issue 22 item 5: with r9700_docker_source=docker, provision installs docker-ce,
+    docker-ce-cli and containerd.io from Docker's repository; uninstall removed the repository
+    but purged only docker.io, so the engine stayed installed without updates. A containerd.io
+    that was there before provision stays."""
+    fresh_debian(tmp_path)
+    dpkg_status(
+        tmp_path,
+        {"base-files": "install ok installed", "containerd.io": "install ok installed"},
+    )
+    node(tmp_path, "record-before", "--managed", managed())
+    dpkg_status(
+        tmp_path,
+        {
+            "base-files": "install ok installed",
+            "containerd.io": "install ok installed",
+            "docker-ce": "install ok installed",
+            "docker-ce-cli": "install ok installed",
+            "docker-buildx-plugin": "install ok installed",
+        },
+    )
+    write(tmp_path, "/etc/apt/sources.list.d/docker.sources", "Types: deb\n")
+    plan = node(tmp_path, "uninstall", "--managed", managed(), "--dry-run")
+    assert plan["purge"] == ["docker-ce", "docker-ce-cli", "docker-buildx-plugin"]
+    assert "/etc/apt/sources.list.d/docker.sources" in plan["remove"]
+
+
+def test_the_managed_list_holds_every_package_the_container_role_installs() -> None:
+    """An engine package the list forgets survives uninstall without its repository."""
+    containers = yaml.safe_load((ROLES / "r9700_containers" / "vars" / "main.yml").read_text())
+    engines = [name for names in containers["__r9700_containers_packages"].values() for name in names]
+    assert [name for name in engines if name not in MANAGED["packages"]] == []
 
 
 def test_uninstall_without_a_record_refuses_and_changes_nothing(tmp_path: Path) -> None:
@@ -355,3 +392,193 @@ def test_kernel_plan_reads_what_apt_would_install_from_its_simulation() -> None:
         "linux-image-6.99.1-1-lab": "6.99.1-1",
         "linux-image-lab": "2.0",
     }
+
+
+# The states dpkg left on an Ubuntu node whose new kernel amdgpu-dkms could not build for
+# (apt log in ROCm/legacy-rocm-build#3701; the lab's stand-ins reproduce it): the headers'
+# postinst ran /etc/kernel/header_postinst.d/dkms, which exited 11, so dpkg left the headers
+# half-configured and the headers meta that needs them unconfigured; the image was configured.
+AFTER_FAILED_HOOK = {
+    "linux-image-lab": ("install ok installed", "2.0"),
+    "linux-headers-lab": ("install ok unpacked", "2.0"),
+    "linux-image-6.8.0-49-generic": ("hold ok installed", "6.8.0-49.49"),
+    "linux-headers-6.8.0-49-generic": ("hold ok installed", "6.8.0-49.49"),
+    "linux-image-6.99.1-1-lab": ("install ok installed", "6.99.1-1"),
+    "linux-headers-6.99.1-1-lab": ("install ok half-configured", "6.99.1-1"),
+}
+BEFORE_THE_UPGRADE = {
+    "linux-image-lab": ("hold ok installed", "1.0"),
+    "linux-headers-lab": ("hold ok installed", "1.0"),
+    "linux-image-6.8.0-49-generic": ("hold ok installed", "6.8.0-49.49"),
+    "linux-headers-6.8.0-49-generic": ("hold ok installed", "6.8.0-49.49"),
+}
+
+
+def test_a_new_kernel_dpkg_left_unconfigured_is_still_the_next_kernel(tmp_path: Path) -> None:
+    """Issue 22 item 1: on Debian the image's own postinst hook fails too, leaving the new image
+    half-configured. `kernels` read only fully installed packages, so the new kernel vanished:
+    no `next`, nothing refused, nothing reverted, and GRUB (which update-grub already told)
+    boots it. Packages dpkg left unconfigured are named so the role can refuse on them."""
+    kernel_node(
+        tmp_path,
+        {**AFTER_FAILED_HOOK, "linux-image-6.99.1-1-lab": ("install ok half-configured", "6.99.1-1")},
+    )
+    found = node(tmp_path, "kernels")
+    assert found["next"] == "6.99.1-1-lab" == found["newest"]
+    assert found["kernels"]["6.99.1-1-lab"] == {"amdgpu_module": "", "headers": True}
+    assert found["metas"] == ["linux-image-lab"]
+    assert found["unconfigured"] == [
+        "linux-headers-6.99.1-1-lab",
+        "linux-headers-lab",
+        "linux-image-6.99.1-1-lab",
+    ]
+    assert found["versions"]["linux-headers-lab"] == "2.0"
+
+
+def test_a_kernel_whose_install_failed_in_dpkg_is_reverted_whatever_state_dpkg_left(tmp_path: Path) -> None:
+    """Issue 22 item 1: kernel-revert planned from fully installed packages only, so after the
+    failed hook it kept the half-configured headers (dpkg broken) and left the unconfigured
+    headers meta at 2.0. Every package the run brought goes, whatever its dpkg state, and every
+    meta it moved returns."""
+    kernel_node(tmp_path, BEFORE_THE_UPGRADE)
+    before = dict(node(tmp_path, "kernels"), running="6.8.0-49-generic")
+    kernel_node(tmp_path, AFTER_FAILED_HOOK)
+    done = node(tmp_path, "kernel-revert", "--before", json.dumps(before), "--dry-run")
+    assert done["remove"] == ["linux-headers-6.99.1-1-lab", "linux-image-6.99.1-1-lab"]
+    assert done["restore"] == {"linux-headers-lab": "1.0", "linux-image-lab": "1.0"}
+    assert done["unconfigured"] == ["linux-headers-6.99.1-1-lab", "linux-headers-lab"]
+
+
+def test_kernel_upgrade_and_provision_name_the_same_kernel_lines() -> None:
+    """Provision's hold (r9700_driver) and kernel-upgrade (this script) must agree on which
+    installed packages are a line's meta packages, or one would hold what the other never moves."""
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.SourceFileLoader("r9700_lifecycle_node_metas", str(SCRIPT))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    assert spec
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    driver = yaml.safe_load((ROLES / "r9700_driver" / "vars" / "Debian.yml").read_text())
+    assert module._KERNEL_META.pattern == driver["__r9700_driver_kernel_meta_pattern"]
+
+
+def test_a_lines_top_meta_package_is_part_of_the_line(tmp_path: Path) -> None:
+    """Issue 22 item 3: linux-generic-hwe-24.04 depends on the image and headers metas at their
+    exact version; kernel-upgrade moves and holds it with them."""
+    dpkg_status(
+        tmp_path,
+        {
+            "linux-generic-hwe-24.04": "hold ok installed",
+            "linux-image-generic-hwe-24.04": "hold ok installed",
+            "linux-headers-generic-hwe-24.04": "hold ok installed",
+            "linux-image-extra-virtual": "install ok installed",
+            "linux-generic": "deinstall ok config-files",
+            "linux-image-6.8.0-49-generic": "hold ok installed",
+        },
+    )
+    found = node(tmp_path, "kernels")
+    assert found["metas"] == ["linux-image-generic-hwe-24.04"]
+    assert found["line_metas"] == ["linux-generic-hwe-24.04"]
+
+
+def apt_list(root: Path, uri: str, suite: str, names: list[str]) -> None:
+    """An apt list file as `apt-get update` leaves it for `uri` (apt names it after the URI)."""
+    prefix = uri.split("://", 1)[1].strip("/").replace("/", "_")
+    stanzas = "".join(f"Package: {n}\nVersion: 1\nArchitecture: amd64\n\n" for n in names)
+    write(root, f"/var/lib/apt/lists/{prefix}_dists_{suite}_main_binary-amd64_Packages", stanzas)
+
+
+MIRROR = "http://10.213.9.1:8080"
+
+
+def test_what_a_release_brought_is_read_from_its_repositories_in_apts_lists(tmp_path: Path) -> None:
+    """Issue 22 item 4: what a release brings was a hard-coded list (mesa-amdgpu-va-drivers, as if
+    only 7.x's graphics repository had it), but 6.x's amdgpu repository carries it too and
+    rocdecode needs it since rocDecode PR #416 (legacy-rocm-build#5963: 6.2.4). The installed
+    packages that the release's own repositories offer are what it brought."""
+    apt_list(tmp_path, f"{MIRROR}/rocm/apt/6.4.1", "noble", ["rocm-core", "rocdecode", "rocminfo"])
+    apt_list(tmp_path, f"{MIRROR}/amdgpu/6.4.1/ubuntu", "noble", ["amdgpu-dkms", "mesa-amdgpu-va-drivers"])
+    apt_list(tmp_path, "http://archive.ubuntu.com/ubuntu", "noble", ["base-files", "rocminfo"])
+    apt_list(tmp_path, f"{MIRROR}/rocm/apt/7.2.3", "noble", ["hipblaslt"])  # another release's
+    dpkg_status(
+        tmp_path,
+        {
+            "base-files": "install ok installed",
+            "rocm-core": "install ok installed",
+            "rocminfo": "install ok installed",
+            "mesa-amdgpu-va-drivers": "install ok installed",
+            "hipblaslt": "install ok installed",
+            "amdgpu-dkms": "deinstall ok config-files",
+        },
+    )
+    repositories = {"base_url": MIRROR, "suite": "noble", "paths": ["rocm/apt/6.4.1", "amdgpu/6.4.1/ubuntu"]}
+    found = node(tmp_path, "release-packages", "--repositories", json.dumps(repositories))
+    assert found["packages"] == ["mesa-amdgpu-va-drivers", "rocm-core", "rocminfo"]
+    assert found["unread"] == []
+    # A repository apt has no list of is named, not taken as bringing nothing silently.
+    repositories["paths"].append("graphics/6.4.1/ubuntu")
+    found = node(tmp_path, "release-packages", "--repositories", json.dumps(repositories))
+    assert found["unread"] == [f"{MIRROR}/graphics/6.4.1/ubuntu"]
+
+
+def test_rollback_keeps_what_the_older_release_brought_itself_at_its_version_and_purges_the_rest(
+    tmp_path: Path,
+) -> None:
+    """Issue 22 item 4: back from 7.2.3 to 6.4.1, whose own amdgpu repository brought
+    mesa-amdgpu-va-drivers, the package stays and returns to 6.4.1's version; what only the
+    graphics repository of 7.2.3 brought (libdrm-amdgpu-common) goes."""
+    newer = {
+        "rocm_version": "7.2.3",
+        "release_packages": ["libdrm-amdgpu-common", "mesa-amdgpu-va-drivers", "rocm-core"],
+        "installed": {
+            "rocm-core": "7.2.3.70203-90~24.04",
+            "mesa-amdgpu-va-drivers": "25.2.0.70203-2327507.24.04",
+            "libdrm-amdgpu-common": "1.0.0.70203-2327507.24.04",
+        },
+    }
+    older = {
+        "rocm_version": "6.4.1",
+        "release_packages": ["mesa-amdgpu-va-drivers", "rocm-core"],
+        "installed": {
+            "rocm-core": "6.4.1.60401-83~24.04",
+            "mesa-amdgpu-va-drivers": "25.0.0.60401-2164967.24.04",
+        },
+    }
+    write(tmp_path, "/etc/r9700ctl/state.json", json.dumps(newer))
+    write(tmp_path, "/etc/r9700ctl/state.prev.json", json.dumps(older))
+    kernel_node(  # (any package: name -> dpkg Status, Version)
+        tmp_path,
+        {
+            "rocm-core": ("install ok installed", "6.4.1.60401-83~24.04"),
+            "mesa-amdgpu-va-drivers": ("install ok installed", "25.2.0.70203-2327507.24.04"),
+            "libdrm-amdgpu-common": ("install ok installed", "1.0.0.70203-2327507.24.04"),
+            "docker.io": ("install ok installed", "20.10"),
+        },
+    )
+    done = node(tmp_path, "rollback-packages", "--dry-run")
+    assert done["purge"] == ["libdrm-amdgpu-common"]
+    assert done["restore"] == {"mesa-amdgpu-va-drivers": "25.0.0.60401-2164967.24.04"}
+
+
+@pytest.mark.skipif(
+    not (shutil.which("lz4") and Path("/usr/lib/apt/apt-helper").exists()),
+    reason="needs lz4 and apt's apt-helper",
+)
+def test_apt_lists_kept_compressed_are_read_too(tmp_path: Path) -> None:
+    """apt may keep its lists compressed (Debian's container images: .lz4); they say what the
+    release brought as much as plain ones."""
+    apt_list(tmp_path, f"{MIRROR}/amdgpu/6.4.1/ubuntu", "noble", ["amdgpu-dkms", "mesa-amdgpu-va-drivers"])
+    plain = next((tmp_path / "var/lib/apt/lists").iterdir())
+    subprocess.run(["lz4", "-q", "--rm", str(plain), f"{plain}.lz4"], check=True)
+    apt_list(tmp_path, f"{MIRROR}/rocm/apt/6.4.1", "noble", ["rocm-core"])
+    gz = next(p for p in (tmp_path / "var/lib/apt/lists").iterdir() if "rocm_apt" in p.name)
+    gz.with_name(gz.name + ".gz").write_bytes(gzip.compress(gz.read_bytes()))
+    gz.unlink()
+    dpkg_status(
+        tmp_path, {"rocm-core": "install ok installed", "mesa-amdgpu-va-drivers": "install ok installed"}
+    )
+    repositories = {"base_url": MIRROR, "suite": "noble", "paths": ["rocm/apt/6.4.1", "amdgpu/6.4.1/ubuntu"]}
+    found = node(tmp_path, "release-packages", "--repositories", json.dumps(repositories))
+    assert found == {"changed": False, "packages": ["mesa-amdgpu-va-drivers", "rocm-core"], "unread": []}

@@ -264,8 +264,9 @@ def test_a_bad_interval_is_one_line_and_exit_64(tmp_path):
         "monitoring", "scrape-config", str(REPO / "inventory/example.ini"), "--interval", "soon"
     )
     assert result.returncode == 64
-    assert result.stderr == (
-        "error: --interval 'soon': not a Prometheus duration above zero (e.g. 15s, 1m or 1h30m)\n"
+    assert (
+        result.stderr
+        == "error: --interval 'soon': not a Prometheus duration above zero (e.g. 15s, 1m or 1h30m)\n"
     )
 
 

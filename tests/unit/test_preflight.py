@@ -137,6 +137,88 @@ def test_auto_skips_a_release_with_a_blocking_known_issue_for_the_nodes_gpus_and
     assert "NCCL_PROTO" not in env_of(v)  # 7.1.1 needs no NCCL_PROTO workaround
 
 
+def kernel_facts(release: str, os_key: str = "ubuntu-24.04", **over: Any) -> dict[str, Any]:
+    """A healthy node running this kernel (its headers and modules-extra have candidates)."""
+    f = facts(os_key, **over)
+    f["kernel"] = release
+    f["apt"]["headers_package"] = f"linux-headers-{release}"
+    f["apt"]["modules_extra_package"] = f"linux-modules-extra-{release}"
+    f["apt"]["packages"] = {
+        f"linux-headers-{release}": {"installed": None, "candidate": "1"},
+        f"linux-modules-extra-{release}": {"installed": None, "candidate": "1"},
+    }
+    return f
+
+
+def test_a_kernel_line_the_release_does_not_list_warns_with_the_lines_amd_lists():
+    """Issue 22 item 2: ROCm 7.x lists Ubuntu 24.04 with 6.8 (GA) and 6.14 (HWE); the 6.11 HWE
+    kernel of 24.04.2 is 6.4.x's. Nothing looked at the running kernel at all."""
+    v = judge(kernel_facts("6.11.0-19-generic"), rocm_version="7.1.1")
+    c = check(v, "kernel.line")
+    assert c.status == WARN
+    assert c.detail == (
+        "kernel 6.11.0-19-generic (line 6.11) is not a kernel line AMD lists for ROCm 7.1.1 on "
+        "ubuntu-24.04 (6.8 GA, 6.14 HWE)"
+    )
+    assert c.fix == (
+        "boot a 6.8 (GA) or 6.14 (HWE) kernel, or use a release that lists 6.11 on ubuntu-24.04: 6.4.1"
+    )
+
+
+def test_a_kernel_the_releases_amdgpu_dkms_does_not_build_on_is_refused_before_any_change():
+    """Issue 22 item 2: ROCm 6.4.1's amdgpu-dkms fails to build on the 6.14 HWE kernel
+    (ROCm/amdgpu#192); provisioning it there ends in a failed dpkg, not in a driver."""
+    v = judge(kernel_facts("6.14.0-24-generic"), rocm_version="6.4.1")
+    c = check(v, "kernel.line")
+    assert c.status == FAIL and not v.ok
+    assert c.detail.startswith(
+        "ROCm 6.4.1's amdgpu-dkms does not build on kernel 6.14.0-24-generic (line 6.14): "
+        "https://github.com/ROCm/amdgpu/issues/192"
+    )
+    assert c.fix == (
+        "boot a 6.8 (GA) or 6.11 (HWE) kernel, or use a release that lists 6.14 on ubuntu-24.04: "
+        "7.0.2, 7.1.1, 7.2.3"
+    )
+    # The kernel's own driver is not built by DKMS: not listed, but no build to fail.
+    inbox = judge(kernel_facts("6.14.0-24-generic"), rocm_version="6.4.1", driver_source="inbox")
+    assert check(inbox, "kernel.line").status == WARN
+
+
+def test_a_listed_kernel_line_passes_and_names_it():
+    v = judge(kernel_facts("6.8.0-49-generic", os_key="ubuntu-22.04"), rocm_version="6.4.1")
+    c = check(v, "kernel.line")
+    assert c.status == PASS
+    assert c.detail == (
+        "kernel 6.8.0-49-generic: line 6.8 (HWE), which AMD lists for ROCm 6.4.1 on ubuntu-22.04"
+    )
+
+
+@pytest.mark.parametrize(
+    ("kernel", "chosen"),
+    [
+        ("6.11.0-19-generic", "6.4.1"),  # only 6.x lists 24.04.2's HWE kernel
+        ("6.14.0-24-generic", "7.1.1"),  # 7.x lists it; 6.4.1 cannot build there (and 7.2.3 is blocked)
+        ("6.8.0-49-generic", "7.1.1"),  # every release lists the GA kernel
+        ("6.17.0-5-generic", "7.1.1"),  # none lists it: the choice is as without a kernel, and it warns
+    ],
+)
+def test_auto_prefers_a_release_that_lists_the_nodes_kernel(kernel, chosen):
+    """Issue 22 item 2: `auto` took the newest release whatever the kernel; now it prefers one
+    whose AMD lists the node's kernel line, and never one whose DKMS build is known to fail."""
+    v = judge(kernel_facts(kernel))
+    assert v.resolved.rocm_version == chosen, v.resolved.rocm_choice
+    assert v.ok
+
+
+def test_auto_says_when_the_kernel_decided_the_release():
+    v = judge(kernel_facts("6.11.0-19-generic"))
+    assert v.resolved.rocm_choice == (
+        "auto -> ROCm 6.4.1 (newest supporting gfx1201 that AMD lists with kernel 6.11 on ubuntu-24.04; "
+        "7.0.2, 7.1.1, 7.2.3 do not)"
+    )
+    assert check(v, "kernel.line").status == PASS
+
+
 def test_a_pinned_release_with_a_blocking_issue_warns_and_gets_the_workaround():
     v = judge(facts("ubuntu-24.04"), rocm_version="7.2.3")
     assert v.ok and v.resolved.rocm_version == "7.2.3"

@@ -3,8 +3,9 @@
 busbw = algbw x 2(n-1)/n (nccl-tests doc/PERFORMANCE.md). quick: 256 MiB with P2P on;
 standard: a sweep 1 MiB..1 GiB, with P2P on and again with NCCL_P2P_DISABLE=1 (RCCL reads
 NCCL_* too: https://rocm.docs.amd.com/projects/rccl/en/latest/api-reference/env-variables.html).
-On AMD the P2P-on run sets HSA_FORCE_FINE_GRAIN_PCIE=1, AMD's switch for PCIe peer-to-peer
-(rccl#92, #362).
+On AMD the P2P-on run also sets HSA_FORCE_FINE_GRAIN_PCIE=1, as r9700ctl's environment list does with
+P2P on: it is no P2P switch but makes ROCr expose VRAM as a fine-grained pool over PCIe (ROCR-Runtime
+amd_gpu_agent.cpp), and RCCL warns at start-up while it is unset (ROCm/rccl src/init.cc, rccl#1026).
 - any wrong element (checked against the analytic sum): FAIL;
 - busbw at the largest size against the floor for n GPUs (thresholds collective.busbw_warn_gbs_n*:
   4 GPUs 20, 8 GPUs 15 GB/s, from 8x RTX 5090 Gen5 at 28/35, NVIDIA/nccl#1639); below
@@ -46,7 +47,7 @@ WRONG_HINT = (
 )
 LOW_HINT = (
     "bus bandwidth below the floor for {n} GPUs: check the P2P matrix (p2p), ACS/IOMMU (platform), that "
-    "RCCL uses P2P (HSA_FORCE_FINE_GRAIN_PCIE, NCCL_P2P_LEVEL), and whether the ring crosses sockets"
+    "RCCL uses P2P (NCCL_P2P_DISABLE unset or 0, NCCL_P2P_LEVEL), and whether the ring crosses sockets"
 )
 NO_GAIN_NOTE = (
     "P2P brings no benefit on this platform (gain {gain:.2f}x): consider NCCL_P2P_DISABLE=1 for stability "

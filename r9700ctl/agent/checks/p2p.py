@@ -45,8 +45,7 @@ NOT_EFFECTIVE_HINT = (
     "P2P_NOT_EFFECTIVE: direct copies ({p2p:.1f} GB/s) are no faster than bouncing through host memory "
     "({bounce:.1f} GB/s): ACS redirects peer traffic through the root complex (disable ACS in BIOS or "
     "setpci), "
-    "the IOMMU is in translated mode (add iommu=pt), the BAR is small (enable Resizable BAR), or on ROCm "
-    "HSA_FORCE_FINE_GRAIN_PCIE=1 is missing"
+    "the IOMMU is in translated mode (add iommu=pt), or the BAR is small (enable Resizable BAR)"
 )
 UNKNOWN_SLOT_HINT = (
     "{value:.1f} GB/s is below the floor for {link} but above it for a link of half that rate, and the "

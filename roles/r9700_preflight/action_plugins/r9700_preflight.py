@@ -36,6 +36,10 @@ ARGUMENT_SPEC = {
     "env_extra": {"type": "raw", "default": None},
     "rocr_visible_devices": {"type": "raw", "default": None},
     "p2p": {"type": "raw", "default": None},
+    "env_comment_out_conflicts": {"type": "raw", "default": None},
+    # Whose shell start files hold environment variables to judge (r9700ctl/nodeenv.py).
+    "users": {"type": "raw", "default": None},
+    "docker_users": {"type": "raw", "default": None},
     # The r9700_power role's knobs: the PSU budget is judged here, before anything changes.
     "power_cap_w": {"type": "raw", "default": None},
     "power_cap_w_by_gpu": {"type": "raw", "default": None},
@@ -47,6 +51,7 @@ ENV_KNOBS = {
     "env_extra": "r9700_env_extra",
     "rocr_visible_devices": "r9700_rocr_visible_devices",
     "p2p": "r9700_p2p",
+    "env_comment_out_conflicts": "r9700_env_comment_out_conflicts",
 }
 POWER_KNOBS = {
     "power_cap_w": "r9700_power_cap_w",
@@ -67,7 +72,7 @@ class ActionModule(ActionBase):
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         try:
             from r9700ctl import manifest as manifest_module
-            from r9700ctl import nodefacts, preflight
+            from r9700ctl import nodeenv, nodefacts, preflight
         except ImportError as exc:
             raise AnsibleActionFail(
                 f"r9700ctl is not importable by this ansible-playbook's Python ({exc}): run the playbook "
@@ -82,6 +87,9 @@ class ActionModule(ActionBase):
         lock_wait = wait["r9700_apt_lock_timeout"]
         lock_wait = 600.0 if lock_wait in (None, "") else lock_wait
         fact_args = {"apt_update": args["apt_update"], "lock_wait_s": lock_wait}
+        users = {"r9700_users": args["users"], "r9700_docker_users": args["docker_users"]}
+        login = self._play_context.remote_user or task_vars.get("ansible_user")
+        fact_args.update(nodeenv.fact_args(users, login))
         python = args["python"]
         if python.startswith("auto"):  # Ansible's interpreter discovery keywords
             python = "python3"

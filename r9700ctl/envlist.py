@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from r9700ctl import p2p
+from r9700ctl import p2p_policy as p2p
 from r9700ctl.agent.result import FAIL, PASS, WARN
 from r9700ctl.agent.units import GIB
 from r9700ctl.judging import Check, Gpu

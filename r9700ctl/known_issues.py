@@ -1,7 +1,7 @@
 """Known issues for the controller: look-ups, the `auto` release choice, JSON and Markdown.
 
 The entries live in data/manifest.yaml (`known_issues`, `kernel_log_signatures`); matching a node
-is r9700ctl.agent.known_issues (shared with the agent). Here: filters for `r9700ctl known-issues`,
+is r9700ctl.agent.known_issue_match (shared with the agent). Here: filters for `r9700ctl known-issues`,
 the release `auto` picks when known issues block newer ones, and docs/known-issues.md.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from r9700ctl.agent import schemas
-from r9700ctl.agent.known_issues import KnownIssue, Match, NodeView, applicable, load, version_tuple
+from r9700ctl.agent.known_issue_match import KnownIssue, Match, NodeView, applicable, load, version_tuple
 from r9700ctl.errors import BadInput
 from r9700ctl.manifest import Manifest
 

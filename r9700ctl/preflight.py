@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from r9700ctl.agent import power
+from r9700ctl.agent import power_budget as power
 from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN
 from r9700ctl.judging import Check, Gpu
 from r9700ctl.manifest import AMD_PCI_VENDOR, Manifest, version_key
@@ -118,7 +118,7 @@ class Resolved:
     rocr_visible_devices: str = ""
     hsa_override_gfx_version: str = ""
     # THE environment list ({name, value, reason, source}, by name) and the P2P decision behind
-    # part of it: r9700ctl/envlist.py, r9700ctl/p2p.py.
+    # part of it: r9700ctl/envlist.py, r9700ctl/p2p_policy.py.
     environment: list[dict[str, str]] = field(default_factory=list)
     p2p: dict[str, Any] = field(default_factory=dict)
     driver_source: str = "dkms"
@@ -530,9 +530,9 @@ def _workarounds(found: list[Any], settings: Settings) -> dict[str, tuple[str, s
 def _p2p_hazards(found: list[Any], settings: Settings) -> list[Any]:
     """The node's known issues whose default workaround is P2P off through r9700_p2p (the host hang
     of ROCm/rocm-systems#11348 and the IPC failure of ROCm/rccl-tests#162 on 4x R9700, say): `auto`
-    weighs them (r9700ctl/p2p.py). `found` already matched the node's GPU count and release; an
+    weighs them (r9700ctl/p2p_policy.py). `found` already matched the node's GPU count and release; an
     issue named in r9700_known_issue_workarounds_skip is the user's risk and not weighed."""
-    from r9700ctl import p2p
+    from r9700ctl import p2p_policy as p2p
 
     return [
         p2p.KnownHazard(item.issue.id, item.issue.title, item.issue.sources[0])

@@ -19,14 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r9700ctl import ansible_run
 from r9700ctl import inventory as inventory_module
-from r9700ctl import runner
 from r9700ctl.agent import schemas
 from r9700ctl.agent.atomic import write_json
-from r9700ctl.clock import utc_text
-from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, EXIT_WARN, BadInput
-from r9700ctl.inventory import Inventory
-from r9700ctl.runner import (
+from r9700ctl.ansible_run import (
     CHANGED,
     FAILED,
     INTERRUPTED,
@@ -38,6 +35,9 @@ from r9700ctl.runner import (
     RunRequest,
     RunResult,
 )
+from r9700ctl.clock import utc_text
+from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, EXIT_WARN, BadInput
+from r9700ctl.inventory import Inventory
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell's and Click's convention for Ctrl-C
 PLAYBOOK = "provision.yml"
@@ -54,7 +54,7 @@ class RoleFacts:
     versions: dict[str, Any]
     rocm_choice: str  # how the release was chosen, with the releases `auto` skipped
     known_issues: list[dict[str, Any]]
-    p2p: dict[str, Any]  # the node's PCIe P2P decision: state and reason (r9700ctl/p2p.py)
+    p2p: dict[str, Any]  # the node's PCIe P2P decision: state and reason (r9700ctl/p2p_policy.py)
     containers: dict[str, Any]
 
     @classmethod
@@ -80,7 +80,7 @@ class ProvisionOptions:
     tags: tuple[str, ...] = ()
     skip_tags: tuple[str, ...] = ()
     extra_vars: tuple[str, ...] = ()  # as given to -e: key=value, @file.yml or JSON
-    forks: int | None = None  # None: one per host, at most runner.MAX_FORKS
+    forks: int | None = None  # None: one per host, at most ansible_run.MAX_FORKS
     verbosity: int = 0
     playbook: Path | None = None  # None: the installed playbooks/provision.yml
     runs_dir: Path | None = None  # None: state_dir()/runs
@@ -210,9 +210,9 @@ def provision(
             envvars=dict(options.envvars),
             runs_dir=options.runs_dir,
         )
-        # Through the module, as every other caller: a test's patch of runner.run_playbook
+        # Through the module, as every other caller: a test's patch of ansible_run.run_playbook
         # must never outlive it in a name bound at import time.
-        run = runner.run_playbook(request, on_progress=on_progress)
+        run = ansible_run.run_playbook(request, on_progress=on_progress)
     hosts = _in_inventory_order(checked, run)
     outcome = ProvisionOutcome(
         options=options,

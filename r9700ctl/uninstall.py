@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from r9700ctl import ansible_run, paths
 from r9700ctl import inventory as inventory_module
-from r9700ctl import paths, runner
 from r9700ctl.agent import schemas
 from r9700ctl.lifecycle.service import LIFECYCLE_FACT
 from r9700ctl.provision import exit_code_for
@@ -23,7 +23,7 @@ from r9700ctl.provision import exit_code_for
 @dataclass
 class UninstallOutcome:
     check: bool  # --check: what would be removed, nothing changed
-    hosts: list[runner.HostResult]  # inventory order
+    hosts: list[ansible_run.HostResult]  # inventory order
     exit_code: int
 
     def to_dict(self) -> dict[str, Any]:
@@ -40,8 +40,8 @@ class UninstallOutcome:
 
 def uninstall(inventory: Path, group: str, limit: str | None = None, check: bool = False) -> UninstallOutcome:
     checked = inventory_module.load_inventory(inventory, group=group, limit=limit)
-    result = runner.run_playbook(
-        runner.RunRequest(
+    result = ansible_run.run_playbook(
+        ansible_run.RunRequest(
             playbook=paths.playbook("uninstall.yml"),
             inventory=checked.path,
             limit=limit,
@@ -50,5 +50,5 @@ def uninstall(inventory: Path, group: str, limit: str | None = None, check: bool
             extra_vars={"r9700_group": group},
         )
     )
-    hosts = [result.hosts.get(name) or runner.HostResult(host=name) for name in checked.host_names]
+    hosts = [result.hosts.get(name) or ansible_run.HostResult(host=name) for name in checked.host_names]
     return UninstallOutcome(check=check, hosts=hosts, exit_code=exit_code_for(result, hosts))

@@ -155,7 +155,7 @@ def validate_inventory(
 ) -> FleetReport:
     """Check the inventory, run playbooks/validate.yml on its nodes, judge what they reported,
     then compare with the history and record the run there (`history`, when given)."""
-    from r9700ctl import agentpack, paths, runner
+    from r9700ctl import agentpack, ansible_run, paths
     from r9700ctl.inventory import load_inventory
 
     if history is not None:
@@ -176,14 +176,14 @@ def validate_inventory(
     }
     if expected_gpus is not None:
         extra_vars["r9700_expected_gpus"] = expected_gpus
-    request = runner.RunRequest(
+    request = ansible_run.RunRequest(
         playbook=paths.playbook("validate.yml"),
         inventory=Path(inventory_path),
         limit=limit,
         hosts=len(inventory.hosts),
         extra_vars=extra_vars,
     )
-    result = runner.run_playbook(request, on_progress=progress)
+    result = ansible_run.run_playbook(request, on_progress=progress)
     if not result.hosts and result.status != "successful":
         raise CannotRun(
             what=f"ansible-playbook stopped before any host: {result.error or result.status}",

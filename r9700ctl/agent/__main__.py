@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from r9700ctl.agent import checks, levels, report, schemas
-from r9700ctl.agent.runner import EXIT_BAD_INPUT, EXIT_CANNOT_RUN, AgentExit, Options, run
+from r9700ctl.agent.check_run import EXIT_BAD_INPUT, EXIT_CANNOT_RUN, AgentExit, Options, run
 
 DESCRIPTION = """\
 Validate this node's GPUs: inventory, driver, platform and PCIe links (level config, no GPU

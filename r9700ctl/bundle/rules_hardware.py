@@ -289,7 +289,7 @@ def _link(state: Any) -> str:
 def _judge_acs(d: Diagnosis, report: Any, gpus: list[Any]) -> None:
     """ACS redirect matters only on the ports of a switch two GPUs share (r9700ctl/p2p.ports_between):
     Linux sets it itself on root ports and on each card's own switch when the IOMMU is on."""
-    from r9700ctl.p2p import ports_between
+    from r9700ctl.p2p_policy import ports_between
 
     if len(gpus) < 2:
         return
@@ -327,10 +327,10 @@ def _judge_acs(d: Diagnosis, report: Any, gpus: list[Any]) -> None:
 def rule_aer(d: Diagnosis) -> None:
     """PCIe AER counters since boot on each AMD GPU's path up to its root port (aer.txt).
 
-    The same rule as the agent's before/after check (r9700ctl/agent/aer.py), over the whole
+    The same rule as the agent's before/after check (r9700ctl/agent/aer_counters.py), over the whole
     uptime: an uncorrectable (nonfatal or fatal) error is a FAIL, corrected errors a WARN.
     """
-    from r9700ctl.agent import aer
+    from r9700ctl.agent import aer_counters as aer
     from r9700ctl.agent.parsers import aer as aer_parser
 
     if not d.bundle.has("aer.txt"):

@@ -198,7 +198,7 @@ def exit_code_for(rollout: Rollout) -> int:
 def make_plans(
     options: LifecycleOptions, hosts: list[str], manifest: Any, progress: Progress
 ) -> list[NodePlan]:
-    from r9700ctl import paths, runner
+    from r9700ctl import ansible_run, paths
 
     extra: dict[str, Any] = {"r9700_group": options.group}
     if options.mode == UPGRADE:
@@ -213,8 +213,8 @@ def make_plans(
         + (" and resolving the target release" if options.mode == UPGRADE else "")
         + (" and simulating its kernel upgrade" if options.mode == KERNEL else "")
     )
-    result = runner.run_playbook(
-        runner.RunRequest(
+    result = ansible_run.run_playbook(
+        ansible_run.RunRequest(
             playbook=paths.playbook("lifecycle-plan.yml"),
             inventory=options.inventory,
             limit=options.limit,
@@ -227,13 +227,13 @@ def make_plans(
     plans = []
     for host in hosts:
         seen = result.hosts.get(host)
-        if seen is None or seen.status == runner.NOT_RUN:
+        if seen is None or seen.status == ansible_run.NOT_RUN:
             plans.append(planning.unreachable(host, result.error or "not in the play's results"))
             continue
         state = seen.fact(LIFECYCLE_FACT)
-        if seen.status == runner.UNREACHABLE:
+        if seen.status == ansible_run.UNREACHABLE:
             plans.append(planning.unreachable(host, f"unreachable: {seen.first_error}"))
-        elif seen.status == runner.FAILED:
+        elif seen.status == ansible_run.FAILED:
             plans.append(planning.refused(host, seen.first_error, state))
         elif options.mode == UPGRADE:
             plans.append(planning.plan_node(host, state, seen.fact(RESOLVED_FACT), manifest=manifest))
@@ -263,10 +263,10 @@ def move(
 ) -> dict[str, StepResult]:
     """playbooks/upgrade.yml on these hosts at `release` (through the provision service)."""
     from r9700ctl import paths
+    from r9700ctl.ansible_run import FAILED as RUN_FAILED
+    from r9700ctl.ansible_run import INTERRUPTED, NOT_RUN
+    from r9700ctl.ansible_run import UNREACHABLE as RUN_UNREACHABLE
     from r9700ctl.provision import ProvisionOptions, provision
-    from r9700ctl.runner import FAILED as RUN_FAILED
-    from r9700ctl.runner import INTERRUPTED, NOT_RUN
-    from r9700ctl.runner import UNREACHABLE as RUN_UNREACHABLE
 
     progress(f"moving {', '.join(hosts)} to ROCm {release}")
     variables = {
@@ -325,11 +325,11 @@ def validation(options: LifecycleOptions, hosts: list[str]) -> Any:
 
 def move_kernel(options: LifecycleOptions, hosts: list[str], progress: Progress) -> dict[str, StepResult]:
     """playbooks/kernel-upgrade.yml: kernel, headers and the amdgpu DKMS build, checked before a reboot."""
-    from r9700ctl import paths, runner
+    from r9700ctl import ansible_run, paths
 
     progress(f"moving {', '.join(hosts)} to the newest kernel of their line")
-    result = runner.run_playbook(
-        runner.RunRequest(
+    result = ansible_run.run_playbook(
+        ansible_run.RunRequest(
             playbook=paths.playbook("kernel-upgrade.yml"),
             inventory=options.inventory,
             limit=",".join(hosts),
@@ -342,11 +342,11 @@ def move_kernel(options: LifecycleOptions, hosts: list[str], progress: Progress)
     results = {}
     for host in hosts:
         seen = result.hosts.get(host)
-        if seen is None or seen.status in (runner.NOT_RUN, runner.INTERRUPTED):
+        if seen is None or seen.status in (ansible_run.NOT_RUN, ansible_run.INTERRUPTED):
             results[host] = StepResult(ok=False, why="the kernel upgrade did not run to its end")
-        elif seen.status == runner.UNREACHABLE:
+        elif seen.status == ansible_run.UNREACHABLE:
             results[host] = StepResult(ok=False, lost=True, why=f"unreachable: {seen.first_error}")
-        elif seen.status == runner.FAILED:
+        elif seen.status == ansible_run.FAILED:
             # A refused kernel: what the node did so that its next boot is the running kernel.
             # (the runner keeps 300 characters of the task's message; this comes whole).
             undone = str(seen.fact(LIFECYCLE_FACT).get("undone") or "").strip()
@@ -413,10 +413,10 @@ def got_worse(before: Any, after: Any) -> str:
 
 
 def resume(options: LifecycleOptions, hosts: list[str], progress: Progress) -> dict[str, StepResult]:
-    from r9700ctl import paths, runner
+    from r9700ctl import ansible_run, paths
 
-    result = runner.run_playbook(
-        runner.RunRequest(
+    result = ansible_run.run_playbook(
+        ansible_run.RunRequest(
             playbook=paths.playbook("lifecycle-resume.yml"),
             inventory=options.inventory,
             limit=",".join(hosts),
@@ -429,12 +429,12 @@ def resume(options: LifecycleOptions, hosts: list[str], progress: Progress) -> d
     results = {}
     for host in hosts:
         seen = result.hosts.get(host)
-        if seen is not None and seen.status in (runner.OK, runner.CHANGED):
+        if seen is not None and seen.status in (ansible_run.OK, ansible_run.CHANGED):
             results[host] = StepResult(ok=True)
         else:
             results[host] = StepResult(
                 ok=False,
-                lost=seen is not None and seen.status == runner.UNREACHABLE,
+                lost=seen is not None and seen.status == ansible_run.UNREACHABLE,
                 why=(seen.first_error if seen else "") or "the resume step did not run",
             )
     return results

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from r9700ctl.known_issues import issues, signatures
 
 if TYPE_CHECKING:
-    from r9700ctl.agent.known_issues import KnownIssue
+    from r9700ctl.agent.known_issue_match import KnownIssue
     from r9700ctl.manifest import Manifest
 
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from r9700ctl.ansible_run import CHANGED, FAILED, INTERRUPTED, NOT_RUN, OK, UNREACHABLE, HostResult
 from r9700ctl.provision import RoleFacts, totals
 from r9700ctl.report import seconds
 from r9700ctl.report.progress import display_task
-from r9700ctl.runner import CHANGED, FAILED, INTERRUPTED, NOT_RUN, OK, UNREACHABLE, HostResult
 
 if TYPE_CHECKING:
     from rich.table import Table

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from r9700ctl.ansible_run import CHANGED, OK
 from r9700ctl.lifecycle.service import LIFECYCLE_FACT
-from r9700ctl.runner import CHANGED, OK
 
 if TYPE_CHECKING:
     from r9700ctl.uninstall import UninstallOutcome

@@ -21,7 +21,7 @@ CLI = Path(r9700ctl.cli.__file__).parent
 # What a use case does and the face never does.
 ENGINES = {
     "ansible_runner": "runs Ansible",
-    "r9700ctl.runner": "runs a playbook",
+    "r9700ctl.ansible_run": "runs a playbook",
     "r9700ctl.launch": "launches the agent",
     "r9700ctl.runtime": "chooses where the agent runs",
     "r9700ctl.agentpack": "packs the agent",
@@ -80,9 +80,9 @@ def test_a_cli_module_names_no_playbook_and_writes_and_exits_only_through_output
 def test_the_checks_see_what_they_forbid(tmp_path: Path) -> None:
     """The scans themselves: an engine import and an exit of its own are found."""
     tree = ast.parse(
-        "from r9700ctl import runner\nfrom r9700ctl.runner import run_playbook\n"
+        "from r9700ctl import ansible_run\nfrom r9700ctl.ansible_run import run_playbook\n"
         "import click\nclick.get_current_context().exit(3)\n"
     )
-    assert "r9700ctl.runner" in imported_names(tree)
+    assert "r9700ctl.ansible_run" in imported_names(tree)
     calls = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     assert "click.get_current_context().exit" in calls

@@ -51,7 +51,7 @@ def runner_calls(monkeypatch: pytest.MonkeyPatch) -> list[object]:
         calls.append(request)
         raise AssertionError("the runner was called: a host would have been contacted")
 
-    monkeypatch.setattr("r9700ctl.runner.run_playbook", refuse)
+    monkeypatch.setattr("r9700ctl.ansible_run.run_playbook", refuse)
     return calls
 
 
@@ -617,8 +617,8 @@ def test_on_a_terminal_each_host_has_one_live_line_with_its_task_and_counts() ->
 
     from rich.console import Console
 
+    from r9700ctl.ansible_run import HostResult, Progress
     from r9700ctl.report.progress import LiveProgress
-    from r9700ctl.runner import HostResult, Progress
 
     stream = io.StringIO()
     console = Console(file=stream, force_terminal=True, width=100, color_system=None)
@@ -647,8 +647,8 @@ def test_the_plain_log_shows_changes_and_failures_with_their_own_counts_and_a_he
 
     from rich.console import Console
 
+    from r9700ctl.ansible_run import HostResult, Progress
     from r9700ctl.report.progress import PlainProgress
-    from r9700ctl.runner import HostResult, Progress
 
     out = io.StringIO()
     now = [0.0]
@@ -682,8 +682,8 @@ def test_the_plain_log_shows_changes_and_failures_with_their_own_counts_and_a_he
 
 
 def test_the_summary_names_the_rocm_release_each_host_has() -> None:
+    from r9700ctl.ansible_run import HostResult
     from r9700ctl.report.provision import rocm_release
-    from r9700ctl.runner import HostResult
 
     after = {"rocm-core": "7.1.1.70101-38~24.04"}
     installed = HostResult("node1", facts={"r9700_versions": {"before": {}, "after": after}})
@@ -699,10 +699,10 @@ def test_the_summary_table_is_whole_in_a_pipe_and_fits_a_terminal(monkeypatch: p
 
     from rich.console import Console
 
+    from r9700ctl.ansible_run import FailedTask, HostResult
     from r9700ctl.cli.app import Application
     from r9700ctl.report import print_plain
     from r9700ctl.report.provision import summary_table
-    from r9700ctl.runner import FailedTask, HostResult
 
     error = "apt-get install rocm: E: Unable to locate package rocm-hip-sdk (the ROCm source is missing) " * 2
     host = HostResult("node1", ok=3, failed=1, started=True, failed_tasks=[FailedTask("Install ROCm", error)])

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from r9700ctl.agent import power
+from r9700ctl.agent import power_budget as power
 
 APPLIER = Path(__file__).resolve().parents[2] / "roles" / "r9700_power" / "files" / "r9700-power-cap"
 GPU = "0000:03:00.0"

@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from r9700ctl.agent import power
+from r9700ctl.agent import power_budget as power
 from r9700ctl.agent.checks import _measure, pcie, register
 from r9700ctl.agent.checks import power as power_check
 from r9700ctl.agent.checks.pcie import link_result

@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from r9700ctl.agent import power, stats, thermal
+from r9700ctl.agent import power_budget as power
+from r9700ctl.agent import stats, thermal
 from r9700ctl.agent.checks import _measure, register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.kernels.specs import PowerSpec

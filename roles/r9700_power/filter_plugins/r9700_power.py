@@ -1,5 +1,5 @@
 """Filter r9700_power_plan: each GPU's cap from the inventory, checked against the card's own
-range in `amd-smi static --json`, and the node's policy file (r9700ctl/agent/power.py).
+range in `amd-smi static --json`, and the node's policy file (r9700ctl/agent/power_budget.py).
 
 Runs on the controller, like r9700_preflight's action plugin: r9700ctl must be importable by
 Ansible's Python (`r9700ctl provision` makes sure of it).
@@ -20,7 +20,7 @@ def r9700_power_plan(
     `static` is the registered result of `amd-smi static --json` (skipped when no cap is set).
     """
     try:
-        from r9700ctl.agent import power
+        from r9700ctl.agent import power_budget as power
         from r9700ctl.agent.parsers import amdsmi
     except ImportError as exc:  # pragma: no cover - a broken install
         raise AnsibleFilterError(f"r9700ctl is not importable by Ansible's Python ({exc})") from exc

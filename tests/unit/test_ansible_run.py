@@ -21,9 +21,7 @@ import psutil
 import pytest
 from child_process import interruptible
 
-from r9700ctl.provision import RoleFacts
-from r9700ctl.report.provision import known_issue_lines
-from r9700ctl.runner import (
+from r9700ctl.ansible_run import (
     CHANGED,
     FAILED,
     INTERRUPTED,
@@ -35,6 +33,8 @@ from r9700ctl.runner import (
     forks_for,
     run_playbook,
 )
+from r9700ctl.provision import RoleFacts
+from r9700ctl.report.provision import known_issue_lines
 
 
 def write(path: Path, text: str) -> Path:
@@ -280,7 +280,7 @@ def test_the_first_error_line_is_the_one_that_explains(res: dict, line: str) -> 
 CTRL_C_DRIVER = """
 import json, sys
 from pathlib import Path
-from r9700ctl.runner import RunRequest, run_playbook
+from r9700ctl.ansible_run import RunRequest, run_playbook
 
 def show(progress):
     print(json.dumps([progress.host, progress.kind, progress.task]), flush=True)
@@ -342,7 +342,7 @@ def _sleep_running(marker: str) -> bool:
 
 
 def test_an_unreachable_hosts_first_error_is_the_connection_failure_not_the_task_that_met_it() -> None:
-    from r9700ctl.runner import FailedTask, HostResult
+    from r9700ctl.ansible_run import FailedTask, HostResult
 
     host = HostResult(host="n1", unreachable=1, started=True)
     host.failed_tasks.append(
@@ -393,7 +393,7 @@ def test_a_remote_tmp_the_user_configured_is_kept(
     tmp_path: Path, inventory: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """r9700ctl picks remote_tmp only where the user did not: their ansible.cfg's value stands."""
-    from r9700ctl.runner import _environment
+    from r9700ctl.ansible_run import _environment
 
     for name in ("ANSIBLE_REMOTE_TMP", "ANSIBLE_REMOTE_TEMP", "ANSIBLE_CONFIG"):
         monkeypatch.delenv(name, raising=False)

@@ -20,12 +20,14 @@ from ansible.plugins.action import ActionBase
 # starts and preflight.judge checks again with the same validator (doctor runs no role).
 ARGUMENT_SPEC = {
     "python": {"type": "str", "default": "python3"},
-    "rocm_version": {"type": "raw", "default": "auto"},
+    # The release and the driver's source are r9700_rocm's and r9700_driver's variables, read here
+    # to judge them first. None = not given (a play without those roles): the judge's default.
+    "rocm_version": {"type": "raw", "default": None},
     "allow_unsupported": {"type": "raw", "default": False},
     "hsa_override_gfx_version": {"type": "raw", "default": ""},
     "expected_gpus": {"type": "raw", "default": None},
     "min_free_gb": {"type": "raw", "default": 30.0},
-    "driver_source": {"type": "raw", "default": "dkms"},
+    "driver_source": {"type": "raw", "default": None},
     "apt_lock_timeout": {"type": "raw", "default": 600.0},
     "apt_update": {"type": "bool", "default": True},
     "apply_runtime": {"type": "raw", "default": "auto"},
@@ -52,6 +54,10 @@ ENV_KNOBS = {
     "rocr_visible_devices": "r9700_rocr_visible_devices",
     "p2p": "r9700_p2p",
     "env_comment_out_conflicts": "r9700_env_comment_out_conflicts",
+}
+OTHER_ROLES_KNOBS = {
+    "rocm_version": "r9700_rocm_version",
+    "driver_source": "r9700_driver_source",
 }
 POWER_KNOBS = {
     "power_cap_w": "r9700_power_cap_w",
@@ -109,17 +115,15 @@ class ActionModule(ActionBase):
             ) from exc
 
         host_vars = {
-            "r9700_rocm_version": args["rocm_version"],
             "r9700_allow_unsupported": args["allow_unsupported"],
             "r9700_hsa_override_gfx_version": args["hsa_override_gfx_version"],
             "r9700_expected_gpus": args["expected_gpus"],
             "r9700_min_free_gb": args["min_free_gb"],
-            "r9700_driver_source": args["driver_source"],
             "r9700_apt_lock_timeout": args["apt_lock_timeout"],
             "r9700_apply_runtime": args["apply_runtime"],
             "r9700_known_issue_workarounds_skip": args["known_issue_workarounds_skip"],
         }
-        knobs = {**ENV_KNOBS, **POWER_KNOBS}
+        knobs = {**OTHER_ROLES_KNOBS, **ENV_KNOBS, **POWER_KNOBS}
         host_vars.update({name: args[arg] for arg, name in knobs.items() if args[arg] is not None})
         verdict = preflight.judge(facts, host_vars, manifest_module.load())
         checks = [{"id": c.id, "status": c.status, "detail": c.detail, "fix": c.fix} for c in verdict.checks]

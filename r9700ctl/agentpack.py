@@ -10,9 +10,9 @@ written as r9700ctl/data/manifest.json and thresholds.json beside the agent's co
     DIR/r9700ctl/data/thresholds.json
 
 `stage(DIR)` lays that tree out (`validate --local` runs the agent from it, exactly as on a
-node); `pack(ARCHIVE)` puts it in a .tar.gz for Ansible (`validate INVENTORY`; with `extra`
-package files, the r9700_monitoring role's), byte-identical for the same r9700ctl, so a role
-that copies it changes nothing when nothing changed;
+node); `pack(ARCHIVE)` puts it in a .tar.gz for Ansible (`validate INVENTORY`, the
+r9700_monitoring role's timer), byte-identical for the same r9700ctl, so a role that copies it
+changes nothing when nothing changed;
 `convert_thresholds` turns an operator's --thresholds YAML into the JSON the agent reads.
 `python3 -m r9700ctl.agentpack DIR` stages by hand (bench scripts, stand-alone use).
 """
@@ -52,17 +52,13 @@ def _ignore(directory: str, names: list[str]) -> set[str]:
     return {n for n in names if n == "__pycache__" or n.endswith(".pyc")}
 
 
-def stage(directory: Path, extra: tuple[str, ...] = ()) -> Path:
-    """Lay the agent out under `directory`/r9700ctl (code + data as JSON, plus `extra` package
-    files such as "monitoring/node.py"); returns `directory`."""
+def stage(directory: Path) -> Path:
+    """Lay the node package out under `directory`/r9700ctl (code + data as JSON); returns `directory`."""
     source = package_dir()
     target = directory / "r9700ctl"
     (target / "data").mkdir(parents=True, exist_ok=True)
     shutil.copy2(source / "__init__.py", target / "__init__.py")
     shutil.copytree(source / "agent", target / "agent", ignore=_ignore, dirs_exist_ok=True)
-    for name in extra:
-        (target / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source / name, target / name)
     for name in DATA_NAMES:
         text = json.dumps(data_document(name), indent=1, default=str)
         (target / "data" / f"{name}.json").write_text(text + "\n", encoding="utf-8")
@@ -75,14 +71,14 @@ def _normalised(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
-def pack(archive: Path, extra: tuple[str, ...] = ()) -> Path:
+def pack(archive: Path) -> Path:
     """The staged tree as a .tar.gz (arcnames r9700ctl/...), written next to `archive` and renamed.
 
     Byte-for-byte the same for the same files: sorted entries, no times, owners or gzip name.
     """
     tmp = archive.with_name(archive.name + ".tmp")
     with tempfile.TemporaryDirectory(prefix="r9700ctl-agent-") as scratch:
-        root = stage(Path(scratch), extra) / "r9700ctl"
+        root = stage(Path(scratch)) / "r9700ctl"
         with (
             open(tmp, "wb") as raw,
             gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as zipped,

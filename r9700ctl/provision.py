@@ -174,7 +174,6 @@ def provision(
     """Check everything, then run the playbook. The password is asked only once the checks passed."""
     from r9700ctl import __version__
     from r9700ctl.agentpack import pack
-    from r9700ctl.monitoring import NODE_FILES
     from r9700ctl.paths import playbook as installed_playbook
 
     if options.forks is not None and options.forks < 1:
@@ -188,7 +187,7 @@ def provision(
     with tempfile.TemporaryDirectory(prefix="r9700ctl-provision-") as scratch:
         # The agent for r9700_monitoring (used where r9700_monitoring_enabled): byte-identical
         # for the same r9700ctl, so a second provision changes nothing on the node.
-        archive = pack(Path(scratch) / "agent.tar.gz", extra=NODE_FILES)
+        archive = pack(Path(scratch) / "agent.tar.gz")
         request = RunRequest(
             playbook=options.playbook or installed_playbook(PLAYBOOK),
             inventory=checked.path,

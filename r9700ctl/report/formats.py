@@ -121,8 +121,8 @@ def render_html(report: dict[str, Any], trends: dict | None = None) -> str:
 
 
 def render_prometheus(report: dict[str, Any], now: float | None = None) -> str:
-    """node_exporter textfile format: the r9700_* metrics (r9700ctl/monitoring/metrics.py)."""
-    from r9700ctl.monitoring import metrics
+    """node_exporter textfile format: the r9700_* metrics (r9700ctl/agent/metrics.py)."""
+    from r9700ctl.agent import metrics
 
     try:
         return metrics.render(report, now)

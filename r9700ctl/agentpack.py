@@ -13,6 +13,8 @@ written as r9700ctl/data/manifest.json and thresholds.json beside the agent's co
 node); `pack(ARCHIVE)` puts it in a .tar.gz for Ansible (`validate INVENTORY`, the
 r9700_monitoring role's timer), byte-identical for the same r9700ctl, so a role that copies it
 changes nothing when nothing changed;
+`stdin_invocation(MODULE, ARGS)` sends one module of the package, with the package modules it
+imports, to a node that has nothing of r9700ctl yet (preflight's facts, before anything changes);
 `convert_thresholds` turns an operator's --thresholds YAML into the JSON the agent reads.
 `python3 -m r9700ctl.agentpack DIR` stages by hand (bench scripts, stand-alone use).
 """
@@ -87,6 +89,73 @@ def pack(archive: Path) -> Path:
             tar.add(root, arcname="r9700ctl", filter=_normalised)
     tmp.replace(archive)
     return archive
+
+
+# What runs first on the node when a module arrives on stdin: the package's modules it needs are
+# served from memory by an import finder, nothing is written on the node, then the module runs
+# as __main__ (with the node's own argv: `python3 - ARGS`).
+STDIN_BOOTSTRAP = """\
+import importlib.abc, importlib.util, runpy, sys
+SOURCES = {sources!r}
+class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path=None, target=None):
+        if name not in SOURCES:
+            return None
+        return importlib.util.spec_from_loader(name, self, is_package=SOURCES[name][0])
+    def create_module(self, spec):
+        return None
+    def is_package(self, name):
+        return SOURCES[name][0]
+    def get_code(self, name):
+        return compile(SOURCES[name][1], "<r9700ctl>/" + name, "exec")
+    def exec_module(self, module):
+        exec(self.get_code(module.__name__), module.__dict__)
+sys.meta_path.insert(0, Finder())
+runpy.run_module({module!r}, run_name="__main__", alter_sys=False)
+"""
+
+
+def stdin_invocation(module: str, args: dict[str, Any], python: str = "python3") -> tuple[str, bytes]:
+    """(command line, stdin bytes) that run `module` of the node package on a node with nothing of
+    r9700ctl: `python3 - ARGS`, the script on stdin carrying the module and every package module
+    it imports. ARGS is base64 JSON, so no shell quoting can break it (r9700ctl.agent.nodefacts).
+    Used by the r9700_preflight action plugin and by `r9700ctl doctor` over SSH."""
+    from r9700ctl.agent.nodefacts import encode_args
+
+    sources = dict(sorted(module_closure(module).items()))
+    script = STDIN_BOOTSTRAP.format(sources=sources, module=module)
+    return f"{python} - {encode_args(args)}", script.encode("utf-8")
+
+
+def module_closure(module: str) -> dict[str, tuple[bool, str]]:
+    """`module`, the r9700ctl modules it imports (at any depth, wherever the import stands) and
+    their packages: name -> (is a package, source text)."""
+    import ast
+
+    root = package_dir().parent
+    found: dict[str, tuple[bool, str]] = {}
+    pending = [module]
+    while pending:
+        name = pending.pop()
+        if name in found:
+            continue
+        base = root / Path(*name.split("."))
+        is_package = (base / "__init__.py").is_file()
+        path = base / "__init__.py" if is_package else base.with_suffix(".py")
+        text = path.read_text(encoding="utf-8")
+        found[name] = (is_package, text)
+        parts = name.split(".")
+        pending += [".".join(parts[:i]) for i in range(1, len(parts))]
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                pending += [a.name for a in node.names if a.name.startswith("r9700ctl")]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("r9700ctl"):
+                pending.append(str(node.module))
+                for alias in node.names:
+                    candidate = root / Path(*str(node.module).split("."), alias.name)
+                    if candidate.with_suffix(".py").is_file() or (candidate / "__init__.py").is_file():
+                        pending.append(f"{node.module}.{alias.name}")
+    return found
 
 
 def convert_thresholds(source: Path, dest: Path) -> Path:

@@ -1,7 +1,7 @@
 """Judge a node's raw facts before anything is changed on it (pure: no I/O).
 
 One implementation for both entry points: the r9700_preflight role's action plugin and
-``r9700ctl doctor`` gather facts with r9700ctl/nodefacts.py on the node, then call
+``r9700ctl doctor`` gather facts with r9700ctl/agent/nodefacts.py on the node, then call
 `judge(facts, host_vars, manifest)` here. The answer is a list of checks (id, status,
 detail, fix) and the values later roles act on (`Resolved`): the ROCm release resolved
 from ``auto``, the apt suite and repository paths, the GPU targets, the accepted HSA

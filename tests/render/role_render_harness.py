@@ -32,7 +32,8 @@ from ansible.plugins.loader import filter_loader, init_plugin_loader
 from ansible.template import Templar, trust_as_template
 
 from r9700ctl import manifest as manifest_module
-from r9700ctl import nodefacts, preflight
+from r9700ctl import preflight
+from r9700ctl.agent import nodefacts
 
 ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
 init_plugin_loader()  # as ansible-playbook starts: ansible.builtin.* plugins (the template lookup) resolve

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from r9700ctl import nodefacts
 from r9700ctl import p2p_policy as p2p
+from r9700ctl.agent import nodefacts
 from r9700ctl.agent.units import size_text
 from r9700ctl.bundle.model import BundleGpu, BundleReport
 

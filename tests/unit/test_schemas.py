@@ -19,8 +19,6 @@ from r9700ctl.agent import schemas
 PACKAGE = Path(r9700ctl.__file__).parent
 ROOT = PACKAGE.parent
 SCHEMA_ID = re.compile(r"r9700ctl\.[a-z][a-z.-]*/\d+")
-# Streamed to a node's python3 on stdin, alone, before anything is installed there.
-STANDALONE = {"nodefacts.py"}
 
 
 def docstrings(tree: ast.AST) -> set[int]:
@@ -50,7 +48,7 @@ def test_no_module_but_schemas_spells_a_schema_id():
     found = [
         f"{path.relative_to(ROOT)}:{line}: {schema}"
         for path in sorted(PACKAGE.rglob("*.py"))
-        if path.name != "schemas.py" and path.name not in STANDALONE
+        if path.name != "schemas.py"
         for line, schema in spelt_ids(path)
     ]
     assert found == []
@@ -60,13 +58,6 @@ def test_the_scan_finds_an_id_in_code_and_passes_one_in_a_docstring(tmp_path):
     source = tmp_path / "m.py"
     source.write_text('"""Writes r9700ctl.validate/1."""\nSCHEMA = "r9700ctl.validate/1"\n', encoding="utf-8")
     assert spelt_ids(source) == [(2, "r9700ctl.validate/1")]
-
-
-def test_the_standalone_node_script_carries_the_same_id():
-    """nodefacts.py runs alone on a node (python3 - on stdin): it keeps its own copy, held equal here."""
-    from r9700ctl import nodefacts
-
-    assert nodefacts.SCHEMA == schemas.NODEFACTS
 
 
 def test_the_ids_the_roles_write_are_the_ones_schemas_names():

@@ -1,6 +1,7 @@
 """Action plugin: judge a node before anything changes on it (runs on the controller).
 
-It sends r9700ctl/nodefacts.py to the node on stdin (``python3 - ARGS``, with become when
+It sends r9700ctl/agent/nodefacts.py, with the node-package modules it imports, to the node on
+stdin (``python3 - ARGS``, r9700ctl.agentpack.stdin_invocation; with become when
 the play uses it), reads the JSON facts, and judges them with r9700ctl.preflight against
 r9700ctl's manifest: the same code `r9700ctl doctor` runs over paramiko. It returns the
 values later roles act on as the host fact ``r9700_resolved`` and the checks as
@@ -77,8 +78,8 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         try:
+            from r9700ctl import agentpack, nodeenv, preflight
             from r9700ctl import manifest as manifest_module
-            from r9700ctl import nodeenv, nodefacts, preflight
         except ImportError as exc:
             raise AnsibleActionFail(
                 f"r9700ctl is not importable by this ansible-playbook's Python ({exc}): run the playbook "
@@ -99,7 +100,7 @@ class ActionModule(ActionBase):
         python = args["python"]
         if python.startswith("auto"):  # Ansible's interpreter discovery keywords
             python = "python3"
-        command, script = nodefacts.invocation(fact_args, python=python)
+        command, script = agentpack.stdin_invocation("r9700ctl.agent.nodefacts", fact_args, python=python)
         out = self._low_level_execute_command(command, sudoable=True, in_data=script)
         if out.get("rc") != 0:
             stderr = (out.get("stderr") or out.get("stdout") or "").strip().splitlines()

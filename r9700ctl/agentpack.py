@@ -13,6 +13,9 @@ written as r9700ctl/data/manifest.json and thresholds.json beside the agent's co
 node); `pack(ARCHIVE)` puts it in a .tar.gz for Ansible (`validate INVENTORY`, the
 r9700_monitoring role's timer), byte-identical for the same r9700ctl, so a role that copies it
 changes nothing when nothing changed;
+`node_program(FILE)` packs the package as one executable file, `r9700-node`, that the roles run
+and install under their programs' names (r9700ctl.agent.programs: r9700-run, r9700-power-cap,
+r9700-lifecycle, r9700-pci-devices); `node_program_vars()` builds it for one playbook run;
 `stdin_invocation(MODULE, ARGS)` sends one module of the package, with the package modules it
 imports, to a node that has nothing of r9700ctl yet (preflight's facts, before anything changes);
 `convert_thresholds` turns an operator's --thresholds YAML into the JSON the agent reads.
@@ -21,12 +24,14 @@ imports, to a node that has nothing of r9700ctl yet (preflight's facts, before a
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import shutil
 import sys
 import tarfile
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +161,51 @@ def module_closure(module: str) -> dict[str, tuple[bool, str]]:
                     if candidate.with_suffix(".py").is_file() or (candidate / "__init__.py").is_file():
                         pending.append(f"{node.module}.{alias.name}")
     return found
+
+
+# The extra var of a playbook whose roles run the node package's programs (controller path).
+NODE_PROGRAM_VAR = "r9700_node_program"
+NODE_PROGRAM_MAIN = """\
+import sys
+from r9700ctl.agent.programs import main
+sys.exit(main(sys.argv))
+"""
+# Every supported node has python3 there (Debian and Ubuntu's python3 package).
+NODE_PROGRAM_INTERPRETER = b"#!/usr/bin/python3\n"
+ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)  # the earliest time a zip entry can carry: no build time inside
+
+
+def node_program(target: Path) -> Path:
+    """The node package (code only) as one executable zip at `target`, byte-identical for the same
+    r9700ctl: a role that installs it changes nothing when nothing changed."""
+    import zipfile
+
+    source = package_dir()
+    entries = [("r9700ctl/__init__.py", (source / "__init__.py").read_bytes())]
+    for path in sorted((source / "agent").rglob("*.py")):
+        if "__pycache__" not in path.parts:
+            entries.append((f"r9700ctl/{path.relative_to(source).as_posix()}", path.read_bytes()))
+    entries.append(("__main__.py", NODE_PROGRAM_MAIN.encode("utf-8")))
+    tmp = target.with_name(target.name + ".tmp")
+    with open(tmp, "wb") as raw:
+        raw.write(NODE_PROGRAM_INTERPRETER)
+        with zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            for name, data in entries:
+                info = zipfile.ZipInfo(name, date_time=ZIP_EPOCH)
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.external_attr = 0o644 << 16
+                archive.writestr(info, data)
+    tmp.chmod(0o755)
+    tmp.replace(target)
+    return target
+
+
+@contextlib.contextmanager
+def node_program_vars() -> Iterator[dict[str, str]]:
+    """The extra vars of a playbook run whose roles run the node package's programs; the file
+    lives while the run does."""
+    with tempfile.TemporaryDirectory(prefix="r9700ctl-node-") as scratch:
+        yield {NODE_PROGRAM_VAR: str(node_program(Path(scratch) / "r9700-node"))}
 
 
 def convert_thresholds(source: Path, dest: Path) -> Path:

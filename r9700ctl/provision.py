@@ -173,7 +173,7 @@ def provision(
 ) -> ProvisionOutcome:
     """Check everything, then run the playbook. The password is asked only once the checks passed."""
     from r9700ctl import __version__
-    from r9700ctl.agentpack import pack
+    from r9700ctl.agentpack import node_program_vars, pack
     from r9700ctl.paths import playbook as installed_playbook
 
     if options.forks is not None and options.forks < 1:
@@ -184,9 +184,10 @@ def provision(
     )
     password = ask_become_password() if ask_become_password else None
 
-    with tempfile.TemporaryDirectory(prefix="r9700ctl-provision-") as scratch:
-        # The agent for r9700_monitoring (used where r9700_monitoring_enabled): byte-identical
-        # for the same r9700ctl, so a second provision changes nothing on the node.
+    with tempfile.TemporaryDirectory(prefix="r9700ctl-provision-") as scratch, node_program_vars() as node:
+        # The agent for r9700_monitoring (used where r9700_monitoring_enabled) and the node
+        # program the roles install and run: byte-identical for the same r9700ctl, so a second
+        # provision changes nothing on the node.
         archive = pack(Path(scratch) / "agent.tar.gz")
         request = RunRequest(
             playbook=options.playbook or installed_playbook(PLAYBOOK),
@@ -201,6 +202,7 @@ def provision(
                 "r9700_group": options.group,
                 "r9700_toolkit_version": __version__,
                 "r9700_monitoring_agent_archive": str(archive),
+                **node,
             },
             forks=options.forks,
             hosts=len(checked.hosts),

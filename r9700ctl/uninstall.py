@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from r9700ctl import ansible_run, paths
+from r9700ctl import agentpack, ansible_run, paths
 from r9700ctl import inventory as inventory_module
 from r9700ctl.agent import schemas
 from r9700ctl.lifecycle.service import LIFECYCLE_FACT
@@ -40,15 +40,16 @@ class UninstallOutcome:
 
 def uninstall(inventory: Path, group: str, limit: str | None = None, check: bool = False) -> UninstallOutcome:
     checked = inventory_module.load_inventory(inventory, group=group, limit=limit)
-    result = ansible_run.run_playbook(
-        ansible_run.RunRequest(
-            playbook=paths.playbook("uninstall.yml"),
-            inventory=checked.path,
-            limit=limit,
-            check=check,
-            hosts=len(checked.hosts),
-            extra_vars={"r9700_group": group},
+    with agentpack.node_program_vars() as node:  # r9700-lifecycle uninstall does the work
+        result = ansible_run.run_playbook(
+            ansible_run.RunRequest(
+                playbook=paths.playbook("uninstall.yml"),
+                inventory=checked.path,
+                limit=limit,
+                check=check,
+                hosts=len(checked.hosts),
+                extra_vars={"r9700_group": group, **node},
+            )
         )
-    )
     hosts = [result.hosts.get(name) or ansible_run.HostResult(host=name) for name in checked.host_names]
     return UninstallOutcome(check=check, hosts=hosts, exit_code=exit_code_for(result, hosts))

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r9700ctl import agentpack
 from r9700ctl import inventory as inventory_module
 from r9700ctl.agent import schemas
 from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, EXIT_WARN, BadInput
@@ -213,17 +214,18 @@ def make_plans(
         + (" and resolving the target release" if options.mode == UPGRADE else "")
         + (" and simulating its kernel upgrade" if options.mode == KERNEL else "")
     )
-    result = ansible_run.run_playbook(
-        ansible_run.RunRequest(
-            playbook=paths.playbook("lifecycle-plan.yml"),
-            inventory=options.inventory,
-            limit=options.limit,
-            hosts=len(hosts),
-            extra_vars=extra,
-            envvars=dict(options.envvars),
-            runs_dir=options.runs_dir,
+    with agentpack.node_program_vars() as node:  # the roles run r9700-lifecycle
+        result = ansible_run.run_playbook(
+            ansible_run.RunRequest(
+                playbook=paths.playbook("lifecycle-plan.yml"),
+                inventory=options.inventory,
+                limit=options.limit,
+                hosts=len(hosts),
+                extra_vars={**extra, **node},
+                envvars=dict(options.envvars),
+                runs_dir=options.runs_dir,
+            )
         )
-    )
     plans = []
     for host in hosts:
         seen = result.hosts.get(host)
@@ -328,17 +330,18 @@ def move_kernel(options: LifecycleOptions, hosts: list[str], progress: Progress)
     from r9700ctl import ansible_run, paths
 
     progress(f"moving {', '.join(hosts)} to the newest kernel of their line")
-    result = ansible_run.run_playbook(
-        ansible_run.RunRequest(
-            playbook=paths.playbook("kernel-upgrade.yml"),
-            inventory=options.inventory,
-            limit=",".join(hosts),
-            hosts=len(hosts),
-            extra_vars={"r9700_group": options.group, "r9700_lifecycle_force": options.force},
-            envvars=dict(options.envvars),
-            runs_dir=options.runs_dir,
+    with agentpack.node_program_vars() as node:  # the roles run r9700-lifecycle
+        result = ansible_run.run_playbook(
+            ansible_run.RunRequest(
+                playbook=paths.playbook("kernel-upgrade.yml"),
+                inventory=options.inventory,
+                limit=",".join(hosts),
+                hosts=len(hosts),
+                extra_vars={"r9700_group": options.group, "r9700_lifecycle_force": options.force, **node},
+                envvars=dict(options.envvars),
+                runs_dir=options.runs_dir,
+            )
         )
-    )
     results = {}
     for host in hosts:
         seen = result.hosts.get(host)
@@ -415,17 +418,18 @@ def got_worse(before: Any, after: Any) -> str:
 def resume(options: LifecycleOptions, hosts: list[str], progress: Progress) -> dict[str, StepResult]:
     from r9700ctl import ansible_run, paths
 
-    result = ansible_run.run_playbook(
-        ansible_run.RunRequest(
-            playbook=paths.playbook("lifecycle-resume.yml"),
-            inventory=options.inventory,
-            limit=",".join(hosts),
-            hosts=len(hosts),
-            extra_vars={"r9700_group": options.group},
-            envvars=dict(options.envvars),
-            runs_dir=options.runs_dir,
+    with agentpack.node_program_vars() as node:  # the roles run r9700-lifecycle
+        result = ansible_run.run_playbook(
+            ansible_run.RunRequest(
+                playbook=paths.playbook("lifecycle-resume.yml"),
+                inventory=options.inventory,
+                limit=",".join(hosts),
+                hosts=len(hosts),
+                extra_vars={"r9700_group": options.group, **node},
+                envvars=dict(options.envvars),
+                runs_dir=options.runs_dir,
+            )
         )
-    )
     results = {}
     for host in hosts:
         seen = result.hosts.get(host)

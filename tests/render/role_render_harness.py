@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from agent_stage import node_program_file
 from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import filter_loader, init_plugin_loader
 from ansible.template import Templar, trust_as_template
@@ -64,10 +65,13 @@ def fixture_lines(name: str) -> list[str]:
 
 
 def node_script(root: Path, *args: str) -> dict[str, Any]:
-    """Run r9700_lifecycle's node script as Ansible's script module does, against a root in tmp_path."""
-    script = ROLES_DIR / "r9700_lifecycle" / "files" / "r9700-lifecycle"
+    """Run r9700_lifecycle's node program as Ansible's script module does, against a root in tmp_path."""
+    program = node_program_file()
     done = subprocess.run(
-        ["python3", str(script), *args, "--root", str(root)], capture_output=True, text=True, timeout=60
+        ["python3", str(program), "r9700-lifecycle", *args, "--root", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout)
@@ -176,6 +180,8 @@ def host_context(
             "ansible_check_mode": False,
             "ansible_play_role_names": list(PROVISIONING),
             "ansible_facts": {"processor_nproc": 16, "env": {"SUDO_USER": "r9700"}},
+            # r9700ctl sets it on every run (agentpack.node_program_vars): the roles' node program
+            "r9700_node_program": "/tmp/r9700ctl-node-x/r9700-node",
         }
     )
     return context

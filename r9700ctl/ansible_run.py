@@ -201,6 +201,17 @@ class RunResult:
     def interrupted_hosts(self) -> list[HostResult]:
         return [h for h in self.hosts.values() if h.interrupted]
 
+    def require_a_host(self) -> RunResult:
+        """This result, or CannotRun (exit 3) when ansible-playbook stopped before any host ran
+        (a syntax error, a missing role): there is nothing per host to read then."""
+        if not self.hosts and self.status != "successful":
+            raise CannotRun(
+                what=f"ansible-playbook stopped before any host: {self.error or self.status}",
+                where=str(self.artifact_dir),
+                hint="its full output is in the stdout file there",
+            )
+        return self
+
 
 ProgressCallback = Callable[[Progress], None]
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from r9700ctl.agent import schemas
 from r9700ctl.bundle import BUNDLE_FILES, COLLECT_MANIFEST, MISSING_LIST
-from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, BadInput, CannotRun
+from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, BadInput
 
 SCHEMA = schemas.COLLECT
 # Hosts collected at once; each mostly waits on its tools and on file transfers.
@@ -107,13 +107,7 @@ def collect_inventory(
         hosts=len(inventory.hosts),
         extra_vars={"r9700_group": group, "r9700_collect_dest": str(out)},
     )
-    result = ansible_run.run_playbook(request, on_progress=progress)
-    if not result.hosts and result.status != "successful":
-        raise CannotRun(
-            what=f"ansible-playbook stopped before any host: {result.error or result.status}",
-            where=str(result.artifact_dir),
-            hint="its full output is in the stdout file there",
-        )
+    result = ansible_run.run_playbook(request, on_progress=progress).require_a_host()
 
     bundles = []
     for host in inventory.hosts:

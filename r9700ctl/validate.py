@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from r9700ctl import fleet as fleet_judge
 from r9700ctl.agent import schemas
 from r9700ctl.agent.result import ERROR, STATUSES, CheckResult, exit_code_for, overall, worst
-from r9700ctl.errors import EXIT_CANNOT_RUN, CannotRun
+from r9700ctl.errors import EXIT_CANNOT_RUN
 from r9700ctl.fleet import FleetJudgement
 
 if TYPE_CHECKING:
@@ -183,13 +183,7 @@ def validate_inventory(
         hosts=len(inventory.hosts),
         extra_vars=extra_vars,
     )
-    result = ansible_run.run_playbook(request, on_progress=progress)
-    if not result.hosts and result.status != "successful":
-        raise CannotRun(
-            what=f"ansible-playbook stopped before any host: {result.error or result.status}",
-            where=str(result.artifact_dir),
-            hint="its full output is in the stdout file there",
-        )
+    result = ansible_run.run_playbook(request, on_progress=progress).require_a_host()
 
     nodes = [read_node(host.name, reports_dir, result.hosts.get(host.name)) for host in inventory.hosts]
     reports = {n.host: n.report for n in nodes if n.report is not None}

@@ -128,20 +128,24 @@ def read_json(path):
 # --- dpkg and groups, read from their files ---------------------------------------------------
 
 
-def dpkg_packages(root):
-    """{name: (want, installed)} of dpkg's status file: want is install/hold/deinstall/purge."""
-    found = {}
+def dpkg_stanzas(root):
+    """The stanzas of dpkg's status file, each a {field: value} of its unindented lines."""
     try:
         with open(at(root, DPKG_STATUS), encoding="utf-8", errors="replace") as handle:
             text = handle.read()
     except OSError:
-        return found
+        return []
+    stanzas = []
     for stanza in text.split("\n\n"):
-        fields = {}
-        for line in stanza.splitlines():
-            if line and not line[0].isspace() and ":" in line:
-                key, _, value = line.partition(":")
-                fields[key] = value.strip()
+        lines = [line for line in stanza.splitlines() if line and not line[0].isspace() and ":" in line]
+        stanzas.append({key: value.strip() for key, _, value in (line.partition(":") for line in lines)})
+    return stanzas
+
+
+def dpkg_packages(root):
+    """{name: (want, installed)} of dpkg's status file: want is install/hold/deinstall/purge."""
+    found = {}
+    for fields in dpkg_stanzas(root):
         name, status = fields.get("Package"), fields.get("Status", "").split()
         if name and len(status) == 3:
             found[name] = (status[0], status[2] == "installed")
@@ -165,20 +169,10 @@ def dpkg_present(root):
     """{name: (version, state)} of the packages dpkg has on the system in any state but
     not-installed and config-files: what a failed install left counts too."""
     found = {}
-    try:
-        with open(at(root, DPKG_STATUS), encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
-    except OSError:
-        return found
-    for stanza in text.split("\n\n"):
-        fields = dict(
-            line.split(":", 1)
-            for line in stanza.splitlines()
-            if line and not line[0].isspace() and ":" in line
-        )
+    for fields in dpkg_stanzas(root):
         status = fields.get("Status", "").split()
         if fields.get("Package") and len(status) == 3 and status[2] in PRESENT_STATES:
-            found[fields["Package"].strip()] = (fields.get("Version", "").strip(), status[2])
+            found[fields["Package"]] = (fields.get("Version", ""), status[2])
     return found
 
 

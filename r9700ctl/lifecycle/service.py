@@ -193,13 +193,34 @@ def exit_code_for(rollout: Rollout) -> int:
     return EXIT_OK
 
 
+def run_play(
+    options: LifecycleOptions, playbook: str, limit: str | None, hosts: int, extra: dict[str, Any]
+) -> Any:
+    """One of the lifecycle playbooks on these hosts, with the node program its roles run
+    (r9700-lifecycle); the same run directory and environment as every step of the command."""
+    from r9700ctl import ansible_run, paths
+
+    with agentpack.node_program_vars() as node:
+        return ansible_run.run_playbook(
+            ansible_run.RunRequest(
+                playbook=paths.playbook(playbook),
+                inventory=options.inventory,
+                limit=limit,
+                hosts=hosts,
+                extra_vars={**extra, **node},
+                envvars=dict(options.envvars),
+                runs_dir=options.runs_dir,
+            )
+        )
+
+
 # --- plan -----------------------------------------------------------------------------------------
 
 
 def make_plans(
     options: LifecycleOptions, hosts: list[str], manifest: Any, progress: Progress
 ) -> list[NodePlan]:
-    from r9700ctl import ansible_run, paths
+    from r9700ctl import ansible_run
 
     extra: dict[str, Any] = {"r9700_group": options.group}
     if options.mode == UPGRADE:
@@ -214,18 +235,7 @@ def make_plans(
         + (" and resolving the target release" if options.mode == UPGRADE else "")
         + (" and simulating its kernel upgrade" if options.mode == KERNEL else "")
     )
-    with agentpack.node_program_vars() as node:  # the roles run r9700-lifecycle
-        result = ansible_run.run_playbook(
-            ansible_run.RunRequest(
-                playbook=paths.playbook("lifecycle-plan.yml"),
-                inventory=options.inventory,
-                limit=options.limit,
-                hosts=len(hosts),
-                extra_vars={**extra, **node},
-                envvars=dict(options.envvars),
-                runs_dir=options.runs_dir,
-            )
-        )
+    result = run_play(options, "lifecycle-plan.yml", options.limit, len(hosts), extra)
     plans = []
     for host in hosts:
         seen = result.hosts.get(host)
@@ -327,21 +337,11 @@ def validation(options: LifecycleOptions, hosts: list[str]) -> Any:
 
 def move_kernel(options: LifecycleOptions, hosts: list[str], progress: Progress) -> dict[str, StepResult]:
     """playbooks/kernel-upgrade.yml: kernel, headers and the amdgpu DKMS build, checked before a reboot."""
-    from r9700ctl import ansible_run, paths
+    from r9700ctl import ansible_run
 
     progress(f"moving {', '.join(hosts)} to the newest kernel of their line")
-    with agentpack.node_program_vars() as node:  # the roles run r9700-lifecycle
-        result = ansible_run.run_playbook(
-            ansible_run.RunRequest(
-                playbook=paths.playbook("kernel-upgrade.yml"),
-                inventory=options.inventory,
-                limit=",".join(hosts),
-                hosts=len(hosts),
-                extra_vars={"r9700_group": options.group, "r9700_lifecycle_force": options.force, **node},
-                envvars=dict(options.envvars),
-                runs_dir=options.runs_dir,
-            )
-        )
+    extra = {"r9700_group": options.group, "r9700_lifecycle_force": options.force}
+    result = run_play(options, "kernel-upgrade.yml", ",".join(hosts), len(hosts), extra)
     results = {}
     for host in hosts:
         seen = result.hosts.get(host)
@@ -416,20 +416,11 @@ def got_worse(before: Any, after: Any) -> str:
 
 
 def resume(options: LifecycleOptions, hosts: list[str], progress: Progress) -> dict[str, StepResult]:
-    from r9700ctl import ansible_run, paths
+    from r9700ctl import ansible_run
 
-    with agentpack.node_program_vars() as node:  # the roles run r9700-lifecycle
-        result = ansible_run.run_playbook(
-            ansible_run.RunRequest(
-                playbook=paths.playbook("lifecycle-resume.yml"),
-                inventory=options.inventory,
-                limit=",".join(hosts),
-                hosts=len(hosts),
-                extra_vars={"r9700_group": options.group, **node},
-                envvars=dict(options.envvars),
-                runs_dir=options.runs_dir,
-            )
-        )
+    result = run_play(
+        options, "lifecycle-resume.yml", ",".join(hosts), len(hosts), {"r9700_group": options.group}
+    )
     results = {}
     for host in hosts:
         seen = result.hosts.get(host)

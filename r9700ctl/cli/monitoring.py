@@ -8,7 +8,7 @@ import click
 
 from r9700ctl.cli.app import Application
 from r9700ctl.cli.options import group_option, inventory_argument, limit_option
-from r9700ctl.cli.output import Output, check_output_path, write_output
+from r9700ctl.cli.output import Output, check_output_path, file_option, write_output
 
 
 @click.group()
@@ -45,13 +45,7 @@ def monitoring() -> None:
     show_default=True,
     help="Scrape interval (a Prometheus duration: 15s, 1m). The metrics change every timer run.",
 )
-@click.option(
-    "--output",
-    "-o",
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="PATH",
-    help="Write to PATH (atomically) instead of stdout.",
-)
+@file_option("--output", "-o", help="Write to PATH (atomically) instead of stdout.")
 @click.pass_obj
 def scrape_config(
     app: Application,

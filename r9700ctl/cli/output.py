@@ -42,6 +42,12 @@ def json_option(what: str, schema: str, *, replaces_text: bool = False) -> Calla
     )
 
 
+def file_option(*names: str, help: str) -> Callable[[Any], Any]:
+    """An option naming a file r9700ctl writes (--html, --prom, --junit, -o): a path, never a
+    directory; the command checks it with check_output_path before any work starts."""
+    return click.option(*names, type=click.Path(dir_okay=False, path_type=Path), metavar="PATH", help=help)
+
+
 class Output:
     """One command's way out: its console, its JSON document and its exit code."""
 

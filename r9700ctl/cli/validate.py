@@ -15,7 +15,7 @@ import click
 from r9700ctl.agent import schemas
 from r9700ctl.cli.app import Application
 from r9700ctl.cli.options import group_option, limit_option
-from r9700ctl.cli.output import Output, check_output_path, json_option, write_output
+from r9700ctl.cli.output import Output, check_output_path, file_option, json_option, write_output
 from r9700ctl.errors import BadInput
 
 if TYPE_CHECKING:
@@ -92,28 +92,22 @@ inventory (then no host was contacted)."""
     "the report (with INVENTORY: every node's report and the fleet's results)",
     f"{schemas.VALIDATE} with --local, {schemas.VALIDATE_FLEET} with INVENTORY",
 )
-@click.option(
+@file_option(
     "--html",
     "html_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="PATH",
     help="Also write a self-contained HTML page: per node its checks, worst first, and the environment.",
 )
-@click.option(
+@file_option(
     "--prom",
     "prom_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="PATH",
     help="Also write a Prometheus textfile (node_exporter textfile collector; name it *.prom): "
     "r9700_check_status (0 PASS, 1 WARN, 2 FAIL, 3 ERROR, 4 INCONCLUSIVE, -1 SKIP), r9700_check_value, "
     "r9700_node_status, r9700_last_run_timestamp_seconds and per GPU link, temperature, clocks, power, "
     "VRAM (docs/monitoring.md).",
 )
-@click.option(
+@file_option(
     "--junit",
     "junit_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="PATH",
     help="Also write JUnit XML for CI: a testsuite per node, a testcase per check result.",
 )
 @click.option(

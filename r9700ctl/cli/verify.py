@@ -9,7 +9,7 @@ import click
 from r9700ctl.agent import schemas
 from r9700ctl.cli.app import Application
 from r9700ctl.cli.options import group_option, inventory_argument, limit_option
-from r9700ctl.cli.output import Output, check_output_path, json_option
+from r9700ctl.cli.output import Output, check_output_path, file_option, json_option
 
 
 @click.command()
@@ -23,13 +23,7 @@ from r9700ctl.cli.output import Output, check_output_path, json_option
     help="Only the tests matching this pytest -k expression, e.g. 'repositories'.",
 )
 @json_option("the results", schemas.VERIFY)
-@click.option(
-    "--junit",
-    "junit_xml",
-    metavar="PATH",
-    type=click.Path(path_type=Path),
-    help="Also write JUnit XML for CI (as validate --junit does).",
-)
+@file_option("--junit", "junit_xml", help="Also write JUnit XML for CI (as validate --junit does).")
 @click.option(
     "--timeout",
     "timeout_s",

@@ -153,6 +153,10 @@ class EnvTarget:
     # Default workarounds of the node's known issues that preflight decided to apply
     # (r9700ctl/known_issues.py): NAME -> (value, reason, source).
     known_issue_workarounds: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    # r9700_cluster_network's NIC on this node ("" = no cluster network) and the r9700_cluster
+    # settings (rdma: off|roce, hca, gid_index): r9700ctl/cluster/netcheck.py.
+    cluster_interface: str = ""
+    cluster: Mapping[str, Any] = field(default_factory=dict)
     # Known issues of the node (its GPU count and release) whose workaround is P2P off: r9700_p2p's
     # `auto` decides off for them, `on` is warned (preflight._p2p_hazards).
     p2p_hazards: list[p2p.KnownHazard] = field(default_factory=list)
@@ -183,8 +187,66 @@ def known_issue_workarounds(target: EnvTarget) -> list[EnvEntry]:
     return [EnvEntry(name, *entry) for name, entry in target.known_issue_workarounds.items()]
 
 
+# Sources of the cluster network's variables.
+NCCL_ENV_DOC = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
+TORCH_DIST_DOC = "https://pytorch.org/docs/stable/distributed.html (Choosing the network interface to use)"
+
+
+def cluster_network(target: EnvTarget) -> list[EnvEntry]:
+    """The cluster NIC for RCCL and gloo, and RCCL's transport: sockets (NCCL_IB_DISABLE=1) or RoCE."""
+    if not target.cluster_interface:
+        return []
+    iface = target.cluster_interface
+    entries = [
+        # '=' makes NCCL match the name exactly (eth1 would otherwise also take eth10).
+        EnvEntry(
+            "NCCL_SOCKET_IFNAME",
+            f"={iface}",
+            "the cluster NIC (it holds this node's address in r9700_cluster_network); left to itself "
+            "RCCL takes any interface but docker*/lo, a Docker bridge included (ROCm/legacy-rocm-build#6074)",
+            f"r9700_cluster_network; {NCCL_ENV_DOC} (NCCL_SOCKET_IFNAME)",
+        ),
+        EnvEntry(
+            "GLOO_SOCKET_IFNAME",
+            iface,
+            "gloo (torch's CPU backend, and the rendezvous of many launchers) otherwise binds to the host "
+            "name's address, 127.0.1.1 on a Debian install (pytorch/gloo#70)",
+            f"r9700_cluster_network; {TORCH_DIST_DOC}",
+        ),
+    ]
+    if str(target.cluster.get("rdma") or "off") == "roce":
+        hca, index = str(target.cluster.get("hca") or ""), target.cluster.get("gid_index")
+        entries.append(
+            EnvEntry(
+                "NCCL_IB_HCA",
+                f"={hca}",
+                "the cluster NIC's RDMA device and port (RoCE)",
+                f"r9700_cluster_rdma_hca; {NCCL_ENV_DOC} (NCCL_IB_HCA, '=' exact)",
+            )
+        )
+        entries.append(
+            EnvEntry(
+                "NCCL_IB_GID_INDEX",
+                str(index),
+                "the RoCE v2 GID on the cluster subnet (validate --cluster checks it is one)",
+                f"r9700_cluster_rdma_gid_index; {NCCL_ENV_DOC} (NCCL_IB_GID_INDEX)",
+            )
+        )
+    else:
+        entries.append(
+            EnvEntry(
+                "NCCL_IB_DISABLE",
+                "1",
+                "no RDMA on the cluster network (r9700_cluster_rdma: off): "
+                "RCCL uses TCP sockets on the cluster NIC instead of probing IB devices",
+                f"r9700_cluster_rdma; {NCCL_ENV_DOC} (NCCL_IB_DISABLE)",
+            )
+        )
+    return entries
+
+
 # Rules that add entries of their own: (target) -> entries.
-RULES: list[Callable[[EnvTarget], list[EnvEntry]]] = [known_issue_workarounds]
+RULES: list[Callable[[EnvTarget], list[EnvEntry]]] = [known_issue_workarounds, cluster_network]
 
 
 def compose(knobs: EnvKnobs, target: EnvTarget) -> EnvPlan:

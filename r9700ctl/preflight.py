@@ -229,7 +229,12 @@ def judge(facts: Mapping[str, Any], host_vars: Mapping[str, Any], manifest: Mani
         res.runtime = settings.apply_runtime == "true"
     workarounds = _workarounds(known, settings)
     hazards = _p2p_hazards(known, settings)
-    checks.extend(_compose_environment(res, settings, gpus, facts, host_vars, manifest, workarounds, hazards))
+    cluster_checks, cluster_nic = _check_cluster(facts, host_vars)
+    checks.extend(cluster_checks)
+    environment = _compose_environment(
+        res, settings, gpus, facts, host_vars, manifest, workarounds, hazards, cluster_nic
+    )
+    checks.extend(environment)
     checks.extend(_check_known_issues(res, known, settings))
     return Verdict(checks=checks, resolved=res)
 
@@ -243,6 +248,7 @@ def _compose_environment(
     manifest: Manifest,
     workarounds: dict[str, tuple[str, str, str]],
     p2p_hazards: list[Any],
+    cluster_nic: Any = None,
 ) -> list[Check]:
     """THE environment list (r9700ctl/envlist.py): its checks here, its entries for r9700_env."""
     from r9700ctl import envlist, nodeenv
@@ -257,6 +263,8 @@ def _compose_environment(
         rocm_version=res.rocm_version,
         known_issue_workarounds=workarounds,
         p2p_hazards=p2p_hazards,
+        cluster_interface=cluster_nic.interface if cluster_nic is not None else "",
+        cluster=netcheck_settings(host_vars),
     )
     plan = envlist.compose(knobs, target)
     res.environment = plan.to_dicts()
@@ -266,6 +274,21 @@ def _compose_environment(
     own = nodeenv.judge(facts.get("environment_sources"), plan, target, knobs.comment_out_conflicts)
     res.node_environment_fixes = own.fixes
     return problems + plan.checks + own.checks
+
+
+def _check_cluster(facts: Mapping[str, Any], host_vars: Mapping[str, Any]) -> tuple[list[Check], Any]:
+    """r9700_cluster_network: refuse a node with no address in it, warn on a loopback host name or a
+    clock far from the controller's (r9700ctl/cluster/netcheck.py, pure)."""
+    from r9700ctl.cluster import netcheck
+
+    findings, nic = netcheck.judge(facts.get("net") or {}, host_vars, facts.get("controller_clock"))
+    return [Check(f.id, f.status, f.detail, f.fix) for f in findings], nic
+
+
+def netcheck_settings(host_vars: Mapping[str, Any]) -> dict[str, Any]:
+    from r9700ctl.cluster import netcheck
+
+    return netcheck.settings(host_vars)
 
 
 def _check_os(res: Resolved, manifest: Manifest) -> Check:

@@ -10,9 +10,10 @@ want_test=0
 [ "${1:-}" = "--test" ] && want_test=1
 
 # Debian packages: Python venv support, and what the lab uses (debootstrap, namespaces,
-# sshd client, package mirror tools, the caching proxy, the container registry). Only missing ones are installed.
+# sshd client, package mirror tools, the caching proxy, the container registry; nftables for the
+# cluster lab's firewall fault). Only missing ones are installed.
 packages=(python3 python3-venv python3-pip debootstrap apt-cacher-ng docker-registry zstd openssh-client iproute2
-          dpkg-dev apt-utils gnupg util-linux procps psmisc ca-certificates git)
+          dpkg-dev apt-utils gnupg util-linux procps psmisc ca-certificates git nftables)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

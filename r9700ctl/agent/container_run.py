@@ -9,6 +9,9 @@ from /etc/r9700ctl/container.json (the pinned image, GPU access, shared memory, 
   r9700-run -n python3 train.py         print the docker command instead of running it
   r9700-run -e HIP_VISIBLE_DEVICES=0 -v /data:/data python3 train.py
   r9700-run --check                     exit 0 when the image is on this node and dockerd answers
+  r9700-run --host-network python3 job.py   on the host's network with memlock unlimited: what a
+                                        job across nodes needs (RCCL's sockets on the cluster NIC;
+                                        RDMA registers locked memory), as r9700ctl validate --cluster runs
 
 The current directory is mounted at the same path and is the working directory. The container
 runs with --rm and the label io.r9700ctl.started-by=r9700-run (so an upgrade can find and stop
@@ -59,8 +62,8 @@ def load_config(path: str) -> dict[str, Any]:
 
 
 def parse(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
-    """Options up to the command (or `--`): -n, --check, -e NAME=VALUE, -v SRC:DST."""
-    options: dict[str, Any] = {"dry": False, "check": False, "env": [], "volumes": []}
+    """Options up to the command (or `--`): -n, --check, --host-network, -e NAME=VALUE, -v SRC:DST."""
+    options: dict[str, Any] = {"dry": False, "check": False, "host_network": False, "env": [], "volumes": []}
     args = list(argv)
     while args:
         arg = args[0]
@@ -74,6 +77,8 @@ def parse(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
             options["dry"] = True
         elif arg == "--check":
             options["check"] = True
+        elif arg == "--host-network":
+            options["host_network"] = True
         elif arg in ("-e", "-v"):
             if len(args) < 2:
                 fail(f"{arg} needs a value (-e NAME=VALUE, -v SRC:DST)", EXIT_USAGE)
@@ -137,6 +142,11 @@ def docker_command(
         argv += ["--group-add", str(gid)]
     if config.get("ipc_host", True):
         argv.append("--ipc=host")
+    if options.get("host_network"):
+        # Docker's bridge network hides the cluster NIC; RDMA registers locked memory (the AMD Strix
+        # Halo RDMA cluster guide runs its RCCL containers with host networking and memlock
+        # unlimited: kyuz0/amd-strix-halo-vllm-toolboxes rdma_cluster/setup_guide.md).
+        argv += ["--network=host", "--ulimit", "memlock=-1"]
     if config.get("shm_size"):
         argv += ["--shm-size", str(config["shm_size"])]
     if config.get("seccomp_unconfined"):

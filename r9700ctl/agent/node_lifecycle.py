@@ -70,6 +70,8 @@ import shutil
 import subprocess
 import sys
 
+from r9700ctl.agent import schemas
+
 BEFORE = "etc/r9700ctl/before.json"
 BACKUPS = "var/lib/r9700ctl/before/files"
 STATE = "etc/r9700ctl/state.json"
@@ -78,7 +80,7 @@ NODE_RECORD = "etc/r9700ctl/node.json"
 DPKG_STATUS = "var/lib/dpkg/status"
 APT_STATES = "var/lib/apt/extended_states"
 KFD = "/dev/kfd"
-SCHEMA_BEFORE = "r9700ctl.before/1"
+SCHEMA_BEFORE = schemas.BEFORE
 # Paths whose removal needs a reboot to take effect (the kernel command line, the module
 # policy); the driver package is checked by name.
 REBOOT_PATHS = {

@@ -394,6 +394,33 @@ def read_installed(run: Runner, packages: list[str]) -> dict[str, str | None]:
     return installed
 
 
+def read_net(run: Runner) -> dict[str, Any]:
+    """IPv4 addresses per interface (`ip -j -4 addr show`) and what the host name resolves to here:
+    preflight's cluster rules (r9700ctl/cluster/netcheck.py) find the cluster NIC in them."""
+    import socket
+
+    interfaces = []
+    out = run(["ip", "-j", "-4", "addr", "show"], 30.0)
+    if out is not None and out[0] == 0:
+        try:
+            links = json.loads(out[1] or "[]")
+        except ValueError:
+            links = []
+        for link in links if isinstance(links, list) else []:
+            cidrs = [
+                f"{a.get('local')}/{a.get('prefixlen')}"
+                for a in link.get("addr_info") or []
+                if a.get("local")
+            ]
+            interfaces.append({"ifname": link.get("ifname"), "addresses": cidrs})
+    name = socket.gethostname()
+    try:
+        addresses = sorted({str(i[4][0]) for i in socket.getaddrinfo(name, None, socket.AF_INET)})
+    except OSError:
+        addresses = []
+    return {"interfaces": interfaces, "hostname": {"name": name, "addresses": addresses}}
+
+
 # The variables the environment list governs (r9700ctl/envlist.py GOVERNED; a test keeps them equal).
 # Only these are reported from the files below: a start file may hold tokens that must not travel.
 GOVERNED_DEFAULT = (
@@ -549,6 +576,8 @@ def gather(
     facts["dkms_signing"] = read_dkms_signing(root, facts["os"]["id"], kernel, run)
     facts["amdgpu"] = read_amdgpu(root, run)
     facts["packages"] = read_installed(run, list(args.get("packages") or DEFAULT_PACKAGES))
+    facts["net"] = read_net(run) if root == "/" else {}
+    facts["net"]["epoch_s"] = time.time()  # the node's clock, held to the controller's by preflight
     facts["environment_sources"] = read_environment_sources(
         root,
         [str(u) for u in args.get("env_users") or ["root"]],

@@ -28,7 +28,9 @@ class CheckResult:
 
     id: check id, e.g. "hostbw.h2d"; subject: "node", "gpu0" or "gpu0->gpu1";
     threshold: human text of the rule applied, e.g. ">= 48.0 GB/s (FAIL below)";
-    hint: likely cause and next step (empty on PASS); evidence: raw figures, samples, files.
+    hint: likely cause and next step (empty on PASS); evidence: raw figures, samples, files;
+    code: the reason code of a verdict that is not PASS (r9700ctl/data/codes.yaml: meaning, cause,
+    next step, source), "" where none is assigned yet.
     """
 
     id: str
@@ -40,6 +42,7 @@ class CheckResult:
     threshold: str = ""
     hint: str = ""
     evidence: dict[str, Any] = field(default_factory=dict)
+    code: str = ""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

@@ -15,6 +15,7 @@ from __future__ import annotations
 VALIDATE = "r9700ctl.validate/1"
 # The controller's documents, one per command (`--json`).
 VALIDATE_FLEET = "r9700ctl.validate-fleet/1"
+VALIDATE_CLUSTER = "r9700ctl.validate-cluster/1"
 PROVISION = "r9700ctl.provision/1"
 DOCTOR = "r9700ctl.doctor/1"
 COLLECT = "r9700ctl.collect/1"

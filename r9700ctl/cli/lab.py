@@ -25,6 +25,15 @@ FAULTS = {
     "acs-redirect": "cards 0 and 1 behind a switch with ACS redirect -> platform.acs WARN",
     "gfx942-override": "HSA_OVERRIDE_GFX_VERSION=9.4.2 in /etc/environment -> driver.hsa_override FAIL",
 }
+# r9700ctl.lab.netfaults.NET_FAULTS (need --cluster-network): the name, then the phase of
+# `validate --cluster` and the reason code that must name it (a unit test keeps both equal).
+NET_FAULTS = {
+    "slow-link": "the node's cluster link at 50 of 500 Mbit/s -> network CLUSTER_BANDWIDTH_LOW",
+    "mtu-mismatch": "the node's cluster NIC at MTU 9000, the rest 1500 -> facts CLUSTER_MTU_MISMATCH",
+    "firewall-drop": "nftables drops TCP but the rendezvous port -> network CLUSTER_PORTS_BLOCKED",
+    "hostname-loopback": "the host name maps to 127.0.1.1 -> facts CLUSTER_HOSTNAME_LOOPBACK",
+    "decoy-route": "peers routed via a Docker-style bridge -> facts CLUSTER_ROUTE_NOT_CLUSTER_IF",
+}
 
 
 def _faults(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
@@ -33,8 +42,9 @@ def _faults(ctx: click.Context, param: click.Parameter, values: tuple[str, ...])
     for position, value in enumerate(values, start=1):
         node, _, name = value.rpartition("=")
         node = node or f"node{position}"
-        if name not in FAULTS:
-            raise click.BadParameter(f"no fault '{name}'; faults: {', '.join(FAULTS)}", param=param)
+        if name not in FAULTS and name not in NET_FAULTS:
+            known = ", ".join([*FAULTS, *NET_FAULTS])
+            raise click.BadParameter(f"no fault '{name}'; faults: {known}", param=param)
         if node in planted:
             raise click.BadParameter(f"{node} already gets {planted[node]}: one fault per node", param=param)
         planted[node] = name
@@ -74,6 +84,8 @@ def lab() -> None:
 @lab.command(
     epilog="\b\nFAULTS (the one check of `r9700ctl validate` that reports each):\n"
     + "\n".join(f"  {name:<17} {what}" for name, what in FAULTS.items())
+    + "\n\n\b\nNETWORK FAULTS (need --cluster-network; the phase of `validate --cluster` that finds each):\n"
+    + "\n".join(f"  {name:<17} {what}" for name, what in NET_FAULTS.items())
 )
 @click.option(
     "--nodes",
@@ -104,10 +116,25 @@ def lab() -> None:
     help="Plant a fault in a node's machine (repeatable, one per node; without NODE=, the first "
     "goes to node1, the next to node2). See FAULTS below.",
 )
+@click.option(
+    "--cluster-network",
+    "cluster",
+    is_flag=True,
+    help="Also a cluster network: eth1 on every node on a second bridge (links shaped to 500 Mbit/s), a "
+    "decoy Docker-style bridge per node, torch (CPU) for the nodes' python3, and the inventory's "
+    "r9700_cluster_network: what `r9700ctl validate --cluster` needs.",
+)
 @dir_option
 @click.pass_obj
 def up(
-    app: Application, *, nodes: int, gpus: int, recorded: str | None, faults: dict[str, str], directory: Path
+    app: Application,
+    *,
+    nodes: int,
+    gpus: int,
+    recorded: str | None,
+    faults: dict[str, str],
+    cluster: bool,
+    directory: Path,
 ) -> None:
     """Build the lab and write DIR/inventory.ini for it.
 
@@ -121,6 +148,7 @@ def up(
     Example:
       sudo r9700ctl lab up --nodes 3 --gpus 8 --dir /tmp/lab
       sudo r9700ctl lab up --nodes 3 --fault node3=small-bar   # node3's validate FAILs platform.bar
+      sudo r9700ctl lab up --nodes 4 --cluster-network --fault node2=slow-link
     """
     from r9700ctl import lab as lab_api
     from r9700ctl.lab.node import NodeOptions
@@ -132,13 +160,22 @@ def up(
 
     options = {node: NodeOptions(fault=name) for node, name in faults.items()}
     info = lab_api.up(
-        directory, nodes=nodes, gpus=gpus, progress=progress, recorded=recorded, node_options=options
+        directory,
+        nodes=nodes,
+        gpus=gpus,
+        progress=progress,
+        recorded=recorded,
+        node_options=options,
+        cluster=cluster,
     )
     _render_up(info, time.monotonic() - started)
 
 
 def _render_up(info, seconds: float) -> None:
     click.echo(f"lab up in {seconds:.1f} s: {len(info.nodes)} node(s) in {info.subnet}")
+    if info.cluster_subnet:
+        members = ", ".join(f"{n} {a}" for n, a in info.cluster_nodes)
+        click.echo(f"cluster    {info.cluster_subnet} on eth1: {members}")
     for name, address in info.nodes:
         click.echo(f"  {name:<8} {address:<15} ssh -F {info.ssh_config} {name}")
     click.echo(f"mirror     {info.mirror_url}  (stand-ins; key {info.key_fingerprint})")

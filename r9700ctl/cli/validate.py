@@ -66,6 +66,7 @@ Examples:
   r9700ctl validate --local --level standard --json now.json --baseline before.json
   r9700ctl validate inventory.ini --html fleet.html --junit fleet.xml
   r9700ctl validate --local --prom /var/lib/node_exporter/textfile/r9700.prom
+  r9700ctl validate inventory.ini --cluster --json cluster.json --html cluster.html
 \b
 Exit codes: 0 all good, 1 warnings only, 2 something failed, 3 could not run
 (no GPU, a step timed out; with INVENTORY also: a node unreachable or its agent wrote
@@ -75,6 +76,13 @@ inventory (then no host was contacted)."""
 )
 @click.argument("inventory", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--local", is_flag=True, help="Run the validation agent on this machine.")
+@click.option(
+    "--cluster",
+    is_flag=True,
+    help="INVENTORY as one cluster: can its nodes run one job together? Phases facts, network pairs, "
+    "rendezvous, pairwise collective, each stopping early with the cause and naming the bad node or "
+    f"link (needs r9700_cluster_network; docs/cluster.md). JSON schema {schemas.VALIDATE_CLUSTER}.",
+)
 @group_option
 @limit_option
 @click.option(
@@ -207,6 +215,10 @@ def validate(
     """
     if inventory is not None and local:
         raise BadInput(what="give an inventory or --local, not both", hint="--local validates this machine")
+    if options.get("cluster") and inventory is None:
+        raise BadInput(
+            what="--cluster validates the nodes of an INVENTORY", hint="give the inventory, not --local"
+        )
     if inventory is None and not local:
         raise BadInput(
             what="nothing to validate",
@@ -215,6 +227,11 @@ def validate(
     out = Output(app, options["json_path"])
     formats = _wanted_formats(options)
     plan = _history_plan(options, want_trends="html" in formats)
+    if inventory is not None and options.get("cluster"):
+        from r9700ctl.cli.validate_cluster import validate_cluster
+
+        validate_cluster(out, inventory, group, limit, options, plan, formats)
+        return
     if inventory is not None:
         _validate_fleet(out, inventory, group, limit, options, plan, formats)
         return

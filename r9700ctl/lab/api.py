@@ -54,6 +54,8 @@ class LabInfo:
     lab_id: int
     timings: dict[str, float] = field(default_factory=dict)
     registry_url: str = ""  # the stand-in Docker Hub (r9700ctl/lab/registry.py)
+    cluster_subnet: str = ""  # `--cluster-network`: the nodes' eth1 network ("" without one)
+    cluster_nodes: list[tuple[str, str]] = field(default_factory=list)  # (name, cluster address)
 
     @classmethod
     def from_state(cls, lab: state.LabState) -> LabInfo:
@@ -78,6 +80,8 @@ class LabInfo:
             lab_id=lab.lab_id,
             timings=dict(lab.timings),
             registry_url=f"http://{names.host_address}:{lab.registry_port}" if lab.registry_pid else "",
+            cluster_subnet=names.cluster_subnet if lab.cluster else "",
+            cluster_nodes=[(n.name, names.cluster_address(n.index)) for n in lab.nodes if lab.cluster],
         )
 
     @classmethod
@@ -139,6 +143,7 @@ def up(
     progress: Progress | None = None,
     node_options: dict[str, NodeOptions] | None = None,
     recorded: str | None = None,
+    cluster: bool = False,
 ) -> LabInfo:
     """Build a lab of `nodes` Debian 12 nodes in `directory`; returns how to reach it.
 
@@ -146,16 +151,18 @@ def up(
     refused; an unfinished or broken one is torn down first. If anything fails (or Ctrl-C),
     everything made so far is removed again before the error propagates.
     recorded: the scenario of r9700ctl/data/recorded/ the stand-in tools replay (default: by GPU count).
+    cluster: a cluster network besides (eth1 on every node, a decoy Docker-style bridge, torch for
+    the nodes' python3): what `r9700ctl validate --cluster` needs; network faults need it.
     """
-    options = _check_request(nodes, gpus, node_options, recorded)
+    options = _check_request(nodes, gpus, node_options, recorded, cluster)
     hostcheck.require_root("lab up")
-    hostcheck.require_tools()
+    hostcheck.require_tools(cluster)
     directory = directory.expanduser().resolve()
     report = progress or _silent
     with locks.directory(directory):
         existing = state.load(directory)
         if existing is not None:
-            if _reusable(directory, existing, nodes, gpus, options):
+            if _reusable(directory, existing, nodes, gpus, options, cluster):
                 report(f"a lab with {nodes} node(s) is already up in {directory}: reusing it")
                 return LabInfo.from_state(existing)
             report(f"found an unfinished or broken lab in {directory}: removing it first")
@@ -163,7 +170,7 @@ def up(
         else:
             build.refuse_foreign_files(directory)
         try:
-            lab = build.allocate(directory, gpus)
+            lab = build.allocate(directory, gpus, cluster)
             build.build(lab, nodes, options, recorded, report)
         except BaseException as exc:
             report("lab up failed: removing what it made")
@@ -177,7 +184,11 @@ def _silent(message: str) -> None:
 
 
 def _check_request(
-    nodes: int, gpus: int, node_options: dict[str, NodeOptions] | None, recorded: str | None
+    nodes: int,
+    gpus: int,
+    node_options: dict[str, NodeOptions] | None,
+    recorded: str | None,
+    cluster: bool = False,
 ) -> dict[str, NodeOptions]:
     if not 1 <= nodes <= MAX_NODES:
         raise BadInput(what=f"--nodes {nodes} is out of range", hint=f"use 1..{MAX_NODES}")
@@ -189,10 +200,18 @@ def _check_request(
         raise BadInput(
             what=f"node options for unknown node(s) {', '.join(unknown)}", hint=f"nodes: node1..node{nodes}"
         )
+    from r9700ctl.lab.netfaults import NET_FAULTS
+
     for name, option in options.items():
-        if option.fault is not None and option.fault not in machine.FAULTS:
+        if option.fault is not None and option.fault not in {**machine.FAULTS, **NET_FAULTS}:
             raise BadInput(
-                what=f"{name}: no fault '{option.fault}'", hint=f"faults: {', '.join(machine.FAULTS)}"
+                what=f"{name}: no fault '{option.fault}'",
+                hint=f"faults: {', '.join([*machine.FAULTS, *NET_FAULTS])}",
+            )
+        if option.fault in NET_FAULTS and not cluster:
+            raise BadInput(
+                what=f"{name}: the fault {option.fault} is on the cluster network, and this lab has none",
+                hint="add --cluster-network",
             )
         if option.fault == "acs-redirect" and gpus < 2:
             raise BadInput(
@@ -208,7 +227,12 @@ def _check_request(
 
 
 def _reusable(
-    directory: Path, existing: state.LabState, nodes: int, gpus: int, options: dict[str, NodeOptions]
+    directory: Path,
+    existing: state.LabState,
+    nodes: int,
+    gpus: int,
+    options: dict[str, NodeOptions],
+    cluster: bool = False,
 ) -> bool:
     """True for a healthy lab of this shape; a healthy lab of another shape is refused."""
     if existing.phase != "up" or not health.probe(directory).healthy:
@@ -217,7 +241,8 @@ def _reusable(
         {**NodeOptions().to_json(), **n.options} == options.get(n.name, NodeOptions()).to_json()
         for n in existing.nodes
     )
-    if len(existing.nodes) == nodes and existing.gpus == gpus and same_options:
+    same_shape = len(existing.nodes) == nodes and existing.gpus == gpus and existing.cluster == cluster
+    if same_shape and same_options:
         return True
     raise BadInput(
         what=f"{directory} already holds a lab of {len(existing.nodes)} node(s) x {existing.gpus} GPU(s)",

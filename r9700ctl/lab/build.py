@@ -18,6 +18,7 @@ from r9700ctl.lab import (
     locks,
     machine,
     mirror,
+    netfaults,
     network,
     node,
     processes,
@@ -26,6 +27,7 @@ from r9700ctl.lab import (
     registry,
     rootfs,
     state,
+    torchsite,
 )
 from r9700ctl.lab.naming import LabNames, choose_lab_id
 from r9700ctl.lab.node import NodeOptions
@@ -46,7 +48,7 @@ def refuse_foreign_files(directory: Path) -> None:
         )
 
 
-def allocate(directory: Path, gpus: int) -> state.LabState:
+def allocate(directory: Path, gpus: int, cluster: bool = False) -> state.LabState:
     """Claim a lab id: choose it and create its bridge under a host-wide lock.
 
     The bridge (and its address) is what marks the id as taken for every later `lab up`.
@@ -55,7 +57,9 @@ def allocate(directory: Path, gpus: int) -> state.LabState:
     os.chmod(directory, 0o755)
     with locks.lab_ids():
         lab_id = choose_lab_id(network.used_octets(), [*network.netns_names(), *network.link_names()])
-        lab = state.LabState(directory=str(directory), lab_id=lab_id, gpus=gpus, boot_id=state.boot_id())
+        lab = state.LabState(
+            directory=str(directory), lab_id=lab_id, gpus=gpus, boot_id=state.boot_id(), cluster=cluster
+        )
         state.save(lab)
         try:
             network.create_bridge(LabNames(lab_id))
@@ -86,6 +90,14 @@ def build(
     clock.done("mirror")
     _build_registry(lab, report)
     clock.done("registry")
+
+    if lab.cluster:
+        lab.torch_site = str(torchsite.ensure(report))
+        state.save(lab)
+        network.create_cluster_bridge(names)
+        report(f"cluster network: bridge {names.cluster_bridge}, subnet {names.cluster_subnet} "
+               f"({network.CLUSTER_LINK_MBIT} Mbit/s links); torch bound into every node")  # fmt: skip
+        clock.done("cluster")
 
     _start_services(lab, names)
     configs = [
@@ -211,7 +223,11 @@ def create_node(lab: state.LabState, index: int, options: NodeOptions, report: P
     lab.nodes.append(entry)
     state.save(lab)
     network.add_node_link(names, index)
-    presented = machine.build(lab.gpus, options.fault)
+    if lab.cluster:
+        network.add_node_cluster_link(names, index)
+        if options.fault in netfaults.NET_FAULTS:
+            netfaults.plant(names, index, options.fault)
+    presented = machine.build(lab.gpus, options.fault if options.fault in machine.FAULTS else None)
     config = node.NodeConfig(
         name=name,
         address=entry.address,
@@ -224,11 +240,14 @@ def create_node(lab: state.LabState, index: int, options: NodeOptions, report: P
         options=options,
         machine=presented,
         tool_outputs=machine.tool_outputs(presented, recordings.recorded_root()),
+        cluster_address=names.cluster_address(index) if lab.cluster else "",
+        torch_site=lab.torch_site,
     )
     paths = node_paths(lab, name)
     host_key, notes = node.prepare(paths, Path(lab.base), config)
     (paths.directory / "host_key.pub").write_text(host_key + "\n")
-    entry.pid = node.start(entry.netns, name, Path(lab.base), paths, options.sshd, config.machine)
+    binds = ((lab.torch_site, torchsite.NODE_DIR),) if lab.torch_site else ()
+    entry.pid = node.start(entry.netns, name, Path(lab.base), paths, options.sshd, config.machine, binds)
     state.save(lab)
     if node.pid1(entry.pid, timeout=5.0) is None:
         raise CannotRun(what=f"{name} did not start: {processes.tail(paths.console)}")
@@ -280,5 +299,7 @@ def write_client_files(lab: state.LabState) -> None:
             key_fingerprint=lab.key_fingerprint,
             gpus=lab.gpus,
             registry_url=f"http://{names.host_address}:{lab.registry_port}",
+            cluster_subnet=names.cluster_subnet if lab.cluster else "",
+            cluster_line_rate_mbps=network.CLUSTER_LINK_MBIT,
         ),
     )

@@ -23,6 +23,8 @@ def render_inventory(
     key_fingerprint: str,
     gpus: int,
     registry_url: str = "",
+    cluster_subnet: str = "",
+    cluster_line_rate_mbps: int = 0,
 ) -> str:
     lines = [
         "# Written by `r9700ctl lab up`: nodes of a throwaway TEST lab (not for production).",
@@ -48,6 +50,16 @@ def render_inventory(
                 f"r9700_container_registry_mirror={registry_url}",
             ]
             if registry_url
+            else []
+        ),
+        *(
+            [
+                "# The lab's cluster network (eth1 on every node, links shaped to this rate: veth reports",
+                "# 10000 Mb/s to ethtool whatever it carries; r9700ctl/lab/network.py).",
+                f"r9700_cluster_network={cluster_subnet}",
+                f"r9700_cluster_line_rate_mbps={cluster_line_rate_mbps}",
+            ]
+            if cluster_subnet
             else []
         ),
     ]

@@ -25,7 +25,10 @@ HOST_TOOLS = {
     "gpg": "gnupg",
     "gpgconf": "gnupg",
     "docker-registry": "docker-registry",
+    "tc": "iproute2",
 }
+# What `lab up --cluster-network` needs besides: nft plants the firewall-drop fault.
+CLUSTER_TOOLS = {"nft": "nftables"}
 # apt-cacher-ng and chroot live in sbin, which a sudo-less PATH may lack.
 EXTRA_PATH = "/usr/local/sbin:/usr/sbin:/sbin"
 
@@ -66,8 +69,8 @@ def missing_tools(tools: dict[str, str] | None = None) -> dict[str, str]:
     return {tool: pkg for tool, pkg in (tools or HOST_TOOLS).items() if which(tool) is None}
 
 
-def require_tools() -> None:
-    missing = missing_tools()
+def require_tools(cluster: bool = False) -> None:
+    missing = missing_tools({**HOST_TOOLS, **CLUSTER_TOOLS} if cluster else HOST_TOOLS)
     if missing:
         packages = " ".join(sorted(set(missing.values())))
         raise CannotRun(
@@ -81,6 +84,7 @@ def tool(name: str) -> str:
     path = which(name)
     if path is None:
         raise CannotRun(
-            what=f"{name} is not installed", hint=f"apt-get install -y {HOST_TOOLS.get(name, name)}"
+            what=f"{name} is not installed",
+            hint=f"apt-get install -y {({**HOST_TOOLS, **CLUSTER_TOOLS}).get(name, name)}",
         )
     return path

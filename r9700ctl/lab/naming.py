@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from r9700ctl.errors import CannotRun
 
 SUBNET_BASE = "10.213"  # labs use 10.213.<lab id>.0/24: private space, only inside namespaces we create
+# `lab up --cluster-network`: a second network between the nodes (the cluster's data network,
+# as beside a management network), 10.214.<lab id>.0/24 on its own bridge.
+CLUSTER_BASE = "10.214"
 FIRST_NODE_HOST = 10  # node i gets .(10 + i); the host side of the bridge is .1
 UNUSED_HOST = 250  # .250 is never given to a node: "an address with nothing behind it"
 MAX_NODES = 200  # node addresses .11 to .210 stay below UNUSED_HOST
@@ -55,12 +58,30 @@ class LabNames:
     def unused_address(self) -> str:
         return f"{SUBNET_BASE}.{self.lab_id}.{UNUSED_HOST}"
 
+    @property
+    def cluster_bridge(self) -> str:
+        return f"{self.prefix}cb"
+
+    def cluster_veth(self, index: int) -> str:
+        """The host end of node `index`'s cluster veth pair (the node end is always eth1)."""
+        return f"{self.prefix}c{index}"
+
+    @property
+    def cluster_subnet(self) -> str:
+        return f"{CLUSTER_BASE}.{self.lab_id}.0/24"
+
+    def cluster_address(self, index: int) -> str:
+        if not 1 <= index <= MAX_NODES:
+            raise ValueError(f"node index {index} outside 1..{MAX_NODES}")
+        return f"{CLUSTER_BASE}.{self.lab_id}.{FIRST_NODE_HOST + index}"
+
     def owns_name(self, name: str) -> bool:
-        """True for a netns or link name this lab would create (r97l5br, r97l5n1, r97l5v12)."""
+        """True for a netns or link name this lab would create (r97l5br, r97l5n1, r97l5v12, and
+        with a cluster network r97l5cb, r97l5c3)."""
         rest = name[len(self.prefix) :] if name.startswith(self.prefix) else None
         if rest is None:
             return False
-        return rest == "br" or (len(rest) > 1 and rest[0] in "nv" and rest[1:].isdigit())
+        return rest in ("br", "cb") or (len(rest) > 1 and rest[0] in "nvc" and rest[1:].isdigit())
 
 
 def choose_lab_id(used_octets: Iterable[int], used_names: Iterable[str]) -> int:

@@ -110,3 +110,63 @@ def lab_netns(names: LabNames) -> list[str]:
 
 def lab_links(names: LabNames) -> list[str]:
     return [link for link in link_names() if names.owns_name(link)]
+
+
+# --- the cluster network (`lab up --cluster-network`) ------------------------------------------------
+
+# The node end of the cluster veth: the cluster NIC as the node sees it.
+CLUSTER_IFNAME = "eth1"
+# What the lab's cluster links carry: every cluster veth is shaped to this rate in both directions
+# (tc tbf), so the network stands in for a switch whose figures a loaded 2-core lab host still
+# delivers steadily (at 1 Gbit/s, healthy pairs measured 0.67-0.95 of it while other labs ran);
+# veth itself reports 10000 Mb/s to ethtool whatever it carries, so the lab's inventory states the
+# rate (r9700_cluster_line_rate_mbps). The slow-link fault shapes one node's links to SLOW_LINK_MBIT.
+CLUSTER_LINK_MBIT = 500
+SLOW_LINK_MBIT = 50
+# A Docker-style bridge on every node, as `docker network create` leaves one (br-<network id>, the
+# first user-defined network at 172.18.0.1/16: Docker's default address pools start at 172.17 for
+# docker0, https://docs.docker.com/engine/network/drivers/bridge/): the same address on every node
+# and UP, the interface NCCL's automatic choice takes when nobody names one (ROCm/legacy-rocm-build#6074).
+DECOY_BRIDGE = "br-9e1f3c5a7b2d"
+DECOY_PORT = "veth9e1f3c5"
+DECOY_ADDRESS = "172.18.0.1/16"
+
+
+def shape(device: str, mbit: int, netns: str | None = None) -> None:
+    """Limit what leaves `device` to `mbit` Mbit/s (token bucket holding 10 ms of traffic)."""
+    prefix = ["-n", netns] if netns else []
+    # tc-tbf(8): "If your buffer is too small, packets may be dropped because more tokens arrive per
+    # timer tick than fit in your bucket". A bucket of 1 ms reached the rate on an idle host and
+    # 0.3-0.8 of it on a loaded one (timer ticks come late); 10 ms keeps the rate under load.
+    burst_kb = max(64, mbit * 10 // 8)
+    processes.run(
+        [tool("tc"), *prefix, "qdisc", "replace", "dev", device, "root", "tbf", "rate", f"{mbit}mbit",
+         "burst", f"{burst_kb}kb", "latency", "100ms"],
+        what=f"shape {device} to {mbit} Mbit/s",
+        timeout=30,
+    )  # fmt: skip
+
+
+def create_cluster_bridge(names: LabNames) -> None:
+    """The cluster network's switch: a bridge with no host address (the controller never joins it)."""
+    _ip("link", "add", names.cluster_bridge, "type", "bridge", what="create the cluster bridge")
+    _ip("link", "set", names.cluster_bridge, "up", what="bring the cluster bridge up")
+
+
+def add_node_cluster_link(names: LabNames, index: int, mbit: int = CLUSTER_LINK_MBIT) -> None:
+    """eth1 in node `index`'s namespace on the cluster bridge, shaped both ways; plus the decoy bridge."""
+    ns, veth, address = names.netns(index), names.cluster_veth(index), names.cluster_address(index)
+    what = f"cluster network of node{index}"
+    _ip("link", "add", veth, "type", "veth", "peer", "name", CLUSTER_IFNAME, "netns", ns, what=what)
+    _ip("link", "set", veth, "master", names.cluster_bridge, "up", what=what)
+    _ip("-n", ns, "addr", "add", f"{address}/24", "dev", CLUSTER_IFNAME, what=what)
+    _ip("-n", ns, "link", "set", CLUSTER_IFNAME, "up", what=what)
+    shape(veth, mbit)  # towards the node
+    shape(CLUSTER_IFNAME, mbit, netns=ns)  # from the node
+    # The decoy: a bridge with one veth port (so it has carrier, as Docker's do with a container).
+    _ip("-n", ns, "link", "add", DECOY_BRIDGE, "type", "bridge", what=what)
+    _ip("-n", ns, "link", "add", DECOY_PORT, "type", "veth", "peer", "name", f"{DECOY_PORT}p", what=what)
+    _ip("-n", ns, "link", "set", DECOY_PORT, "master", DECOY_BRIDGE, "up", what=what)
+    _ip("-n", ns, "link", "set", f"{DECOY_PORT}p", "up", what=what)
+    _ip("-n", ns, "addr", "add", DECOY_ADDRESS, "dev", DECOY_BRIDGE, what=what)
+    _ip("-n", ns, "link", "set", DECOY_BRIDGE, "up", what=what)

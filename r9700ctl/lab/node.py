@@ -45,13 +45,14 @@ class NodeOptions:
     kernel_headers: False leaves out the lab-kernel apt source, so the running kernel has no
     linux-headers candidate. sudo: False takes passwordless sudo from the r9700 user.
     sshd: False creates the node (namespace, address, file system) but starts no sshd, so
-    connections to it are refused. fault: one of machine.FAULTS, planted in the node's machine.
+    connections to it are refused. fault: one of machine.FAULTS, planted in the node's machine,
+    or of netfaults.NET_FAULTS (a lab with a cluster network), planted on its network.
     """
 
     kernel_headers: bool = True
     sudo: bool = True
     sshd: bool = True
-    fault: str | None = None  # a machine.FAULTS name planted in the node's machine
+    fault: str | None = None  # a machine.FAULTS or netfaults.NET_FAULTS name
 
     def to_json(self) -> dict[str, bool | str | None]:
         return asdict(self)
@@ -107,6 +108,8 @@ class NodeConfig:
     options: NodeOptions
     machine: machine.Machine
     tool_outputs: dict[str, bytes]
+    cluster_address: str = ""  # its address on the cluster network ("" in a lab without one)
+    torch_site: str = ""  # host directory of torch, bound read-only at torchsite.NODE_DIR
 
 
 def overlay_options(base: Path, paths: NodePaths) -> str:
@@ -137,12 +140,7 @@ def _write_files(root: Path, config: NodeConfig) -> tuple[str, list[str]]:
     uid, gid = _user_ids(root, LAB_USER)
     host = config.host_address
     write(root, "etc/hostname", f"{config.name}\n")
-    write(
-        root,
-        "etc/hosts",
-        f"127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-        f"{config.address}\t{config.name}\n{host}\tlab-host\n",
-    )
+    write(root, "etc/hosts", hosts_file(config))
     write(
         root,
         "etc/resolv.conf",
@@ -174,12 +172,20 @@ def _write_files(root: Path, config: NodeConfig) -> tuple[str, list[str]]:
     write(root, f"{home}/.ssh/authorized_keys", authorized, mode=0o600, owner=(uid, gid), dir_mode=0o700)
     for name, data in config.tool_outputs.items():
         write(root, f"{MACHINE_DIR}/{name}", data)
+    if config.torch_site:
+        from r9700ctl.lab import torchsite
+
+        write(root, torchsite.PTH_FILE, f"/{torchsite.NODE_DIR}\n")
     if config.machine.environment:
         current = (root / "etc/environment").read_text() if (root / "etc/environment").is_file() else ""
         write(root, "etc/environment", current + "".join(f"{line}\n" for line in config.machine.environment))
     notes = []
     if config.machine.fault:
         notes.append(f"fault {config.machine.fault}: {machine.FAULTS[config.machine.fault].what}")
+    if config.options.fault and config.options.fault not in machine.FAULTS:
+        from r9700ctl.lab.netfaults import NET_FAULTS
+
+        notes.append(f"fault {config.options.fault}: {NET_FAULTS[config.options.fault].what}")
     if not config.options.sudo:
         remove(root, f"etc/sudoers.d/{LAB_USER}")
         notes.append(f"{LAB_USER} has no sudo")
@@ -188,6 +194,19 @@ def _write_files(root: Path, config: NodeConfig) -> tuple[str, list[str]]:
     if not config.options.sshd:
         notes.append("sshd not started")
     return keys.make_host_key(root, config.name), notes
+
+
+def hosts_file(config: NodeConfig) -> str:
+    """/etc/hosts: the node's name on its cluster address where it has one (as a cluster's hosts
+    resolve to the data network), else on its lab address; the hostname-loopback fault maps it to
+    127.0.1.1 as Debian's installer does (Debian Reference, 5.1.1 "The hostname resolution")."""
+    own = config.cluster_address or config.address
+    if config.options.fault == "hostname-loopback":
+        own = "127.0.1.1"
+    return (
+        "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+        f"{own}\t{config.name}\n{config.host_address}\tlab-host\n"
+    )
 
 
 def _write_machine(paths: NodePaths, presented: machine.Machine) -> None:
@@ -309,8 +328,23 @@ def machine_lines(paths: NodePaths, presented: machine.Machine, gid: int) -> str
     return "\n".join(lines) + "\n"
 
 
+def bind_lines(binds: tuple[tuple[str, str], ...]) -> str:
+    """Init lines binding host directories read-only into the node (SOURCE, path in the node)."""
+    lines = []
+    for source, inside in binds:
+        target = f'"$R/{inside}"'
+        lines += [f"mkdir -p {target}", f"mount --bind {shlex.quote(source)} {target}",
+                  f"mount -o remount,bind,ro {target}"]  # fmt: skip
+    return "".join(f"{line}\n" for line in lines)
+
+
 def init_script(
-    name: str, base: Path, paths: NodePaths, sshd: bool, presented: machine.Machine | None = None
+    name: str,
+    base: Path,
+    paths: NodePaths,
+    sshd: bool,
+    presented: machine.Machine | None = None,
+    binds: tuple[tuple[str, str], ...] = (),
 ) -> str:
     """The node's PID 1 until it execs sshd: mounts inside its private mount namespace only."""
     root = shlex.quote(str(paths.root))
@@ -345,16 +379,22 @@ ln -s /proc/self/fd/2 "$R/dev/stderr"
 mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$R/dev/shm"
 mount -t tmpfs -o mode=755,nosuid,nodev tmpfs "$R/run"
 mkdir -p "$R/run/sshd" "$R/run/lock"
-{grafted}{dockerd.init_lines(paths.directory)}
+{grafted}{bind_lines(binds)}{dockerd.init_lines(paths.directory)}
 exec chroot "$R" {final}
 """
 
 
 def start(
-    netns: str, name: str, base: Path, paths: NodePaths, sshd: bool, presented: machine.Machine | None = None
+    netns: str,
+    name: str,
+    base: Path,
+    paths: NodePaths,
+    sshd: bool,
+    presented: machine.Machine | None = None,
+    binds: tuple[tuple[str, str], ...] = (),
 ) -> int:
     """Start the node; returns the PID of `unshare` (its only child is the node's PID 1)."""
-    paths.init.write_text(init_script(name, base, paths, sshd, presented))
+    paths.init.write_text(init_script(name, base, paths, sshd, presented, binds))
     argv = [
         tool("ip"), "netns", "exec", netns,
         tool("unshare"), "--mount", "--uts", "--ipc", "--pid", "--cgroup", "--fork", "--kill-child",

@@ -72,6 +72,9 @@ class LabState:
     registry_pid: int | None = None
     registry_storage: str = ""  # the cached storage of the stand-in image (r9700ctl/lab/registry.py)
     key_fingerprint: str = ""
+    # `lab up --cluster-network`: a cluster bridge, eth1 per node, torch bound into the nodes.
+    cluster: bool = False
+    torch_site: str = ""  # the host directory bound read-only into each node (r9700ctl/lab/torchsite.py)
     nodes: list[NodeState] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 

@@ -151,6 +151,7 @@ def render_junit(report: dict[str, Any]) -> str:
                 f"{label}: {text}"
                 for label, text in (
                     ("status", verdict),
+                    ("code", str(result.get("code") or "")),  # the reason code (r9700ctl/data/codes.yaml)
                     ("value", _value_text(result)),
                     ("threshold", str(result.get("threshold") or "")),
                 )

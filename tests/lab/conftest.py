@@ -77,13 +77,20 @@ class _LabFactory:
         self.made: list[Path] = []
 
     def __call__(
-        self, nodes: int = 1, node_options: dict | None = None, gpus: int = 4, recorded: str | None = None
+        self,
+        nodes: int = 1,
+        node_options: dict | None = None,
+        gpus: int = 4,
+        recorded: str | None = None,
+        cluster: bool = False,
     ):
         from r9700ctl.lab import up
 
         directory = _new_directory()
         self.made.append(directory)
-        return up(directory, nodes=nodes, gpus=gpus, node_options=node_options, recorded=recorded)
+        return up(
+            directory, nodes=nodes, gpus=gpus, node_options=node_options, recorded=recorded, cluster=cluster
+        )
 
     def close(self) -> None:
         from r9700ctl.lab import down

@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 from agent_stage import node_program_file
+from ansible.errors import AnsibleValueOmittedError
 from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import filter_loader, init_plugin_loader
 from ansible.template import Templar, trust_as_template
@@ -225,7 +226,13 @@ class RoleRender:
         if isinstance(value, list):
             return [self._walk(templar, v) for v in value]
         if isinstance(value, dict):
-            return {k: self._walk(templar, v) for k, v in value.items()}
+            walked = {}
+            for key, item in value.items():
+                try:
+                    walked[key] = self._walk(templar, item)
+                except AnsibleValueOmittedError:
+                    continue  # `default(omit)`: Ansible drops the argument, so does the harness
+            return walked
         return value
 
     def condition(self, expression: Any, extra: dict[str, Any]) -> bool:

@@ -127,3 +127,14 @@ def test_the_cli_lists_the_same_faults_as_the_machine():
     assert list(lab_cli.FAULTS) == list(machine.FAULTS)
     for name, fault in machine.FAULTS.items():
         assert fault.check in lab_cli.FAULTS[name]
+
+
+def test_the_cli_lists_the_same_network_faults_with_their_phase_and_code():
+    from r9700ctl import codes
+    from r9700ctl.cli import lab as lab_cli
+    from r9700ctl.lab.netfaults import NET_FAULTS
+
+    assert list(lab_cli.NET_FAULTS) == list(NET_FAULTS)
+    for name, fault in NET_FAULTS.items():
+        assert f"{fault.phase} {fault.code}" in lab_cli.NET_FAULTS[name]
+        assert codes.record(fault.code).meaning

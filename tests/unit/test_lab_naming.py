@@ -12,6 +12,8 @@ def test_every_interface_name_fits_the_kernel_limit_even_for_the_largest_lab():
     assert len(names.bridge) <= IFNAMSIZ
     assert len(names.veth(MAX_NODES)) <= IFNAMSIZ
     assert len(names.netns(MAX_NODES)) <= IFNAMSIZ
+    assert len(names.cluster_bridge) <= IFNAMSIZ
+    assert len(names.cluster_veth(MAX_NODES)) <= IFNAMSIZ
 
 
 def test_addresses_come_from_the_lab_id_and_the_unused_one_is_no_node():
@@ -34,6 +36,9 @@ def test_addresses_come_from_the_lab_id_and_the_unused_one_is_no_node():
         (11, "r97l1n12", False),
         (1, "eth0", False),
         (1, "r97l1", False),
+        (1, "r97l1cb", True),  # the cluster bridge (lab up --cluster-network)
+        (1, "r97l1c3", True),  # node3's cluster veth
+        (1, "r97l11cb", False),
     ],
 )
 def test_a_lab_claims_only_its_own_names(lab_id, name, owned):

@@ -19,8 +19,9 @@ import r9700ctl.agent
 PACKAGE = Path(r9700ctl.agent.__file__).parent
 # Third-party modules a node provides, and the modules allowed to import them (lazily).
 NODE_PROVIDED = {
-    # PyTorch: the GPU work, in the watchdog's children only (the ROCm image, or the host's torch).
-    "torch": {"gpus.py", "watchdog.py", "kernels/"},
+    # PyTorch: the GPU work, in the watchdog's children only (the ROCm image, or the host's torch),
+    # and validate --cluster's torchrun worker.
+    "torch": {"gpus.py", "watchdog.py", "kernels/", "cluster/torchinfo.py", "cluster/worker.py"},
     # NVML bindings for NVIDIA power readings: present beside torch's CUDA builds.
     "pynvml": {"kernels/sampler.py"},
     # python3-prometheus-client: installed by r9700_monitoring for the textfile writer.

@@ -12,6 +12,7 @@ with one line that names the reason, the fix and that nothing was changed.
 from __future__ import annotations
 
 import json
+import time
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
@@ -48,6 +49,12 @@ ARGUMENT_SPEC = {
     "power_cap_w_by_gpu": {"type": "raw", "default": None},
     "psus": {"type": "raw", "default": None},
     "psu_margin": {"type": "raw", "default": None},
+    # The r9700_cluster role's knobs: the cluster NIC is found here, its variables composed into
+    # the environment list (r9700ctl/cluster/netcheck.py).
+    "cluster_network": {"type": "raw", "default": None},
+    "cluster_rdma": {"type": "raw", "default": None},
+    "cluster_rdma_hca": {"type": "raw", "default": None},
+    "cluster_rdma_gid_index": {"type": "raw", "default": None},
 }
 ENV_KNOBS = {
     "env": "r9700_env",
@@ -59,6 +66,12 @@ ENV_KNOBS = {
 OTHER_ROLES_KNOBS = {
     "rocm_version": "r9700_rocm_version",
     "driver_source": "r9700_driver_source",
+}
+CLUSTER_KNOBS = {
+    "cluster_network": "r9700_cluster_network",
+    "cluster_rdma": "r9700_cluster_rdma",
+    "cluster_rdma_hca": "r9700_cluster_rdma_hca",
+    "cluster_rdma_gid_index": "r9700_cluster_rdma_gid_index",
 }
 POWER_KNOBS = {
     "power_cap_w": "r9700_power_cap_w",
@@ -101,7 +114,9 @@ class ActionModule(ActionBase):
         if python.startswith("auto"):  # Ansible's interpreter discovery keywords
             python = "python3"
         command, script = agentpack.stdin_invocation("r9700ctl.agent.nodefacts", fact_args, python=python)
+        before = time.time()
         out = self._low_level_execute_command(command, sudoable=True, in_data=script)
+        after = time.time()
         if out.get("rc") != 0:
             stderr = (out.get("stderr") or out.get("stdout") or "").strip().splitlines()
             raise AnsibleActionFail(
@@ -124,7 +139,9 @@ class ActionModule(ActionBase):
             "r9700_apply_runtime": args["apply_runtime"],
             "r9700_known_issue_workarounds_skip": args["known_issue_workarounds_skip"],
         }
-        knobs = {**OTHER_ROLES_KNOBS, **ENV_KNOBS, **POWER_KNOBS}
+        # The controller's clock around the facts call: the node's own reading lies in between.
+        facts["controller_clock"] = {"before": before, "after": after}
+        knobs = {**OTHER_ROLES_KNOBS, **ENV_KNOBS, **POWER_KNOBS, **CLUSTER_KNOBS}
         host_vars.update({name: args[arg] for arg, name in knobs.items() if args[arg] is not None})
         verdict = preflight.judge(facts, host_vars, manifest_module.load())
         checks = [{"id": c.id, "status": c.status, "detail": c.detail, "fix": c.fix} for c in verdict.checks]

@@ -1,0 +1,59 @@
+"""`r9700ctl validate INVENTORY --cluster`: parse, call r9700ctl.cluster, render, exit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from r9700ctl.errors import BadInput
+
+if TYPE_CHECKING:
+    from r9700ctl.cli.output import Output
+    from r9700ctl.history.runs import HistoryPlan
+
+
+def validate_cluster(
+    out: Output,
+    inventory: Path,
+    group: str,
+    limit: str | None,
+    options: dict[str, Any],
+    plan: HistoryPlan,
+    formats: dict[str, Path],
+) -> None:
+    from r9700ctl.cli.output import write_output
+    from r9700ctl.cluster.service import ClusterRequest
+    from r9700ctl.cluster.service import validate_cluster as run
+    from r9700ctl.report.cluster import culprit_lines, matrix_lines, phases_table
+    from r9700ctl.report.cluster_formats import render
+    from r9700ctl.validate_local import AGENT_FLAGS, LOCAL_ONLY
+
+    # Options of validate that mean nothing for a cluster run: the agent's own (--local's), its GPU
+    # count and --allow-busy.
+    not_for_cluster = {**{key: AGENT_FLAGS[key] for key in LOCAL_ONLY}, "expected_gpus": "--expected-gpus"}
+    for key, flag in not_for_cluster.items():
+        if options.get(key) is not None:
+            raise BadInput(what=f"{flag} does not apply to --cluster", hint=f"drop {flag}")
+    if options.get("allow_busy"):
+        raise BadInput(what="--allow-busy does not apply to --cluster", hint="drop --allow-busy")
+    request = ClusterRequest(
+        inventory=inventory,
+        group=group,
+        limit=limit,
+        runtime=str(options.get("runtime") or "auto"),
+        history=plan,
+    )
+    with out.progress(int(options.get("verbose") or 0)) as progress:
+        report = run(request, progress=progress)
+    out.table(phases_table(report))
+    lines = culprit_lines(report)
+    for phase in report.phases:
+        lines += matrix_lines(phase.matrix, f"{phase.name}: node x node, the slower way")
+    out.lines(lines)
+    flags = {"html": "--html", "prom": "--prom", "junit": "--junit"}
+    for name, path in formats.items():
+        write_output(flags[name], path, render(name, report))
+    out.line(f"cluster: {report.status} (exit {report.exit_code}); phase results in {report.reports_dir}")
+    for note in plan.notes:
+        out.note(note)
+    out.finish(report.to_dict(), report.exit_code)

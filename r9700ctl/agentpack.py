@@ -1,13 +1,14 @@
 """Pack the on-node agent: its code, and its data files converted to JSON (controller side).
 
 The agent runs on nodes with nothing but Python (and PyTorch), so it reads its data as JSON.
-The YAML sources (r9700ctl/data/manifest.yaml, thresholds.yaml) are read here, with PyYAML, and
-written as r9700ctl/data/manifest.json and thresholds.json beside the agent's code:
+The YAML sources (r9700ctl/data/manifest.yaml, thresholds.yaml, codes.yaml) are read here,
+with PyYAML, and written as r9700ctl/data/*.json beside the agent's code:
 
     DIR/r9700ctl/__init__.py
     DIR/r9700ctl/agent/...
     DIR/r9700ctl/data/manifest.json
     DIR/r9700ctl/data/thresholds.json
+    DIR/r9700ctl/data/codes.json
 
 `stage(DIR)` lays that tree out (`validate --local` runs the agent from it, exactly as on a
 node); `pack(ARCHIVE)` puts it in a .tar.gz for Ansible (`validate INVENTORY`, the
@@ -41,7 +42,7 @@ from r9700ctl import paths
 from r9700ctl.errors import BadInput
 
 AGENT_CODE = ("__init__.py", "agent")
-DATA_NAMES = ("manifest", "thresholds")
+DATA_NAMES = ("manifest", "thresholds", "codes")
 
 
 def package_dir() -> Path:
@@ -67,9 +68,28 @@ def stage(directory: Path) -> Path:
     shutil.copy2(source / "__init__.py", target / "__init__.py")
     shutil.copytree(source / "agent", target / "agent", ignore=_ignore, dirs_exist_ok=True)
     for name in DATA_NAMES:
-        text = json.dumps(data_document(name), indent=1, default=str)
-        (target / "data" / f"{name}.json").write_text(text + "\n", encoding="utf-8")
+        (target / "data" / f"{name}.json").write_text(data_json(name), encoding="utf-8")
     return directory
+
+
+def data_json(name: str) -> str:
+    """A data file of r9700ctl/data as the JSON text the agent reads (what `stage` writes)."""
+    return json.dumps(data_document(name), indent=1, default=str) + "\n"
+
+
+# The one data file the controller reads as JSON too (agent/codes.py serves both sides): kept in
+# r9700ctl/data beside its YAML source, rewritten by `python3 -m r9700ctl.agentpack --codes-json`.
+CONTROLLER_JSON = ("codes",)
+
+
+def write_controller_json() -> list[Path]:
+    """Rewrite r9700ctl/data/<name>.json from its YAML source for every CONTROLLER_JSON name."""
+    written = []
+    for name in CONTROLLER_JSON:
+        path = paths.data_file(f"{name}.json")
+        path.write_text(data_json(name), encoding="utf-8")
+        written.append(path)
+    return written
 
 
 def _normalised(info: tarfile.TarInfo) -> tarfile.TarInfo:
@@ -255,6 +275,10 @@ def convert_thresholds(source: Path, dest: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args == ["--codes-json"]:
+        for path in write_controller_json():
+            print(f"wrote {path}")
+        return 0
     if len(args) != 1 or args[0].startswith("-"):
         print("usage: python3 -m r9700ctl.agentpack DIR  (then: PYTHONPATH=DIR python3 -m r9700ctl.agent)")
         return 64

@@ -2,7 +2,7 @@
 
 Per host, in parallel threads: the SSH checks of sshcheck.py (resolve, connect, host key, login,
 shell, sudo, python3), then the preflight that the r9700_preflight role runs: agent/nodefacts.py is streamed
-to the node's python3 over the same SSH session and its JSON facts are judged by preflight.py on this
+to the node's python3 over the same SSH session and its JSON facts are judged by r9700ctl/preflight/ on this
 machine. One implementation for both, so the doctor and the role cannot drift apart.
 
 Library code: progress goes through a callback, nothing is printed.
@@ -20,9 +20,9 @@ from typing import Any, Protocol
 
 from r9700ctl import sshcheck
 from r9700ctl.agent import schemas
-from r9700ctl.agent.result import ERROR, PASS, SKIP, WARN, exit_code_for, overall
+from r9700ctl.agent.result import ERROR, PASS, SKIP, WARN, CheckResult, exit_code_for, finding, overall
 from r9700ctl.errors import EXIT_CANNOT_RUN
-from r9700ctl.sshcheck import Check
+from r9700ctl.preflight import check_dict
 
 SCHEMA = schemas.DOCTOR
 # Hosts checked at once: each is one SSH connection doing little; more would only queue on the network.
@@ -44,7 +44,7 @@ class HostReport:
 
     name: str
     address: str
-    checks: list[Check] = field(default_factory=list)
+    checks: list[CheckResult] = field(default_factory=list)
     reached: bool = False
     duration_s: float = 0.0
     resolved: dict[str, Any] = field(default_factory=dict)  # what preflight resolved (ROCm release ...)
@@ -63,7 +63,7 @@ class HostReport:
             "duration_s": round(self.duration_s, 2),
             "resolved": self.resolved,
             # subject and hint: the field names every r9700ctl check result carries (docs/architecture.md)
-            "checks": [{**c.to_dict(), "subject": self.name, "hint": c.fix} for c in self.checks],
+            "checks": [{**check_dict(c), "subject": self.name, "hint": c.hint} for c in self.checks],
         }
 
 
@@ -98,7 +98,7 @@ class DoctorReport:
         }
 
 
-Progress = Callable[[str, Check], None]
+Progress = Callable[[str, CheckResult], None]
 
 
 def doctor_inventory(
@@ -139,7 +139,7 @@ def check_hosts(
     started = _now()
     lock = threading.Lock()
 
-    def report(host: str, check: Check) -> None:
+    def report(host: str, check: CheckResult) -> None:
         if progress is not None:
             with lock:  # one progress line at a time, whichever thread found it
                 progress(host, check)
@@ -167,7 +167,9 @@ def check_hosts(
         thread.start()
     for thread in threads:
         thread.join()
-    stopped = Check("doctor.internal", ERROR, "the check of this host stopped unexpectedly")
+    stopped = finding(
+        "doctor.internal", ERROR, "the check of this host stopped unexpectedly", code="DOCTOR_INTERNAL_ERROR"
+    )
     ordered = [results.get(i) or HostReport(h.name, h.address, [stopped]) for i, h in enumerate(hosts)]
     return DoctorReport(inventory=inventory, group=group, hosts=ordered, started=started, finished=_now())
 
@@ -177,13 +179,13 @@ def check_host(
     *,
     accept_new_host_keys: bool = False,
     timeout: float = 10.0,
-    report: Callable[[str, Check], None] | None = None,
+    report: Callable[[str, CheckResult], None] | None = None,
 ) -> HostReport:
     """All checks of one host; an unexpected error becomes an ERROR check, never an exception."""
     began = time.monotonic()
     result = HostReport(name=host.name, address=host.address or host.name)
 
-    def add(check: Check) -> None:
+    def add(check: CheckResult) -> None:
         result.checks.append(check)
         if report is not None:
             report(host.name, check)
@@ -204,13 +206,20 @@ def check_host(
             finally:
                 outcome.session.close()
     except Exception as exc:  # one host's surprise must not hide the others' results
-        add(Check("doctor.internal", ERROR, f"the check stopped unexpectedly: {type(exc).__name__}: {exc}"))
+        add(
+            finding(
+                "doctor.internal",
+                ERROR,
+                f"the check stopped unexpectedly: {type(exc).__name__}: {exc}",
+                code="DOCTOR_INTERNAL_ERROR",
+            )
+        )
     result.duration_s = time.monotonic() - began
     return result
 
 
 def _checks_once_logged_in(
-    session: sshcheck.Session, host: InventoryHost, add: Callable[[Check], None], report: HostReport
+    session: sshcheck.Session, host: InventoryHost, add: Callable[[CheckResult], None], report: HostReport
 ) -> None:
     shell = sshcheck.check_shell(session)
     add(shell)
@@ -221,7 +230,11 @@ def _checks_once_logged_in(
     python = sshcheck.check_python(session)
     add(python)
     if python.status != PASS:
-        add(Check("preflight", SKIP, "preflight not run: it needs python3 on the node"))
+        add(
+            finding(
+                "preflight", SKIP, "preflight not run: it needs python3 on the node", code="PREFLIGHT_NOT_RUN"
+            )
+        )
         return
     checks, resolved = run_preflight(
         session, host.vars, as_root=session.target.is_root or sudo.status == PASS
@@ -233,9 +246,9 @@ def _checks_once_logged_in(
 
 def run_preflight(
     session: sshcheck.Session, host_vars: Mapping[str, Any], as_root: bool
-) -> tuple[list[Check], dict[str, Any]]:
+) -> tuple[list[CheckResult], dict[str, Any]]:
     """Stream agent/nodefacts.py (and the node-package modules it imports) to the node's python3,
-    then judge its JSON facts with preflight.py.
+    then judge its JSON facts with r9700ctl/preflight.
 
     Returns the checks and what preflight resolved (ROCm release, suite, gfx targets). As the role's
     preflight does, apt's package lists are refreshed first (r9700_preflight_apt_update, default
@@ -254,27 +267,44 @@ def run_preflight(
     try:
         ran = session.run(command, stdin=script, timeout=NODEFACTS_TIMEOUT_S)
     except TimeoutError as exc:
-        return [Check("preflight.facts", ERROR, f"gathering node facts did not finish: {exc}")], {}
+        return [
+            finding(
+                "preflight.facts",
+                ERROR,
+                f"gathering node facts did not finish: {exc}",
+                code="NODE_FACTS_FAILED",
+            )
+        ], {}
     try:
         facts = json.loads(ran.stdout)
     except ValueError:
         said = (ran.stderr.strip().splitlines() or [f"exit status {ran.rc}"])[-1]
-        return [Check("preflight.facts", ERROR, f"gathering node facts failed: {said}")], {}
+        return [
+            finding(
+                "preflight.facts", ERROR, f"gathering node facts failed: {said}", code="NODE_FACTS_FAILED"
+            )
+        ], {}
     checks = []
     if not as_root:
         checks.append(
-            Check(
+            finding(
                 "preflight.facts",
                 WARN,
                 "facts gathered without root (no passwordless sudo): apt lock holders may be unseen",
                 fix="give the user passwordless sudo, or log in as root",
+                code="FACTS_WITHOUT_ROOT",
             )
         )
     verdict = preflight.judge(facts, dict(host_vars), manifest.load())
     for item in verdict.checks:
         checks.append(
-            Check(
-                f"preflight.{item.id}", item.status, item.detail, fix=item.fix, evidence=dict(item.evidence)
+            finding(
+                f"preflight.{item.id}",
+                item.status,
+                item.detail,
+                fix=item.hint,
+                evidence=dict(item.evidence),
+                code=item.code,
             )
         )
     resolved = verdict.resolved

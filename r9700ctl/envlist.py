@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from r9700ctl import p2p_policy as p2p
-from r9700ctl.agent.result import FAIL, PASS, WARN
+from r9700ctl.agent.result import FAIL, PASS, WARN, CheckResult, finding
 from r9700ctl.agent.units import GIB
-from r9700ctl.judging import Check, Gpu
+from r9700ctl.judging import HSA_VERSION, Gpu
 from r9700ctl.manifest import Manifest
 
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -41,8 +41,6 @@ NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # DefaultEnvironment= (systemd-system.conf(5)).
 VALUE = re.compile(r"^[A-Za-z0-9_.,:/=+@^-]*$")
 VALUE_RULE = "letters, digits and _ . , : / = + @ ^ -"
-# HSA_OVERRIDE_GFX_VERSION's form: major.minor.stepping of a gfx target, e.g. 11.0.0 for gfx1100.
-HSA_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
 # The knob each governed variable belongs to; the variable in r9700_env(_extra) meets its rule.
 HSA_OVERRIDE = "HSA_OVERRIDE_GFX_VERSION"
@@ -107,7 +105,7 @@ class EnvKnobs:
     comment_out_conflicts: bool = False
 
     @classmethod
-    def from_vars(cls, host_vars: Mapping[str, Any]) -> tuple[EnvKnobs, list[Check]]:
+    def from_vars(cls, host_vars: Mapping[str, Any]) -> tuple[EnvKnobs, list[CheckResult]]:
         knobs, problems = cls(), []
         # The values passed the roles' argument spec (preflight.checked_vars): r9700_env and
         # r9700_env_extra are mappings by then (Ansible's dict type reads JSON or key=value text).
@@ -158,7 +156,7 @@ class EnvTarget:
     cluster_interface: str = ""
     cluster: Mapping[str, Any] = field(default_factory=dict)
     # Known issues of the node (its GPU count and release) whose workaround is P2P off: r9700_p2p's
-    # `auto` decides off for them, `on` is warned (preflight._p2p_hazards).
+    # `auto` decides off for them, `on` is warned (preflight/release.py p2p_hazards).
     p2p_hazards: list[p2p.KnownHazard] = field(default_factory=list)
 
     @property
@@ -170,7 +168,7 @@ class EnvTarget:
 class EnvPlan:
     entries: list[EnvEntry]
     p2p: p2p.Decision
-    checks: list[Check]
+    checks: list[CheckResult]
     hsa_override: str = ""  # the accepted override ("" when none)
     rocr_visible_devices: str = ""
 
@@ -251,13 +249,19 @@ RULES: list[Callable[[EnvTarget], list[EnvEntry]]] = [known_issue_workarounds, c
 
 def compose(knobs: EnvKnobs, target: EnvTarget) -> EnvPlan:
     """The node's environment list and the checks of every value in it."""
-    checks: list[Check] = []
+    checks: list[CheckResult] = []
     user = knobs.user_values()
     for name, (value, knob) in user.items():
         problem = _syntax_problem(name, value)
         if problem:
             checks.append(
-                Check("env.values", FAIL, f"{knob}: {problem}", f"correct or remove {name} in {knob}")
+                finding(
+                    "env.values",
+                    FAIL,
+                    f"{knob}: {problem}",
+                    f"correct or remove {name} in {knob}",
+                    code="ENV_VALUE_INVALID",
+                )
             )
     entries: dict[str, EnvEntry] = {}
     for rule in RULES:
@@ -293,15 +297,19 @@ def compose(knobs: EnvKnobs, target: EnvTarget) -> EnvPlan:
 
 def _hsa_override(
     knobs: EnvKnobs, user: dict[str, tuple[str | None, str]], target: EnvTarget
-) -> tuple[Check, EnvEntry | None]:
+) -> tuple[CheckResult, EnvEntry | None]:
     from_env = user.get(HSA_OVERRIDE, (None, ""))
     candidates = [(knobs.hsa_override, GOVERNED[HSA_OVERRIDE])] if knobs.hsa_override else []
     if from_env[0]:
         candidates.append((from_env[0], f"{HSA_OVERRIDE} in {from_env[1]}"))
     if len({value for value, _ in candidates}) > 1:
         said = " and ".join(f"{knob}={value}" for value, knob in candidates)
-        return Check(
-            "hsa.override", FAIL, f"two different HSA overrides: {said}", "set one of them, or neither"
+        return finding(
+            "hsa.override",
+            FAIL,
+            f"two different HSA overrides: {said}",
+            "set one of them, or neither",
+            code="HSA_OVERRIDE_CONFLICT",
         ), None
     value, knob = candidates[0] if candidates else ("", GOVERNED[HSA_OVERRIDE])
     check = check_hsa_override(value, knob, target.gpus, target.manifest)
@@ -310,27 +318,29 @@ def _hsa_override(
     return check, EnvEntry(HSA_OVERRIDE, value, check.detail, knob)
 
 
-def check_hsa_override(value: str, knob: str, gpus: list[Gpu], manifest: Manifest) -> Check:
+def check_hsa_override(value: str, knob: str, gpus: list[Gpu], manifest: Manifest) -> CheckResult:
     """One rule for HSA_OVERRIDE_GFX_VERSION, whichever knob carries it (only the fix names the knob)."""
     natives = sorted({g.gfx for g in gpus if g.known and g.discrete})
     if not value:
         native = ", ".join(natives) or "the detected GPUs"
-        return Check("hsa.override", PASS, f"HSA_OVERRIDE_GFX_VERSION not set (none needed for {native})")
+        return finding("hsa.override", PASS, f"HSA_OVERRIDE_GFX_VERSION not set (none needed for {native})")
     in_dict = " in " in knob  # "HSA_OVERRIDE_GFX_VERSION in r9700_env_extra"
     fix_remove = f"remove {knob.replace(' in ', ' from ')}" if in_dict else f"remove {knob} (or set it to '')"
     if not HSA_VERSION.match(value):
-        return Check(
+        return finding(
             "hsa.override",
             FAIL,
             f"HSA_OVERRIDE_GFX_VERSION={value!r} is not major.minor.stepping (e.g. 12.0.1)",
             fix_remove,
+            code="HSA_OVERRIDE_MALFORMED",
         )
     if not natives:
-        return Check(
+        return finding(
             "hsa.override",
             FAIL,
             f"HSA_OVERRIDE_GFX_VERSION={value} with no known AMD GPU to check it against",
             fix_remove,
+            code="HSA_OVERRIDE_UNCHECKED",
         )
     named = manifest.gfx_for_hsa_version(value)
     named_family = manifest.gfx_family(named) if named else None
@@ -342,12 +352,13 @@ def check_hsa_override(value: str, knob: str, gpus: list[Gpu], manifest: Manifes
             (named_family == family) if named_family else value.split(".")[0] == native_version.split(".")[0]
         )
         if not same_family:
-            return Check(
+            return finding(
                 "hsa.override",
                 FAIL,
                 f"cross-family HSA override refused: {label}{_model_names(named, manifest)}, the GPUs here "
                 f"are {gfx} ({family}); a cross-family override crashes the driver (ROCm/rocm-systems#3531)",
                 fix_remove + f"; {gfx} needs no override",
+                code="HSA_OVERRIDE_WRONG_TARGET",
             )
     if all(manifest.hsa_version(g) == value for g in natives):
         detail = f"HSA_OVERRIDE_GFX_VERSION={value} only restates the native target {', '.join(natives)}"
@@ -357,7 +368,13 @@ def check_hsa_override(value: str, knob: str, gpus: list[Gpu], manifest: Manifes
         )
     if any(g.known and not g.discrete for g in gpus):
         detail += "; a global override also mislabels the integrated GPU (ROCm/ROCm#5696)"
-    return Check("hsa.override", WARN, detail, fix_remove + " unless a program lacks kernels for this target")
+    return finding(
+        "hsa.override",
+        WARN,
+        detail,
+        fix_remove + " unless a program lacks kernels for this target",
+        code="HSA_OVERRIDE_SET",
+    )
 
 
 def _model_names(gfx: str | None, manifest: Manifest) -> str:
@@ -372,17 +389,18 @@ def _model_names(gfx: str | None, manifest: Manifest) -> str:
 
 def _visible_devices(
     knobs: EnvKnobs, user: dict[str, tuple[str | None, str]], target: EnvTarget
-) -> tuple[list[Check], EnvEntry | None]:
+) -> tuple[list[CheckResult], EnvEntry | None]:
     knob = GOVERNED[VISIBLE]
     from_env = user.get(VISIBLE, (None, ""))
     setting = knobs.rocr_visible_devices
     if from_env[0] is not None and setting not in ("auto", from_env[0]):
         return [
-            Check(
+            finding(
                 "env.conflict",
                 FAIL,
                 f"{knob}={setting!r} and {VISIBLE}={from_env[0]} in {from_env[1]} disagree",
                 "set ROCR_VISIBLE_DEVICES in one place",
+                code="ENV_CONFLICT",
             )
         ], None
     if from_env[0] is not None:
@@ -397,11 +415,12 @@ def _visible_devices(
     bad = [item for item in value.split(",") if not VISIBLE_ITEM.match(item.strip())]
     if bad:
         return [
-            Check(
+            finding(
                 "env.rocr_visible_devices",
                 FAIL,
                 f"{VISIBLE}={value} ({origin}): {', '.join(bad)} is neither a device index nor a GPU-<uuid>",
                 f"list device indices or UUIDs, e.g. 0,1 (in {origin.split('=')[0]})",
+                code="ROCR_VISIBLE_DEVICES_INVALID",
             )
         ], None
     return [], EnvEntry(VISIBLE, value, reason, origin)
@@ -410,7 +429,7 @@ def _visible_devices(
 def container_visible_devices(value: str, amd_gpus: list[str], seen: list[str] | None) -> str:
     """ROCR_VISIBLE_DEVICES for a container that sees only the GPUs at `seen` (PCI addresses; None:
     every GPU, as the host does). `amd_gpus` are the host's AMD GPUs in PCI order, how ROCr numbers
-    them on the host (preflight._visible_devices).
+    them on the host (preflight/gpus.py _visible_devices).
 
     Inside a container given only some render nodes, ROCr numbers only those: the thunk leaves out a
     KFD node whose DRM render node it cannot open ("A sysfs node is not supported - if corresponding
@@ -437,8 +456,8 @@ def container_visible_devices(value: str, amd_gpus: list[str], seen: list[str] |
 
 def _p2p(
     knobs: EnvKnobs, user: dict[str, tuple[str | None, str]], target: EnvTarget
-) -> tuple[p2p.Decision, list[Check], list[EnvEntry]]:
-    checks: list[Check] = []
+) -> tuple[p2p.Decision, list[CheckResult], list[EnvEntry]]:
+    checks: list[CheckResult] = []
     asked: list[tuple[str, str]] = []  # (on|off, knob text)
     if knobs.p2p != "auto":
         asked.append((knobs.p2p, f"r9700_p2p={knobs.p2p}"))
@@ -450,11 +469,12 @@ def _p2p(
         intent = P2P_INTENT.get((name, value))
         if intent is None:
             checks.append(
-                Check(
+                finding(
                     "p2p.policy",
                     FAIL,
                     f"{name}={value} in {knob} is neither 0 nor 1",
                     f"remove {name} from {knob} and set r9700_p2p (auto, on or off)",
+                    code="P2P_SETTING_INVALID",
                 )
             )
             continue
@@ -462,7 +482,15 @@ def _p2p(
         kept[name] = (value, knob)
     if len({intent for intent, _ in asked}) > 1:
         said = " and ".join(text for _, text in asked)
-        checks.append(Check("p2p.policy", FAIL, f"P2P asked both on and off: {said}", "set r9700_p2p only"))
+        checks.append(
+            finding(
+                "p2p.policy",
+                FAIL,
+                f"P2P asked both on and off: {said}",
+                "set r9700_p2p only",
+                code="P2P_SETTING_CONFLICT",
+            )
+        )
         asked = []
     mode, requested_by = asked[0] if asked else ("auto", "r9700_p2p=auto")
     gpus = [p2p.GpuUnderTest(g.address, _vram_bytes(g, target.manifest)) for g in target.discrete]
@@ -471,12 +499,13 @@ def _p2p(
         status = WARN if target.allow_unsupported else FAIL
         forced = "FORCED by r9700_allow_unsupported: " if target.allow_unsupported else ""
         checks.append(
-            Check(
+            finding(
                 "p2p.policy",
                 status,
                 f"{forced}PCIe peer-to-peer refused: {'; '.join(decision.blockers)}; P2P there fails or "
                 "hangs the host (ROCm/rocm-systems#11348)",
                 f"drop {requested_by} and let r9700_p2p: auto decide per node, or fix what is named",
+                code="P2P_REFUSED",
             )
         )
         if status == FAIL:
@@ -484,17 +513,18 @@ def _p2p(
     elif mode == "on" and decision.known_issues:
         hazards = [h for h in target.p2p_hazards if h.id in decision.known_issues]
         checks.append(
-            Check(
+            finding(
                 "p2p.policy",
                 WARN,
                 f"{requested_by} keeps PCIe peer-to-peer on despite known issues "
                 f"{', '.join(decision.known_issues)} of this node: "
                 + "; ".join(f"{h.title} ({h.source})" for h in hazards),
                 "set r9700_p2p: auto (or off): the issues' workaround is NCCL_P2P_DISABLE=1",
+                code="P2P_KNOWN_ISSUES_IGNORED",
             )
         )
     elif not any(c.id == "p2p.policy" for c in checks):
-        checks.append(Check("p2p.policy", PASS, f"PCIe peer-to-peer {decision.reason}"))
+        checks.append(finding("p2p.policy", PASS, f"PCIe peer-to-peer {decision.reason}"))
     entries = []
     if decision.enabled:
         entries.append(EnvEntry(FINE_GRAIN, "1", f"P2P {decision.reason}; {P2P_ON_SOURCE}", requested_by))

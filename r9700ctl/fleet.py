@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from r9700ctl.agent import stats
+from r9700ctl.agent import codes, stats
 from r9700ctl.agent.result import FAIL, PASS, WARN, CheckResult
 
 LIMIT_KEYS = ("min_nodes", "warn_z", "fail_z")  # models.default.fleet in thresholds.yaml
@@ -131,10 +131,8 @@ def _verdict(
     direction = "higher" if key.higher_is_better else "lower"
     hint = ""
     if status != PASS:
-        hint = (
-            f"{OUTLIER}: {node} {subject} {value:g} {key.unit} vs fleet median {median:g} {key.unit} "
-            f"(z={z:+.1f}); compare its {key.check} results and link with the others'"
-        )
+        said = f"{node} {subject} {value:g} {key.unit} vs fleet median {median:g} {key.unit} (z={z:+.1f})"
+        hint = codes.hint(OUTLIER, said, check=key.check)
     return CheckResult(
         id=f"fleet.{key.check}",
         subject=f"{node}:{subject}",
@@ -152,6 +150,7 @@ def _verdict(
             "fleet_median": median,
             "z": round(z, 3),
         },
+        code=OUTLIER,
     )
 
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN
-from r9700ctl.judging import Check
+from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult, finding
 from r9700ctl.manifest import Manifest, kernel_line
 
 
@@ -61,14 +60,19 @@ def auto_candidates(working: list[str], node: Node, manifest: Manifest) -> tuple
     )
 
 
-def judge(node: Node, rocm_version: str, allow_unsupported: bool, manifest: Manifest) -> Check:
+def judge(node: Node, rocm_version: str, allow_unsupported: bool, manifest: Manifest) -> CheckResult:
     """kernel.line: PASS where AMD lists the kernel's line with the release on the node's system,
     WARN where it does not, FAIL where the release's amdgpu-dkms is known not to build on it."""
     release = manifest.release(rocm_version)
     lines = release.kernel_lines(node.os_key) if release else {}
     if not node.line or not lines:
         why = "the running kernel is unknown" if not node.line else f"no kernel lines for {node.os_key}"
-        return Check("kernel.line", SKIP, f"not judged: {why} (ROCm {rocm_version or 'unresolved'})")
+        return finding(
+            "kernel.line",
+            SKIP,
+            f"not judged: {why} (ROCm {rocm_version or 'unresolved'})",
+            code="KERNEL_LINE_UNJUDGED",
+        )
     named = ", ".join(f"{line} {kind}" for kind, line in lines.items())
     boot = " or ".join(f"{line} ({kind})" for kind, line in lines.items())
     elsewhere = [
@@ -81,25 +85,27 @@ def judge(node: Node, rocm_version: str, allow_unsupported: bool, manifest: Mani
         fix += f", or use a release that lists {node.line} on {node.os_key}: {', '.join(elsewhere)}"
     report = release.dkms_build_fails(node.line) if release else None
     if report and node.driver_source == "dkms":
-        return Check(
+        return finding(
             "kernel.line",
             WARN if allow_unsupported else FAIL,
             f"ROCm {rocm_version}'s amdgpu-dkms does not build on kernel {node.kernel} (line {node.line}): "
             f"{report}",
             fix,
+            code="KERNEL_DKMS_BUILD_FAILS",
         )
     for kind, line in lines.items():
         if line == node.line:
-            return Check(
+            return finding(
                 "kernel.line",
                 PASS,
                 f"kernel {node.kernel}: line {line} ({kind}), which AMD lists for ROCm {rocm_version} "
                 f"on {node.os_key}",
             )
-    return Check(
+    return finding(
         "kernel.line",
         WARN,
         f"kernel {node.kernel} (line {node.line}) is not a kernel line AMD lists for ROCm {rocm_version} "
         f"on {node.os_key} ({named})",
         fix,
+        code="KERNEL_LINE_UNLISTED",
     )

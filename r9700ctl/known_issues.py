@@ -37,10 +37,12 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Signature:
-    """One kind of kernel-log line (the dmesg parser's kind), what it means and what to do."""
+    """One kind of kernel-log line (the dmesg parser's kind): its severity and reason code, and from
+    the code's record (data/codes.yaml) what it means, what to do and its sources."""
 
     kind: str
-    severity: str  # FAIL, WARN, INFO, or "none": counted, never a finding alone
+    severity: str  # FAIL, WARN, or "none": counted, never a finding alone
+    code: str
     meaning: str
     action: str
     sources: tuple[str, ...]
@@ -51,17 +53,21 @@ def issues(manifest: Manifest) -> list[KnownIssue]:
 
 
 def signatures(manifest: Manifest) -> dict[str, Signature]:
+    from r9700ctl import codes
+
     entries = manifest.raw.get("kernel_log_signatures") or {}
-    return {
-        kind: Signature(
+    found = {}
+    for kind, entry in entries.items():
+        record = codes.record(str(entry["code"]))
+        found[kind] = Signature(
             kind=kind,
             severity=str(entry["severity"]),
-            meaning=" ".join(str(entry["meaning"]).split()),
-            action=" ".join(str(entry["action"]).split()),
-            sources=tuple(entry.get("sources") or ()),
+            code=record.code,
+            meaning=record.meaning,
+            action=record.next,
+            sources=tuple(s.strip() for s in record.source.split(", ") if s.strip()),
         )
-        for kind, entry in entries.items()
-    }
+    return found
 
 
 # ---------------------------------------------------------------- filters (the CLI)

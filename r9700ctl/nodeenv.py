@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN
+from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult, finding
 from r9700ctl.envlist import (
     FINE_GRAIN,
     GOVERNED,
@@ -28,7 +28,7 @@ from r9700ctl.envlist import (
     EnvPlan,
     EnvTarget,
 )
-from r9700ctl.judging import Check, Gpu
+from r9700ctl.judging import Gpu
 
 CHECK_ID = "env.node_sources"
 OPT_IN = "r9700_env_comment_out_conflicts"
@@ -56,7 +56,7 @@ def fact_args(host_vars: Mapping[str, Any], login_user: str | None) -> dict[str,
 class NodeSources:
     """The verdict on the node's own files: checks, and the lines r9700_env comments out (opt-in)."""
 
-    checks: list[Check]
+    checks: list[CheckResult]
     fixes: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -81,12 +81,25 @@ def judge(
 ) -> NodeSources:
     """One check per setting that conflicts with the list (FAIL where it breaks the GPUs), else a PASS."""
     if not sources:
-        return NodeSources([Check(CHECK_ID, SKIP, "the node's own environment files were not read")])
-    checks: list[Check] = []
+        return NodeSources(
+            [
+                finding(
+                    CHECK_ID, SKIP, "the node's own environment files were not read", code="NODE_ENV_NOT_READ"
+                )
+            ]
+        )
+    checks: list[CheckResult] = []
     fixes: list[dict[str, Any]] = []
     quiet: list[Setting] = []
     for error in sources.get("errors") or []:
-        checks.append(Check(CHECK_ID, WARN, f"could not read {error}: its variables are not judged"))
+        checks.append(
+            finding(
+                CHECK_ID,
+                WARN,
+                f"could not read {error}: its variables are not judged",
+                code="NODE_ENV_UNREADABLE",
+            )
+        )
     for raw in sources.get("settings") or []:
         setting = Setting(
             str(raw["path"]), int(raw["line"]), str(raw["name"]), str(raw["value"]), str(raw["text"])
@@ -105,14 +118,12 @@ def judge(
         elif status == FAIL:
             # Short: provision's summary shows a refusal's first 300 characters (runner._first_line).
             fix = f"delete or comment out that line, or set {OPT_IN}: true (provision then comments it out)"
-        checks.append(Check(CHECK_ID, status, detail, fix, evidence))
+        checks.append(finding(CHECK_ID, status, detail, fix, evidence, code="NODE_ENV_CONFLICT"))
     if not checks:
         read = len(sources.get("read") or [])
         agree = "; ".join(f"{s.said()} without conflict" for s in quiet)
-        checks.append(
-            Check(CHECK_ID, PASS, f"the node's own environment files ({read} read) set no governed variable "
-                  f"against the environment list" + (f" ({agree})" if agree else ""))
-        )  # fmt: skip
+        said = f"the node's own environment files ({read} read) set no governed variable against the "
+        checks.append(finding(CHECK_ID, PASS, said + "environment list" + (f" ({agree})" if agree else "")))
     return NodeSources(checks, fixes)
 
 

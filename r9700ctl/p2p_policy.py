@@ -26,15 +26,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from r9700ctl.agent.result import PASS
+from r9700ctl.agent.rules import acs, bar, iommu
 from r9700ctl.agent.units import size_text
 
 MODES = ("auto", "on", "off")
-# ACS control bits that send peer traffic to the root complex (include/uapi/linux/pci_regs.h).
-ACS_REQUEST_REDIRECT = 0x0004  # PCI_ACS_RR
-ACS_COMPLETION_REDIRECT = 0x0008  # PCI_ACS_CR
+# ACS control bits that send peer traffic to the root complex, and the one rule of which ports
+# between two GPUs matter: the agent's (r9700ctl/agent/rules/acs.py), as the checks judge them.
+ACS_REQUEST_REDIRECT = acs.REQUEST_REDIRECT
+ACS_COMPLETION_REDIRECT = acs.COMPLETION_REDIRECT
+ports_between = acs.ports_between
 # /sys/kernel/iommu_groups/<n>/type (Documentation/ABI/testing/sysfs-kernel-iommu_groups, Linux
 # 5.11+): "identity" = passthrough; "DMA" and "DMA-FQ" translate every DMA address.
-IOMMU_PASSTHROUGH = "identity"
+IOMMU_PASSTHROUGH = iommu.IDENTITY
 
 
 @dataclass(frozen=True)
@@ -82,36 +86,17 @@ class Decision:
         }
 
 
-def ports_between(path_a: Sequence[str], path_b: Sequence[str]) -> list[str]:
-    """The switch ports whose ACS decides where peer traffic between two GPUs goes.
-
-    A path runs from the first bridge below the host bridge down to the GPU itself. GPUs whose paths
-    share no bridge meet only in the root complex (nothing here to judge); GPUs that share bridges
-    meet in the switch below the last shared one, and its two downstream ports are the ones whose
-    redirect bits send their traffic up to the root complex.
-    """
-    shared = 0
-    for a, b in zip(path_a, path_b, strict=False):
-        if a != b:
-            break
-        shared += 1
-    if shared == 0:
-        return []
-    ports = [path[shared] for path in (path_a, path_b) if shared < len(path) - 1]
-    return list(dict.fromkeys(ports))
-
-
 def largest_prefetchable_bar(bars: Sequence[Mapping[str, Any]]) -> int | None:
     sizes = [int(b.get("size") or 0) for b in bars if b.get("prefetch") and b.get("memory", True)]
     return max(sizes) if sizes else None
 
 
 def blockers(gpus: Sequence[GpuUnderTest], facts: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    """(what stops P2P, what was seen to allow it) from nodefacts' `p2p` facts."""
+    """(what stops P2P, what was seen to allow it) from nodefacts' `p2p` facts, judged by the same
+    rules as the agent's platform checks and doctor (r9700ctl/agent/rules: bar, iommu, acs)."""
     stops: list[str] = []
     seen: list[str] = []
     per_gpu = facts.get("gpus") or {}
-    bridges = facts.get("bridges") or {}
     missing = [g.address for g in gpus if g.address not in per_gpu]
     if missing:
         source = facts.get("source") or "sysfs"
@@ -119,49 +104,63 @@ def blockers(gpus: Sequence[GpuUnderTest], facts: Mapping[str, Any]) -> tuple[li
         return stops, seen
     for gpu in gpus:
         info = per_gpu[gpu.address]
-        bar = largest_prefetchable_bar(info.get("bars") or [])
+        largest = largest_prefetchable_bar(info.get("bars") or [])
         vram = info.get("vram_bytes") or gpu.vram_bytes
-        if bar is None:
+        judged = bar.judge(largest, vram)
+        if largest is None:
             stops.append(f"{gpu.address}: no prefetchable memory BAR found")
-        elif not vram:
+        elif judged.code == bar.UNKNOWN_CODE:
             stops.append(
-                f"{gpu.address}: VRAM size unknown, cannot tell whether BAR {size_text(bar)} covers it"
+                f"{gpu.address}: VRAM size unknown, cannot tell whether BAR {size_text(largest)} covers it"
             )
-        elif bar < vram:
+        elif judged.status != PASS:
             stops.append(
-                f"{gpu.address}: BAR {size_text(bar)} < VRAM {size_text(vram)} "
+                f"{gpu.address}: BAR {size_text(largest)} < VRAM {size_text(vram)} "
                 "(enable Resizable BAR / Above 4G decoding in the firmware)"
             )
         else:
-            seen.append(f"{gpu.address}: BAR {size_text(bar)} >= VRAM {size_text(vram)}")
+            seen.append(f"{gpu.address}: BAR {size_text(largest)} >= VRAM {size_text(vram)}")
         group, kind = info.get("iommu_group"), info.get("iommu_type")
         if group is None:
             seen.append(f"{gpu.address}: no IOMMU group (IOMMU off)")
         elif kind == IOMMU_PASSTHROUGH:
             seen.append(f"{gpu.address}: IOMMU passthrough (group {group})")
-        else:
+        else:  # translating, or a type this kernel does not say: not seen to allow it
             stops.append(
                 f"{gpu.address}: the IOMMU translates its DMA (group {group} type {kind or 'unknown'}; "
-                "add iommu=pt to the kernel command line)"
+                f"add {iommu.PASSTHROUGH_PARAM} to the kernel command line)"
             )
-    for i, first in enumerate(gpus):
-        for second in gpus[i + 1 :]:
-            path_a = per_gpu[first.address].get("path") or []
-            path_b = per_gpu[second.address].get("path") or []
-            for port in ports_between(path_a, path_b):
-                acs = bridges.get(port) or {}
-                pair = f"{first.address} <-> {second.address}"
-                if acs.get("error"):
-                    stops.append(f"ACS of {port} ({pair}) unknown: {acs['error']}")
-                elif acs.get("control") is None:
-                    seen.append(f"{port} ({pair}): no ACS capability")
-                elif int(acs["control"]) & (ACS_REQUEST_REDIRECT | ACS_COMPLETION_REDIRECT):
-                    stops.append(
-                        f"ACS on {port} redirects peer traffic between {pair} "
-                        f"(control 0x{int(acs['control']):04x})"
-                    )
-                else:
-                    seen.append(f"{port} ({pair}): no ACS redirect")
+    stops_acs, seen_acs = _acs(gpus, per_gpu, facts.get("bridges") or {})
+    return stops + stops_acs, seen + seen_acs
+
+
+def _acs(
+    gpus: Sequence[GpuUnderTest], per_gpu: Mapping[str, Any], bridges: Mapping[str, Any]
+) -> tuple[list[str], list[str]]:
+    """The ACS rule over nodefacts' bridges: each port two GPUs share, with what it showed."""
+    paths = {g.address: list(per_gpu[g.address].get("path") or []) for g in gpus}
+    states = {}
+    for path in paths.values():
+        for port in path[:-1]:
+            found = bridges.get(port) or {}
+            if found.get("error"):
+                states[port] = acs.PortAcs(readable=False, why_unreadable=str(found["error"]))
+            else:
+                states[port] = acs.PortAcs.from_control(int(found.get("control") or 0))
+    verdict = acs.judge(paths, states)
+    stops, seen = [], []
+    for pair, port, outcome in verdict.judged:
+        control = (bridges.get(port) or {}).get("control")
+        if outcome == "unreadable":
+            stops.append(f"ACS of {port} ({pair}) unknown: {verdict.unreadable[port]}")
+        elif outcome == "redirects":
+            stops.append(
+                f"ACS on {port} redirects peer traffic between {pair} (control 0x{int(control):04x})"
+            )
+        elif control is None:
+            seen.append(f"{port} ({pair}): no ACS capability")
+        else:
+            seen.append(f"{port} ({pair}): no ACS redirect")
     return stops, seen
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from r9700ctl import fleet as fleet_judge
-from r9700ctl.agent import schemas
+from r9700ctl.agent import levels, schemas
 from r9700ctl.agent.result import ERROR, STATUSES, CheckResult, exit_code_for, overall, worst
 from r9700ctl.errors import EXIT_CANNOT_RUN
 from r9700ctl.fleet import FleetJudgement
@@ -31,8 +31,6 @@ SCHEMA = schemas.VALIDATE_FLEET
 AGENT_SCHEMA = schemas.VALIDATE
 UNREACHABLE = "UNREACHABLE"
 NO_REPORT = "NO_REPORT"  # reached, but the agent wrote no report: it could not run
-# Seconds the agent may run per level before the role stops it (burnin adds --duration).
-LEVEL_TIMEOUT_S = {"config": 300, "quick": 900, "standard": 3600, "burnin": 3600}
 
 
 @dataclass
@@ -170,7 +168,7 @@ def validate_inventory(
         "r9700_validate_dest": str(reports_dir),
         "r9700_validate_agent_archive": str(archive),
         "r9700_validate_level": level,
-        "r9700_validate_timeout": LEVEL_TIMEOUT_S[level],
+        "r9700_validate_timeout": levels.TIMEOUT_S[level],
         "r9700_validate_allow_busy": allow_busy,
         "r9700_validate_runtime": runtime,
     }

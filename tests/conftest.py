@@ -1,5 +1,5 @@
 """Shared test settings: plain output and fixed width, so CLI output is stable; a history per test;
-the agent's data.
+the agent's data; every verdict that is not PASS names a catalogued reason code.
 
 The agent reads its data files as the JSON the controller writes when it packs the agent
 (r9700ctl.agentpack). Tests get the same: the agent is staged once per session, in-process
@@ -33,3 +33,22 @@ def _agent_data():
 def _own_history(monkeypatch, tmp_path_factory):
     """Every validate run is recorded: tests record into a database of their own, never the user's."""
     monkeypatch.setenv("R9700CTL_HISTORY", str(tmp_path_factory.mktemp("history") / "history.db"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _every_verdict_names_a_code(_agent_data):
+    """Issue 20: a verdict that is not PASS carries a code of data/codes.yaml. Every test that builds
+    one checks it: a missing or unknown code fails the test that made the verdict."""
+    from r9700ctl.agent import codes, result
+
+    known = codes.catalogue()
+
+    def check(verdict):
+        if verdict.code not in known:
+            what = f"unknown code {verdict.code!r}" if verdict.code else "no code"
+            raise ValueError(f"{verdict.id} {verdict.subject} {verdict.status}: {what} (data/codes.yaml)")
+
+    saved = result.code_check
+    result.code_check = check
+    yield
+    result.code_check = saved

@@ -22,17 +22,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from r9700ctl.agent import sysfs
+from r9700ctl.agent import codes, sysfs
 from r9700ctl.agent.parsers import aer as aer_parser
 from r9700ctl.agent.parsers.aer import KINDS, DeviceAer
 from r9700ctl.agent.result import FAIL, PASS, WARN
 
 UNCORRECTABLE = ("nonfatal", "fatal")
 
-RISER_HINT = (
-    "a marginal PCIe link: reseat the card, check or replace the riser/extension cable, try another "
-    "slot, or force the slot one generation lower in the firmware setup to confirm"
-)
+UNCORRECTABLE_CODE = "PCIE_AER_UNCORRECTABLE"
+CORRECTABLE_CODE = "PCIE_AER_CORRECTED"
 
 
 def read_device(root: Path, address: str) -> DeviceAer | None:
@@ -146,6 +144,7 @@ class Verdict:
     summary: str
     hint: str = ""
     threshold: str = ""
+    code: str = ""  # data/codes.yaml; the hint is what was found and the code's next step
 
 
 def judge(
@@ -179,11 +178,13 @@ def judge(
     correctable = sum(i.delta for i in mine if i.kind == "correctable")
     rate = correctable / (seconds / 60.0) if seconds else None
     if uncorrectable:
-        return Verdict(FAIL, summary, f"uncorrectable PCIe errors: {RISER_HINT}", threshold)
+        hint = codes.hint(UNCORRECTABLE_CODE, "uncorrectable PCIe errors")
+        return Verdict(FAIL, summary, hint, threshold, UNCORRECTABLE_CODE)
     if rate is not None and fail_per_min is not None and rate > fail_per_min:
-        hint = f"PCIe errors at {rate:.0f}/min under load: {RISER_HINT}"
-        return Verdict(FAIL, f"{summary} = {rate:.0f}/min", hint, threshold)
-    return Verdict(WARN, summary, f"corrected PCIe errors: {RISER_HINT}", threshold)
+        hint = codes.hint(CORRECTABLE_CODE, f"PCIe errors at {rate:.0f}/min under load")
+        return Verdict(FAIL, f"{summary} = {rate:.0f}/min", hint, threshold, CORRECTABLE_CODE)
+    hint = codes.hint(CORRECTABLE_CODE, "corrected PCIe errors")
+    return Verdict(WARN, summary, hint, threshold, CORRECTABLE_CODE)
 
 
 def roles(root: Path, gpu: str) -> dict[str, str]:

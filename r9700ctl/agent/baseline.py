@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from r9700ctl.agent import schemas, stats
+from r9700ctl.agent import codes, schemas, stats
 from r9700ctl.agent.result import ERROR, FAIL, INCONCLUSIVE, PASS, SKIP, CheckResult
 
 SCHEMA = schemas.VALIDATE  # the report.py schema this module reads
@@ -80,10 +80,9 @@ SIZE_KEYS = {"baseline.busbw_small_max_mib": "small_max_bytes", "baseline.busbw_
 REQUIRED_KEYS = frozenset(THRESHOLD_KEYS) | frozenset(SIZE_KEYS)
 
 ENV_HINT = "likely cause: the environment differs from the baseline's ({diff})"
-OWN_CHECKS_HINT = (
-    "likely cause: look at this run's own results for {subject} (another process on the GPU, clocks "
-    "and throttling, the link, driver or settings changed); rerun to confirm"
-)
+REGRESSED = "BASELINE_REGRESSION"
+UNCONFIRMED = "BASELINE_UNJUDGED"
+NOTHING_COMPARED = "BASELINE_NOTHING_IN_COMMON"
 # Settings that decide the peer-to-peer path: listed first when they differ.
 P2P_SETTINGS = ("NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "HSA_FORCE_FINE_GRAIN_PCIE", "NCCL_SHM_DISABLE")
 VERSION_FIELDS = ("torch", "cuda", "hip", "nccl", "rocm", "kernel")
@@ -489,7 +488,7 @@ def comparison_result(c: Comparison, differences: list[str], source: Mapping[str
         if differences:
             hints.append(ENV_HINT.format(diff="; ".join(differences[:4])))
         else:
-            hints.append(OWN_CHECKS_HINT.format(subject=c.current.subject))
+            hints.append(codes.next_step(REGRESSED, subject=c.current.subject))
     elif status == INCONCLUSIVE:
         hints.append(c.reason)
     elif c.gates.get("drop"):
@@ -517,6 +516,7 @@ def comparison_result(c: Comparison, differences: list[str], source: Mapping[str
             "baseline_report": dict(source),
             "environment_differences": differences,
         },
+        code=REGRESSED if status == FAIL else UNCONFIRMED,
     )
 
 
@@ -557,6 +557,7 @@ def coverage_result(
             "new_now": [list(k) for k in new],
             "environment_differences": differences,
         },
+        code=NOTHING_COMPARED,
     )
 
 

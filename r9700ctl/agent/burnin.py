@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from r9700ctl.agent import stats
+from r9700ctl.agent import codes, stats
 from r9700ctl.agent.result import FAIL, PASS, SEVERITY, WARN, CheckResult
 
 # Units where a larger figure is better (bandwidth, throughput, speed-up) or worse (time, heat).
@@ -68,11 +68,11 @@ def _drift_result(series: list[CheckResult], warn_drop: float, fail_drop: float)
     direction = "drop" if higher else "rise"
     hint = ""
     if status != PASS:
-        hint = (
+        said = (
             f"{series[0].id} on {series[0].subject} went from {figures[0]:.3g} to {figures[-1]:.3g} {unit} "
-            f"over {len(figures)} rounds: a card that slows as it heats points at cooling (airflow, fan "
-            "curve, slot spacing) or power delivery; compare its temperatures and throttle bits (compute)"
+            f"over {len(figures)} rounds"
         )
+        hint = codes.hint("BURNIN_DRIFT", said)
     return CheckResult(
         id="burnin.drift",
         subject=f"{series[0].subject}:{series[0].id}",
@@ -83,4 +83,5 @@ def _drift_result(series: list[CheckResult], warn_drop: float, fail_drop: float)
         threshold=f"{direction} <= {warn_drop:.0%} (WARN), <= {fail_drop:.0%} (FAIL)",
         hint=hint,
         evidence={"values": figures, "unit": unit},
+        code="BURNIN_DRIFT",
     )

@@ -2,7 +2,8 @@
 
 Each rule looks at the whole result list and, where its signature matches, appends a "likely
 cause" to the hint of the result that shows the symptom (and records it in
-evidence["causes"]). Statuses are never changed here: the checks judge, the rules explain.
+evidence["causes"]), naming the other result and its reason code (whose record says what to do).
+Statuses and codes are never changed here: the checks judge, the rules explain.
 The previous-run (host hang during P2P) rule lives in runner.previous_run_results.
 """
 
@@ -45,9 +46,15 @@ def link_explains_low_host_bandwidth(results: list[CheckResult]) -> None:
             )
 
 
+def codes_of(result: CheckResult) -> list[str]:
+    """Every reason a result names: a check that judged a figure by several rules lists the code of
+    each that did not pass in evidence["codes"] (the worst is its `code`)."""
+    return list(result.evidence.get("codes") or ([result.code] if result.code else []))
+
+
 def _p2p_ineffective(result: CheckResult) -> bool:
     """The p2p check's own verdict (thresholds p2p.not_effective_ratio), not a second copy of it."""
-    return result.status in BAD and "P2P_NOT_EFFECTIVE" in result.hint
+    return result.status in BAD and "P2P_NOT_EFFECTIVE" in codes_of(result)
 
 
 def platform_explains_ineffective_p2p(results: list[CheckResult]) -> None:
@@ -60,16 +67,13 @@ def platform_explains_ineffective_p2p(results: list[CheckResult]) -> None:
             continue
         if acs is not None:
             bridges = ", ".join(sorted(acs.evidence.get("redirecting", {}))) or "a bridge"
-            _add(result, f"ACS redirect on {bridges} (platform.acs): disable ACS in the BIOS or via setpci")
+            _add(result, f"ACS redirect on {bridges} (platform.acs: ACS_REDIRECT)")
         if iommu is not None:
-            _add(result, "IOMMU not in passthrough (platform.iommu): add iommu=pt")
+            _add(result, "IOMMU not in passthrough (platform.iommu: IOMMU_TRANSLATED)")
         behind_small_bar = [g for g in _pair_gpus(result.subject) if g in small_bar]
         if behind_small_bar:
-            _add(
-                result,
-                f"BAR smaller than VRAM on {', '.join(behind_small_bar)} (platform.bar): "
-                "enable Resizable BAR",
-            )
+            gpus = ", ".join(behind_small_bar)
+            _add(result, f"BAR smaller than VRAM on {gpus} (platform.bar: BAR_SMALLER_THAN_VRAM)")
 
 
 def rccl_explains_low_collective(results: list[CheckResult]) -> None:

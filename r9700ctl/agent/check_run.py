@@ -13,6 +13,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from r9700ctl.agent import (
     busy,
     causes,
     checks,
+    codes,
     environment,
     gpus,
     levels,
@@ -45,22 +47,7 @@ from r9700ctl.agent.thresholds import Thresholds, resolve
 
 EXIT_BAD_INPUT = 64
 EXIT_CANNOT_RUN = 3
-BUSY_HINT = (
-    "GPU busy: {holders}: another process computes on this GPU, so its figures below are INCONCLUSIVE, "
-    "not a verdict on the card; stop that process and rerun, or pass --allow-busy to judge them anyway"
-)
 SHARED_NOTE = "measured while shared with {holders}"
-
-HANG_HINT = (
-    "host hang during {step}: known R9700/RCCL issue with PCIe P2P (ROCm/rocm-systems#11348); "
-    "try iommu=pt, ACS off, or run workloads with NCCL_P2P_DISABLE=1, then rerun this level "
-    "(P2P steps run last) or skip them with --skip p2p"
-)
-RESET_HINT = (
-    "the node died or was reset while {step} ran: read the BMC event log (ipmitool sel list) and the "
-    "previous boot's kernel log (journalctl -k -b -1); a P2P hang resets hosts without a panic "
-    "(ROCm/rocm-systems#11348): try iommu=pt, ACS off, or NCCL_P2P_DISABLE=1"
-)
 P2P_WORDS = ("p2p", "peer", "collective", "allreduce", "all_reduce", "scaling", "stability")
 
 
@@ -110,53 +97,40 @@ def previous_run_results(previous: Interrupted | None) -> list[CheckResult]:
         "previous_boot_id": previous.boot_id,
         "open_steps": previous.open_steps,
     }
+    verdict = partial(
+        CheckResult,
+        id="node.previous_run_interrupted",
+        subject="node",
+        metric="unfinished_step",
+        evidence=evidence,
+    )
     if step is None:
         what = "rebooted between steps" if previous.rebooted else "was stopped between steps"
+        said = f"the previous {previous.level} run ({previous.started}) {what}"
+        hint = f"{said}; rerun the level to get complete figures"
         return [
-            CheckResult(
-                "node.previous_run_interrupted",
-                "node",
-                WARN,
-                "unfinished_step",
-                None,
-                "",
-                "the previous run finished",
-                f"the previous {previous.level} run ({previous.started}) "
-                f"{what}; rerun the level to get complete figures",
-                evidence,
-            )
+            verdict(status=WARN, threshold="the previous run finished", hint=hint, code="RUN_INTERRUPTED")
         ]
     name = str(step.get("step", "?"))
     gpu_list = ",".join(str(g) for g in step.get("gpus", [])) or "-"
     where = f"step {name} on GPU(s) {gpu_list}"
     if previous.rebooted:
         p2p_like = any(word in name.lower() for word in P2P_WORDS)
-        hint = (HANG_HINT if p2p_like else RESET_HINT).format(step=where)
-        return [
-            CheckResult(
-                "node.previous_run_interrupted",
-                "node",
-                FAIL,
-                "unfinished_step",
-                name,
-                "",
-                "the previous run finished (or the host survived it)",
-                hint,
-                evidence,
-            )
-        ]
+        code = "HOST_HANG_DURING_P2P" if p2p_like else "HOST_RESET_DURING_STEP"
+        said = (
+            f"host hang during {where}: known R9700/RCCL issue with PCIe P2P (ROCm/rocm-systems#11348)"
+            if p2p_like
+            else f"the node died or was reset while {where} ran"
+        )
+        threshold = "the previous run finished (or the host survived it)"
+        return [verdict(status=FAIL, value=name, threshold=threshold, hint=codes.hint(code, said), code=code)]
+    hint = (
+        f"the previous agent was killed during {where} (same boot): a watchdog or a person stopped it; "
+        "rerun the level"
+    )
     return [
-        CheckResult(
-            "node.previous_run_interrupted",
-            "node",
-            WARN,
-            "unfinished_step",
-            name,
-            "",
-            "the previous run finished",
-            f"the previous agent was killed during {where} (same boot): "
-            "a watchdog or a person stopped it; rerun the level",
-            evidence,
+        verdict(
+            status=WARN, value=name, threshold="the previous run finished", hint=hint, code="RUN_INTERRUPTED"
         )
     ]
 
@@ -236,29 +210,29 @@ def _run_check(spec: checks.CheckSpec, ctx: AgentContext) -> list[CheckResult]:
     except Exception as exc:
         return [
             CheckResult(
-                f"{spec.id}.crashed",
-                "node",
-                ERROR,
-                "exception",
-                f"{type(exc).__name__}: {exc}",
-                "",
-                "the check runs to the end",
-                "a bug in the check; the evidence holds the traceback (report it); the other checks ran",
-                {"traceback": traceback.format_exc(limit=12)},
+                id=f"{spec.id}.crashed",
+                subject="node",
+                status=ERROR,
+                metric="exception",
+                value=f"{type(exc).__name__}: {exc}",
+                threshold="the check runs to the end",
+                hint="a bug in the check; the evidence holds the traceback (report it); the other checks ran",
+                evidence={"traceback": traceback.format_exc(limit=12)},
+                code="CHECK_CRASHED",
             )
         ]
     if not isinstance(produced, list) or not all(isinstance(r, CheckResult) for r in produced):
         return [
             CheckResult(
-                f"{spec.id}.crashed",
-                "node",
-                ERROR,
-                "exception",
-                "bad return value",
-                "",
-                "the check returns a list of CheckResult",
-                "a bug in the check",
-                {"returned": repr(produced)[:500]},
+                id=f"{spec.id}.crashed",
+                subject="node",
+                status=ERROR,
+                metric="exception",
+                value="bad return value",
+                threshold="the check returns a list of CheckResult",
+                hint="a bug in the check",
+                evidence={"returned": repr(produced)[:500]},
+                code="CHECK_CRASHED",
             )
         ]
     return produced
@@ -336,15 +310,18 @@ def judge_busy(
         text = ", ".join(h.text() for h in mine)
         results.append(
             CheckResult(
-                "gpu.busy",
-                gpu.subject,
-                WARN if allow_busy else INCONCLUSIVE,
-                "other_processes",
-                len(mine),
-                "processes",
-                "no other process computes on the GPU while it is measured",
-                (SHARED_NOTE if allow_busy else BUSY_HINT).format(holders=text),
-                {
+                id="gpu.busy",
+                subject=gpu.subject,
+                status=WARN if allow_busy else INCONCLUSIVE,
+                metric="other_processes",
+                value=len(mine),
+                unit="processes",
+                threshold="no other process computes on the GPU while it is measured",
+                hint=SHARED_NOTE.format(holders=text)
+                if allow_busy
+                else codes.hint("GPU_BUSY", f"GPU busy: {text}: its figures below are INCONCLUSIVE"),
+                code="GPU_SHARED" if allow_busy else "GPU_BUSY",
+                evidence={
                     "holders": [h.to_dict() for h in mine],
                     "before": before.to_dict(),
                     "after": after.to_dict(),
@@ -371,9 +348,9 @@ def judge_busy(
             note = SHARED_NOTE.format(holders=text) + (" (--allow-busy)" if allow_busy else "")
             result.hint = "; ".join(x for x in (result.hint, note) if x)
             continue
-        result.evidence["if_judged"] = {"status": result.status, "hint": result.hint}
-        result.status = INCONCLUSIVE
-        result.hint = BUSY_HINT.format(holders=text)
+        result.evidence["if_judged"] = {"status": result.status, "hint": result.hint, "code": result.code}
+        result.status, result.code = INCONCLUSIVE, "GPU_BUSY"
+        result.hint = codes.hint("GPU_BUSY", f"GPU busy: {text}: its figures are INCONCLUSIVE")
     return results, banners
 
 
@@ -462,15 +439,15 @@ def _import_failures(import_failures: dict[str, str]) -> list[CheckResult]:
     """A check module that failed to import: one ERROR naming it (its checks did not run)."""
     return [
         CheckResult(
-            f"{module.rsplit('.', 1)[-1]}.import",
-            "node",
-            ERROR,
-            "exception",
-            text.strip().splitlines()[-1],
-            "",
-            "check module imports",
-            "a check module failed to import (bug or missing file); its checks did not run",
-            {"traceback": text},
+            id=f"{module.rsplit('.', 1)[-1]}.import",
+            subject="node",
+            status=ERROR,
+            metric="exception",
+            value=text.strip().splitlines()[-1],
+            threshold="check module imports",
+            hint="a check module failed to import (bug or missing file); its checks did not run",
+            evidence={"traceback": text},
+            code="CHECK_IMPORT_FAILED",
         )
         for module, text in import_failures.items()
     ]
@@ -615,15 +592,16 @@ def _annotate(
     if unusable:
         results.append(
             CheckResult(
-                "node.gpu",
-                "node",
-                ERROR,
-                "usable_gpus",
-                0,
-                "GPUs",
-                f"level {options.level} needs a GPU torch can use",
-                unusable,
-                {"torch": {k: v for k, v in ctx.discovery.torch.items() if k != "devices"}},
+                id="node.gpu",
+                subject="node",
+                status=ERROR,
+                metric="usable_gpus",
+                value=0,
+                unit="GPUs",
+                threshold=f"level {options.level} needs a GPU torch can use",
+                hint=unusable,
+                evidence={"torch": {k: v for k, v in ctx.discovery.torch.items() if k != "devices"}},
+                code="NO_USABLE_GPU",
             )
         )
 

@@ -14,22 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from r9700ctl.agent import aer_counters as aer
-from r9700ctl.agent import watchdog
+from r9700ctl.agent import codes, watchdog
 from r9700ctl.agent.gpus import Discovery, GpuInfo
 from r9700ctl.agent.journal import Journal
 from r9700ctl.agent.judge import Verdict, not_applied
 from r9700ctl.agent.result import ERROR, SKIP, CheckResult
 from r9700ctl.agent.thresholds import Thresholds
 from r9700ctl.agent.watchdog import StepOutcome
-
-TIMEOUT_HINT = (
-    "a GPU step hung and was killed; check dmesg for amdgpu ring timeouts or GPU resets, "
-    "then rerun the check alone (--only {check}); if it is a P2P or collective step, "
-    "retry with NCCL_P2P_DISABLE=1 and see ROCm/rocm-systems#11348"
-)
-ERROR_HINT = (
-    "the step crashed before giving a result; the evidence holds the error; rerun with --only {check}"
-)
 
 
 @dataclass
@@ -179,8 +170,11 @@ class AgentContext:
                 value=round(outcome.duration_s, 1),
                 unit="s",
                 threshold="step must finish within its timeout",
-                hint=TIMEOUT_HINT.format(check=check_id.split(".")[0]),
+                hint=codes.hint(
+                    "STEP_TIMEOUT", "a GPU step hung and was killed", check=check_id.split(".")[0]
+                ),
                 evidence={"step": outcome.step_id, "error": outcome.error},
+                code="STEP_TIMEOUT",
             )
         return CheckResult(
             id=check_id,
@@ -188,6 +182,9 @@ class AgentContext:
             status=ERROR,
             metric="error",
             threshold="step must return a result",
-            hint=ERROR_HINT.format(check=check_id.split(".")[0]),
+            hint=codes.hint(
+                "STEP_CRASHED", "the step crashed before giving a result", check=check_id.split(".")[0]
+            ),
             evidence={"step": outcome.step_id, "error": outcome.error[-4000:]},
+            code="STEP_CRASHED",
         )

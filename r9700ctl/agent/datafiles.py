@@ -1,8 +1,9 @@
 """The agent's data files (manifest, thresholds) as JSON, read with the standard library only.
 
-The sources are r9700ctl/data/manifest.yaml and thresholds.yaml on the controller; the
-controller converts them to JSON when it packs the agent (r9700ctl/agentpack.py), so the node
-needs no YAML reader: the packed tree holds r9700ctl/data/manifest.json and thresholds.json.
+The sources are r9700ctl/data/manifest.yaml, thresholds.yaml and codes.yaml on the controller;
+the controller converts them to JSON when it packs the agent (r9700ctl/agentpack.py), so the node
+needs no YAML reader: the packed tree holds r9700ctl/data/manifest.json, thresholds.json and
+codes.json.
 Running the agent from a checkout without packing it finds no JSON and says how to pack.
 """
 
@@ -41,7 +42,7 @@ def load_json(path: Path) -> Any:
 
 
 def load_data(name: str) -> Any:
-    """`name` ("manifest" or "thresholds") from the packed data directory (read once)."""
+    """`name` ("manifest", "thresholds" or "codes") from the packed data directory (read once)."""
     path = DATA_DIR / f"{name}.json"
     if path not in _cache:
         if not path.is_file():

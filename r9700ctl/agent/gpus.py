@@ -40,7 +40,7 @@ class GpuInfo:
     driver: str = ""
     driver_version: str | None = None
     vbios: str | None = None
-    # The card's serial (amd-smi asic_serial, nvidia-smi serial): the controller's history
+    # The card's serial (amd-smi's asic_serial, nvidia-smi's serial): the controller's history
     # follows a card by it when it moves to another slot. None where no tool reported one.
     serial: str | None = None
     power_w: float | None = None  # board power when discovery ran (hwmon), for monitoring
@@ -195,10 +195,10 @@ def _merge_amd_smi(gpus: dict[str, GpuInfo], discovery: Discovery, timeout_s: fl
         if gpu is None:
             continue
         gpu.sources.append("amd-smi")
-        gpu.name = gpu.name or (entry.market_name or "")
+        gpu.name = gpu.name or (entry.name or "")
         gpu.gfx_target = gpu.gfx_target or entry.gfx_target
         gpu.vbios = gpu.vbios or entry.vbios_version
-        gpu.serial = gpu.serial or entry.asic_serial
+        gpu.serial = gpu.serial or entry.serial
         gpu.driver_version = gpu.driver_version or entry.driver_version
         if gpu.power_cap_w is None:
             gpu.power_cap_w = entry.power_cap_w
@@ -225,17 +225,14 @@ def _merge_nvidia_smi(gpus: dict[str, GpuInfo], discovery: Discovery, timeout_s:
         if gpu is None:
             continue
         gpu.sources.append("nvidia-smi")
-        gpu.name = gpu.name or (getattr(entry, "product_name", None) or "")
+        gpu.name = gpu.name or (getattr(entry, "name", None) or "")
         gpu.vbios = gpu.vbios or getattr(entry, "vbios_version", None)
         gpu.serial = gpu.serial or getattr(entry, "serial", None)
         gpu.driver_version = gpu.driver_version or driver_version
-        for attr, target in (
-            ("power_limit_w", "power_cap_w"),
-            ("default_power_limit_w", "power_cap_default_w"),
-        ):
-            value = getattr(entry, attr, None)
-            if value is not None and getattr(gpu, target) is None:
-                setattr(gpu, target, value)
+        for field_name in ("power_cap_w", "power_cap_default_w"):  # the parsers' names are GpuInfo's
+            value = getattr(entry, field_name, None)
+            if value is not None and getattr(gpu, field_name) is None:
+                setattr(gpu, field_name, value)
 
 
 def _short_bdf(bdf: str) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from r9700ctl.agent import stats
 from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SEVERITY, SKIP, WARN
@@ -36,11 +36,40 @@ class Verdict:
     threshold: str
     reason: str = ""
     applied: bool = True
+    # The reason code (data/codes.yaml) of a guard's verdict (too few samples, no limit); "" for
+    # WARN and FAIL on the figure itself, whose code the check names (`code_for`).
+    code: str = ""
 
 
-def not_applied(threshold: str, reason: str, status: str = INCONCLUSIVE) -> Verdict:
+# The codes of the guards every rule shares (data/codes.yaml).
+NO_THRESHOLD = "NO_THRESHOLD"
+REPORTED_ONLY = "REPORTED_ONLY"
+NOT_MEASURED = "NOT_MEASURED"
+TOO_FEW_SAMPLES = "TOO_FEW_SAMPLES"
+TOO_NOISY = "TOO_NOISY"
+TOO_FEW_PEERS = "TOO_FEW_PEERS"
+
+
+def not_applied(threshold: str, reason: str, status: str = INCONCLUSIVE, code: str = "") -> Verdict:
     """A rule that could not apply: INCONCLUSIVE, or SKIP for a figure deliberately reported only."""
-    return Verdict(status, threshold, reason, applied=False)
+    code = code or (REPORTED_ONLY if status == SKIP else NO_THRESHOLD)
+    return Verdict(status, threshold, reason, applied=False, code=code)
+
+
+def coded(verdict: Verdict, bad: str) -> Verdict:
+    """The verdict with `bad` as its code when it is a WARN or FAIL of the figure itself (a guard's
+    own code stays): what a check does before combining rules, so the worst one names its cause."""
+    if verdict.status == PASS or verdict.code:
+        return verdict
+    return replace(verdict, code=bad)
+
+
+def code_for(verdict: Verdict, bad: str) -> str:
+    """The reason code of a verdict on a figure: the guard's own when a guard decided it, else
+    `bad` (the figure's code, for WARN and FAIL); "" on PASS."""
+    if verdict.status == PASS:
+        return ""
+    return verdict.code or bad
 
 
 def _fmt(x: float) -> str:
@@ -75,7 +104,7 @@ def judge_floor(
     if warn is None and fail is None:
         return not_applied(text, "no threshold for this figure: reported only")
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return Verdict(INCONCLUSIVE, text, "no value was measured")
+        return Verdict(INCONCLUSIVE, text, "no value was measured", code=NOT_MEASURED)
     suffix = f" {unit}" if unit else ""
     bad = "below" if higher_is_better else "above"
 
@@ -99,6 +128,7 @@ def judge_repeats(values: Sequence[float | None], min_repeats: int) -> Verdict |
             INCONCLUSIVE,
             f">= {min_repeats} repeats",
             f"{len(usable)} of {len(values)} repeat(s) usable, need >= {min_repeats}",
+            code=TOO_FEW_SAMPLES,
         )
     return None
 
@@ -125,7 +155,9 @@ def judge_measured(
         return floor
     too_few = judge_repeats(windows, min_windows)
     if too_few is not None:
-        return Verdict(INCONCLUSIVE, floor.threshold, f"{too_few.reason}: too few to judge")
+        return Verdict(
+            INCONCLUSIVE, floor.threshold, f"{too_few.reason}: too few to judge", code=TOO_FEW_SAMPLES
+        )
     spread = stats.cv(windows)
     if not math.isnan(spread) and spread > max_cv:
         data = stats.clean(windows)
@@ -138,6 +170,7 @@ def judge_measured(
                 f"windows spread {spread:.1%} (> {max_cv:.0%}) from {_fmt(data[0])} to {_fmt(data[-1])}"
                 f"{' ' + unit if unit else ''}, across the limit: too noisy to judge (another process on "
                 "the GPU, power or thermal limits); rerun on an idle node",
+                code=TOO_NOISY,
             )
     return floor
 
@@ -161,7 +194,7 @@ def judge_against_peers(
     if len(clean) < min_peers or not node_median or math.isnan(node_median):
         reason = f"{len(clean)} subject(s) measured, peer comparison needs >= {min_peers}"
         for key in values:
-            verdicts[key] = not_applied("vs node median: not applied", reason)
+            verdicts[key] = not_applied("vs node median: not applied", reason, code=TOO_FEW_PEERS)
         return verdicts
     if higher_is_better:
         text = f">= {warn_frac:g} x node median {_fmt(node_median)} (FAIL below {fail_frac:g} x)"
@@ -169,7 +202,7 @@ def judge_against_peers(
         text = f"<= {warn_frac:g} x node median {_fmt(node_median)} (FAIL above {fail_frac:g} x)"
     for key in values:
         if key not in clean:
-            verdicts[key] = Verdict(INCONCLUSIVE, text, "no value was measured")
+            verdicts[key] = Verdict(INCONCLUSIVE, text, "no value was measured", code=NOT_MEASURED)
             continue
         ratio = clean[key] / node_median
         worse = (lambda frac, r=ratio: r < frac) if higher_is_better else (lambda frac, r=ratio: r > frac)
@@ -203,7 +236,7 @@ def judge_samples(
     run = stats.longest_run(flags)
     text = f"<= {max_fraction:.0%} of samples and < {max_consecutive} in a row"
     if n < min_samples:
-        return Verdict(INCONCLUSIVE, text, f"{n} sample(s), need >= {min_samples}")
+        return Verdict(INCONCLUSIVE, text, f"{n} sample(s), need >= {min_samples}", code=TOO_FEW_SAMPLES)
     reason = f"set in {hits}/{n} samples ({hits / n:.0%}), longest run {run}"
     if hits / n > max_fraction or run >= max_consecutive:
         return Verdict(bad_status, text, reason)
@@ -222,8 +255,10 @@ def worse_of(*verdicts: Verdict) -> Verdict:
     if applied:
         return max(applied, key=lambda v: SEVERITY[v.status])
     status = SKIP if any(v.status == SKIP for v in verdicts) else INCONCLUSIVE
+    code = next((v.code for v in verdicts if v.status == status and v.code), "")
     return not_applied(
         "; ".join(v.threshold for v in verdicts),
         "; ".join(v.reason for v in verdicts if v.reason) or "no rule applied",
         status,
+        code=code,
     )

@@ -156,11 +156,17 @@ class KnownIssue:
     def agent_checks(self) -> tuple[str, ...]:
         return tuple((self.detection.get("agent") or {}).get("checks") or ())
 
-    def names_result(self, check_id: str, text: str) -> bool:
-        """Whether a check result (its id, and its hint and evidence as text) is evidence of this issue."""
+    def names_result(self, check_id: str, text: str, codes: Iterable[str] = ()) -> bool:
+        """Whether a check result (its id, its reason codes, and its hint and evidence as text) is
+        evidence of this issue: detection.agent names the check, the codes (any of them) and a pattern
+        of the text, each where given."""
         if check_id not in self.agent_checks:
             return False
-        pattern = (self.detection.get("agent") or {}).get("evidence")
+        agent = self.detection.get("agent") or {}
+        wanted = agent.get("codes")
+        if wanted and not set(wanted) & set(codes):
+            return False
+        pattern = agent.get("evidence")
         return not pattern or re.search(pattern, text) is not None
 
 
@@ -235,9 +241,12 @@ def applicable(issues: Iterable[KnownIssue], node: NodeView) -> list[Match]:
     return [m for m in (match(issue, node) for issue in issues) if m is not None]
 
 
-def hints_for(issues: Iterable[KnownIssue], node: NodeView, check_id: str, text: str) -> list[str]:
+def hints_for(
+    issues: Iterable[KnownIssue], node: NodeView, check_id: str, text: str, codes: Iterable[str] = ()
+) -> list[str]:
     """The hints of the issues that apply to the node and whose detection this result matches."""
-    return [m.issue.hint() for m in applicable(issues, node) if m.issue.names_result(check_id, text)]
+    codes = tuple(codes)
+    return [m.issue.hint() for m in applicable(issues, node) if m.issue.names_result(check_id, text, codes)]
 
 
 # Results that are not evidence of anything: a check that passed or did not run.
@@ -266,7 +275,8 @@ def annotate(results: Iterable[Any], issues: Iterable[KnownIssue], node: NodeVie
                 continue
             if text is None:  # built once, only for results a known issue watches
                 text = f"{result.hint}\n{_flat(result.evidence)}"
-            if f"known issue {issue.id}" in result.hint or not issue.names_result(result.id, text):
+            codes = result.evidence.get("codes") or [result.code]
+            if f"known issue {issue.id}" in result.hint or not issue.names_result(result.id, text, codes):
                 continue
             result.evidence.setdefault("known_issues", []).append(issue.id)
             result.hint = f"{result.hint}; {issue.hint()}" if result.hint else issue.hint()

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+# The one list of levels, shallow to deep: the CLI's --level and --gate-level choices, the check
+# registry, the monitoring timer and the r9700_validate role's spec (a test keeps it equal) use it.
 LEVEL_NAMES = ("config", "quick", "standard", "burnin")
-GPU_LEVELS = ("quick", "standard", "burnin")
+GPU_LEVELS = LEVEL_NAMES[1:]  # the levels that load the GPUs
 
 _COMMON: dict[str, Any] = {
     # Watchdog: a step's timeout is max(min, factor x its expected duration) (docs/validation.md R-G2:
@@ -31,6 +33,9 @@ _COMMON: dict[str, Any] = {
     # biasing the next, DCGM#272).
     "cooldown_s": 0.0,
 }
+# Seconds the agent may run per level before the r9700_validate role stops it (burnin adds
+# --duration): r9700ctl/validate.py reads it for `validate INVENTORY`.
+TIMEOUT_S = {"config": 300, "quick": 900, "standard": 3600, "burnin": 3600}
 
 LEVELS: dict[str, dict[str, Any]] = {
     "config": {
@@ -63,6 +68,11 @@ LEVELS: dict[str, dict[str, Any]] = {
         "burnin.duration_s": 3600.0,
     },
 }
+
+
+def from_level(level: str) -> tuple[str, ...]:
+    """`level` and every deeper one: the levels a check that needs `level`'s depth runs at."""
+    return LEVEL_NAMES[LEVEL_NAMES.index(level) :]
 
 
 def params_for(level: str, duration_s: float | None = None) -> dict[str, Any]:

@@ -29,6 +29,11 @@ STATUS_VALUES = {**EXIT_CODES, SKIP: -1}
 STATUS_HELP = "0 PASS, 1 WARN, 2 FAIL, 3 ERROR, 4 INCONCLUSIVE (not judged: see the hint), -1 SKIP."
 
 
+def missing_code(entry: Mapping[str, Any]) -> str:
+    """The reason code of a fleet node that gave no report (validate's UNREACHABLE or NO_REPORT)."""
+    return "NODE_UNREACHABLE" if entry.get("status") == "UNREACHABLE" else "NODE_NO_REPORT"
+
+
 @dataclass(frozen=True)
 class Metric:
     name: str
@@ -39,8 +44,8 @@ class Metric:
 METRICS: tuple[Metric, ...] = (
     Metric(
         "r9700_check_status",
-        f"Verdict of a validate check: {STATUS_HELP}",
-        ("node", "level", "check", "subject"),
+        f"Verdict of a validate check: {STATUS_HELP} code: its reason code (r9700ctl explain CODE).",
+        ("node", "level", "check", "subject", "code"),
     ),
     Metric(
         "r9700_check_value",
@@ -188,7 +193,7 @@ def samples_of(document: Mapping[str, Any]) -> list[NodeSample]:
         if isinstance(entry.get("report"), Mapping):
             samples.append(from_agent_report(entry["report"], host))
             continue
-        missing = {"id": "node.report", "subject": "node", "status": ERROR}
+        missing = {"id": "node.report", "subject": "node", "status": ERROR, "code": missing_code(entry)}
         samples.append(NodeSample(host, level, ERROR, None, started, 3, [missing]))
     fleet = [r for r in (document.get("fleet") or {}).get("results") or [] if isinstance(r, Mapping)]
     if fleet:
@@ -218,7 +223,10 @@ class Registry:
         for result in sample.results:
             check, subject = str(result.get("id") or ""), str(result.get("subject") or "")
             status = STATUS_VALUES[_known(result.get("status"))]
-            self.set("r9700_check_status", status, node=node, level=level, check=check, subject=subject)
+            code = str(result.get("code") or "")
+            self.set(
+                "r9700_check_status", status, node=node, level=level, check=check, subject=subject, code=code
+            )
             self.set(
                 "r9700_check_value",
                 _number(result.get("value")),

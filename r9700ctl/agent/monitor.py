@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from r9700ctl.agent import levels
 from r9700ctl.agent.metrics import NodeSample, from_agent_report, registry_for
 from r9700ctl.agent.result import ERROR
 
@@ -27,7 +28,7 @@ from r9700ctl.agent.result import ERROR
 # r9700_validate, r9700_validate_reports_dir: a test keeps the two equal).
 REPORTS_DIR = Path("/var/lib/r9700ctl/reports")
 STATE_DIR = Path("/var/lib/r9700ctl/monitoring")
-MEASURING_LEVELS = ("quick", "standard", "burnin")
+MEASURING_LEVELS = levels.GPU_LEVELS
 EXIT_CANNOT_WRITE = 3
 
 

@@ -4,7 +4,7 @@ It runs before anything of r9700ctl is on the node: r9700ctl.agentpack.stdin_inv
 it on stdin (``python3 - ARGS``) together with the node-package modules it imports (sysfs.py,
 schemas.py), held in memory; ARGS is one base64-encoded JSON object (`encode_args`). It prints
 one JSON document on stdout and always exits 0, putting what it could not read into ``errors``.
-It judges nothing: r9700ctl/preflight.py does that on the controller, for the provisioning role
+It judges nothing: r9700ctl/preflight/ does that on the controller, for the provisioning role
 (r9700_preflight) and for ``r9700ctl doctor`` alike.
 
 Arguments (all optional):

@@ -242,6 +242,7 @@ class BudgetLine:
     detail: str
     fix: str = ""
     unknown: list[str] = field(default_factory=list)
+    code: str = ""  # data/codes.yaml: PSU_DRAW_UNKNOWN, PSU_OVER_RATING, PSU_INSIDE_MARGIN
 
     @property
     def usable_w(self) -> float:
@@ -267,7 +268,7 @@ def budget_line(
             f"PSU {psu.name} ({psu.watts:g} W): the draw of {', '.join(unknown)} is unknown, so its budget "
             f"cannot be checked ({parts} known)",
             "set r9700_power_cap_w (or a per-GPU cap) for those GPUs",
-            unknown,
+            unknown, "PSU_DRAW_UNKNOWN",
         )  # fmt: skip
     fix = _fix(psu, usable)
     if demand > psu.watts:
@@ -275,14 +276,14 @@ def budget_line(
             psu.name, psu.watts, margin, psu.host_w, draws, demand, FAIL,
             f"PSU {psu.name} ({psu.watts:g} W) would carry {demand:g} W: {parts}; "
             f"over its rating by {demand - psu.watts:g} W",
-            fix,
+            fix, code="PSU_OVER_RATING",
         )  # fmt: skip
     if demand > usable:
         return BudgetLine(
             psu.name, psu.watts, margin, psu.host_w, draws, demand, WARN,
             f"PSU {psu.name} ({psu.watts:g} W) would carry {demand:g} W: {parts}; inside its "
             f"{margin:.0%} safety margin by {demand - usable:g} W ({psu.watts - demand:g} W left)",
-            fix,
+            fix, code="PSU_INSIDE_MARGIN",
         )  # fmt: skip
     return BudgetLine(
         psu.name, psu.watts, margin, psu.host_w, draws, demand, PASS,
@@ -374,6 +375,7 @@ class DrawLine:
     status: str
     detail: str
     fix: str = ""
+    code: str = ""  # data/codes.yaml: PSU_OVER_RATING, PSU_INSIDE_MARGIN, PSU_PEAK_OVER_RATING
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "usable_w": self.watts * (1 - self.margin)}
@@ -395,16 +397,16 @@ def judge_draw(psu: Psu, peak_w: float, sustained_w: float, margin: float, windo
     )
     line = DrawLine(psu.name, psu.watts, margin, psu.host_w, peak_w, sustained_w, window_s, PASS, "")
     if sustained_w > psu.watts:
-        line.status, line.fix = FAIL, _fix(psu, usable)
+        line.status, line.fix, line.code = FAIL, _fix(psu, usable), "PSU_OVER_RATING"
         line.detail = f"{figures}: the sustained load is over its rating by {sustained_w - psu.watts:.0f} W"
     elif sustained_w > usable:
-        line.status, line.fix = WARN, _fix(psu, usable)
+        line.status, line.fix, line.code = WARN, _fix(psu, usable), "PSU_INSIDE_MARGIN"
         inside = sustained_w - usable
         line.detail = (
             f"{figures}: the sustained load is inside its {margin:.0%} safety margin by {inside:.0f} W"
         )
     elif peak_w > psu.watts:
-        line.status = WARN
+        line.status, line.code = WARN, "PSU_PEAK_OVER_RATING"
         line.fix = "check that the PSU is rated for transient excursions (ATX 3.x), or lower the caps"
         line.detail = f"{figures}: peaks exceed its rating by {peak_w - psu.watts:.0f} W"
     else:

@@ -147,8 +147,10 @@ def render_table(report: dict[str, Any], width: int = 100) -> str:
             extra = []
             if threshold and not inline:
                 extra.append(f"threshold: {threshold}")
-            if row.get("hint"):
-                extra.append(str(row["hint"]))
+            if row.get("hint") or row.get("code"):
+                # The reason code first: what `r9700ctl explain CODE` and dashboards key on.
+                code = f"{row['code']}: " if row.get("code") else ""
+                extra.append(f"{code}{row.get('hint') or ''}".rstrip(": "))
             for text in extra:
                 lines.extend(f"      {piece}" for piece in textwrap.wrap(text, width=max(40, width - 6)))
     counts = report.get("counts", {})

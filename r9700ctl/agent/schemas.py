@@ -33,6 +33,7 @@ BEFORE = "r9700ctl.before/1"
 # Data files shipped in r9700ctl/data.
 MANIFEST = "r9700ctl.manifest/1"
 THRESHOLDS = "r9700ctl.thresholds/1"
+CODES = "r9700ctl.codes/1"
 
 # Written by roles in YAML/Jinja (role file -> id); a test compares them with the files.
 ROLE_WRITTEN = {

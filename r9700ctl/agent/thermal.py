@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from r9700ctl.agent import stats
+from r9700ctl.agent import codes, stats
 from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WARN
 
 TEMPERATURES = ("temp_c", "hotspot_c", "mem_temp_c")  # edge, junction (hotspot), memory
@@ -104,6 +104,7 @@ class Verdict:
     reason: str
     hint: str = ""
     evidence: dict[str, Any] = field(default_factory=dict)
+    code: str = ""  # data/codes.yaml; the hint of a WARN or FAIL is the code's next step
 
 
 def _head_tail(points: list[tuple[float, float]], fraction: float = 0.25) -> tuple[float, float]:
@@ -131,7 +132,7 @@ def fan(series: Series, limits: Mapping[str, float], untrusted: Iterable[str] = 
         why = "the card reports no fan speed (passively cooled, or the driver exposes no fan1_input)"
         if series.errors.get("fan_rpm"):
             why = f"every fan reading failed ({series.errors['fan_rpm']} errors)"
-        return Verdict(SKIP, "fan_rpm", None, "rpm", threshold, why)
+        return Verdict(SKIP, "fan_rpm", None, "rpm", threshold, why, code="FAN_SPEED_UNKNOWN")
     if not hot:
         start_rpm, end_rpm = _head_tail(rpm)
         if end_rpm > start_rpm * (1 + lim["fan_change_fraction"]):
@@ -143,6 +144,7 @@ def fan(series: Series, limits: Mapping[str, float], untrusted: Iterable[str] = 
         return Verdict(
             INCONCLUSIVE, "fan_rpm", round(end_rpm), "rpm", threshold,
             "no trusted temperature to judge the fan against, and the fan did not speed up",
+            code="SENSORS_UNTRUSTED",
         )  # fmt: skip
     _, end_c = _head_tail(hot)
     start_c = min(v for _, v in hot[: max(1, len(hot) // 4)])
@@ -156,10 +158,7 @@ def fan(series: Series, limits: Mapping[str, float], untrusted: Iterable[str] = 
         return Verdict(
             FAIL, "fan_rpm", 0.0, "rpm", threshold,
             f"fan at 0 rpm for the whole load while the hotspot rose from {start_c:.0f} to {peak_c:.0f} C",
-            "FAN_STALLED: the fan never spun under load; stop using the card. Look for amdgpu's \"SMU driver "
-            "if version not matched\" with a fan that stays still (ROCm/legacy-rocm-build#6101), a firmware "
-            "or driver update, or an unplugged/failed fan",
-            evidence,
+            codes.next_step("FAN_STALLED"), evidence, "FAN_STALLED",
         )  # fmt: skip
     if top_rpm <= 0:
         return Verdict(
@@ -175,8 +174,7 @@ def fan(series: Series, limits: Mapping[str, float], untrusted: Iterable[str] = 
             WARN, "fan_rpm", round(end_rpm), "rpm", threshold,
             f"fan slowed from {start_rpm:.0f} to {end_rpm:.0f} rpm while the hotspot rose from {start_c:.0f} "
             f"to {end_c:.0f} C",
-            "the fan does not follow the temperature: check the fan curve (gpu_od/fan_ctrl) and the fan",
-            evidence,
+            codes.next_step("FAN_NOT_FOLLOWING"), evidence, "FAN_NOT_FOLLOWING",
         )  # fmt: skip
     return Verdict(
         PASS, "fan_rpm", round(top_rpm), "rpm", threshold,
@@ -198,7 +196,7 @@ def sensors(series: Series, limits: Mapping[str, float]) -> Verdict:
         return Verdict(
             INCONCLUSIVE, "samples", len(series.t), "samples", threshold,
             f"only {len(series.t)} samples over {series.seconds:.1f} s: too short to tell a stuck sensor "
-            "from a steady one", evidence={"untrusted": sorted(series.values)},
+            "from a steady one", evidence={"untrusted": sorted(series.values)}, code="TOO_FEW_SAMPLES",
         )  # fmt: skip
     stale, failing, alive, untrusted = [], [], [], []
     for name in series.values:
@@ -229,17 +227,14 @@ def sensors(series: Series, limits: Mapping[str, float]) -> Verdict:
     if not alive:
         return Verdict(
             FAIL, "live_temperature_sensors", 0, "sensors", threshold,
-            "THERMALLY_BLIND: no temperature reading moved under load (" + "; ".join(stale + failing) + ")",
-            "nothing can protect or judge this card's temperature: check amdgpu's hwmon (sensors, "
-            "/sys/bus/pci/devices/<bdf>/hwmon) and the driver log; a card parked in D3 answers EBUSY",
-            evidence,
+            "no temperature reading moved under load (" + "; ".join(stale + failing) + ")",
+            codes.next_step("THERMALLY_BLIND"), evidence, "THERMALLY_BLIND",
         )  # fmt: skip
     if stale or failing:
         return Verdict(
             INCONCLUSIVE, "live_temperature_sensors", len(alive), "sensors", threshold,
             "not every reading can be trusted: " + "; ".join(stale + failing),
-            "judgements that use these readings are not made; check the card's hwmon and the driver log",
-            evidence,
+            codes.next_step("SENSORS_UNTRUSTED"), evidence, "SENSORS_UNTRUSTED",
         )  # fmt: skip
     return Verdict(
         PASS, "live_temperature_sensors", len(alive), "sensors", threshold,
@@ -255,16 +250,28 @@ def limit(series: Series, sensor: str, crit_c: float | None, limits: Mapping[str
     label = LABELS[sensor]
     points = series.readings(sensor)
     if crit_c is None:
-        return Verdict(SKIP, f"{label}_max", None, "C", "", f"no critical {label} limit known for this card")
+        return Verdict(
+            SKIP, f"{label}_max", None, "C", "", f"no critical {label} limit known for this card",
+            code="TEMP_LIMIT_UNKNOWN",
+        )  # fmt: skip
     fail_at, warn_at = crit_c - lim["crit_fail_margin_c"], crit_c - lim["crit_warn_margin_c"]
     threshold = f"{label} < {warn_at:g} C (WARN), < {fail_at:g} C (FAIL); critical {crit_c:g} C{source}"
     if sensor in set(untrusted):
         return Verdict(
             INCONCLUSIVE, f"{label}_max", None, "C", threshold,
             f"the {label} reading is stale or failing (power.sensors): its limit cannot be judged",
+            code="SENSORS_UNTRUSTED",
         )  # fmt: skip
     if not points:
-        return Verdict(INCONCLUSIVE, f"{label}_max", None, "C", threshold, f"no {label} reading under load")
+        return Verdict(
+            INCONCLUSIVE,
+            f"{label}_max",
+            None,
+            "C",
+            threshold,
+            f"no {label} reading under load",
+            code="NOT_MEASURED",
+        )
     peak = max(v for _, v in points)
     slope = _end_slope_c_per_min(points)
     evidence = {"max_c": peak, "end_slope_c_per_min": slope, "crit_c": crit_c, "samples": len(points)}
@@ -272,8 +279,7 @@ def limit(series: Series, sensor: str, crit_c: float | None, limits: Mapping[str
         return Verdict(
             FAIL, f"{label}_max", peak, "C", threshold,
             f"{label} reached {peak:.0f} C, within {crit_c - peak:.0f} C of its {crit_c:g} C critical limit",
-            "OVERHEATING: airflow, fan, slot spacing, a blocked intake; lower the power cap until fixed",
-            evidence,
+            codes.next_step("OVERHEATING"), evidence, "OVERHEATING",
         )  # fmt: skip
     minutes_left = (crit_c - peak) / slope if slope and slope > lim["rising_c_per_min"] else math.inf
     # A straight line is extrapolated no further than the load was watched: a heating curve is
@@ -287,8 +293,7 @@ def limit(series: Series, sensor: str, crit_c: float | None, limits: Mapping[str
             why += f", still rising {slope:.1f} C/min: the limit in about {minutes_left:.0f} min"
         return Verdict(
             WARN, f"{label}_max", peak, "C", threshold, why,
-            "not levelling off with margin: check airflow and the fan curve, or lower the power cap",
-            evidence,
+            codes.next_step("TEMP_NEAR_LIMIT"), evidence, "TEMP_NEAR_LIMIT",
         )  # fmt: skip
     note = f"{label} max {peak:.0f} C, {crit_c - peak:.0f} C below critical"
     if slope is not None and slope > lim["rising_c_per_min"]:

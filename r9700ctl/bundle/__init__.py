@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from r9700ctl.agent.result import SEVERITY
 from r9700ctl.bundle import rules_hardware as hardware
 from r9700ctl.bundle import rules_known as known
 from r9700ctl.bundle import rules_software as software
@@ -27,14 +28,15 @@ from r9700ctl.bundle.model import (
     MISSING_LIST,
     RCCL_LOG,
     SCHEMA,
-    SEVERITY_ORDER,
     WARN,
     BundleGpu,
     BundleReport,
     Evidence,
-    Finding,
     FleetBundleReport,
-    NotJudged,
+    evidence_text,
+    finding_dict,
+    lines,
+    severity,
 )
 from r9700ctl.errors import BadInput
 
@@ -48,12 +50,14 @@ __all__ = [
     "BundleGpu",
     "BundleReport",
     "Evidence",
-    "Finding",
     "FleetBundleReport",
-    "NotJudged",
     "diagnose_bundle",
     "diagnose_path",
+    "evidence_text",
+    "finding_dict",
     "is_bundle",
+    "lines",
+    "severity",
 ]
 
 # Order matters only for reading: versions (kernel) before DKMS, GPUs before everything.
@@ -133,13 +137,14 @@ def diagnose_bundle(directory: Path) -> BundleReport:
                 WARN,
                 f"{rule.__name__} stopped on unexpected content ({type(exc).__name__}: {exc})",
                 fix="send this bundle to r9700ctl's maintainers; the other findings stand",
+                code="BUNDLE_RULE_ERROR",
             )
         # A check is judged when its files answered it: it left no question open.
         name = rule.__name__.removeprefix("rule_")
         (judged if len(diagnosis.not_judged) == open_before else unjudged).append(name)
     _read_the_rest(diagnosis.bundle)
     findings = diagnosis.bundle.unreadable_findings() + diagnosis.findings
-    findings.sort(key=lambda f: -SEVERITY_ORDER[f.severity])  # stable: rule order within a severity
+    findings.sort(key=lambda f: -SEVERITY[f.status])  # stable: rule order within a status
     return BundleReport(
         path=directory,
         node=diagnosis.bundle.node_name(),

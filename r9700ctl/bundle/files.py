@@ -23,9 +23,10 @@ from r9700ctl.bundle.model import (
     RCCL_LOG,
     WARN,
     BundleGpu,
+    CheckResult,
     Evidence,
-    Finding,
-    NotJudged,
+    finding,
+    not_judged,
 )
 
 
@@ -85,17 +86,18 @@ class BundleFiles:
     def mark_unreadable(self, name: str, reason: str) -> None:
         self._unreadable.setdefault(name, reason)
 
-    def unreadable_findings(self) -> list[Finding]:
+    def unreadable_findings(self) -> list[CheckResult]:
         findings = []
         for name, reason in self._unreadable.items():
             text = reason if reason.startswith("could not read") else f"could not read {name}: {reason}"
             findings.append(
-                Finding(
-                    id="bundle.unreadable",
-                    severity=WARN,
-                    detail=text,
-                    fix=f"record {name} again on the node (r9700ctl collect) and check that it is complete",
-                    evidence=[Evidence(name, None, reason)],
+                finding(
+                    "bundle.unreadable",
+                    WARN,
+                    text,
+                    f"record {name} again on the node (r9700ctl collect) and check that it is complete",
+                    [Evidence(name, None, reason)],
+                    code="BUNDLE_FILE_UNREADABLE",
                 )
             )
         return findings
@@ -162,14 +164,22 @@ class Diagnosis:
     manifest: Any
     gpus: list[BundleGpu] = field(default_factory=list)
     versions: dict[str, str] = field(default_factory=dict)
-    findings: list[Finding] = field(default_factory=list)
-    not_judged: list[NotJudged] = field(default_factory=list)
+    findings: list[CheckResult] = field(default_factory=list)
+    not_judged: list[CheckResult] = field(default_factory=list)  # INCONCLUSIVE: questions left open
     known_issues: list[dict[str, Any]] = field(default_factory=list)  # Match.to_dict() + evidence
 
     def add(
-        self, id: str, severity: str, detail: str, fix: str = "", evidence: list[Evidence] | None = None
+        self,
+        id: str,
+        status: str,
+        detail: str,
+        fix: str = "",
+        evidence: list[Evidence] | None = None,
+        *,
+        code: str,
     ) -> None:
-        self.findings.append(Finding(id, severity, detail, fix, evidence or []))
+        """A finding: FAIL, WARN or NOTE (SKIP, a note), with its reason code (data/codes.yaml)."""
+        self.findings.append(finding(id, status, detail, fix, evidence, code=code))
 
     def cannot_judge(self, topic: str, *files: str, because: str = "") -> None:
         """Record a question left open: the absent files that would answer it, or `because` when the
@@ -178,7 +188,7 @@ class Diagnosis:
         if not missing and not because:
             because = f"{' and '.join(files)} do not say"
         reasons = [f"{n}: {self.bundle.why_missing(n)}" for n in missing if self.bundle.why_missing(n)]
-        self.not_judged.append(NotJudged(topic, missing or tuple(files), "; ".join(reasons), because))
+        self.not_judged.append(not_judged(topic, missing or tuple(files), "; ".join(reasons), because))
 
     @property
     def discrete_gpus(self) -> list[BundleGpu]:

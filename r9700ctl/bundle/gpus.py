@@ -187,13 +187,13 @@ def _from_amdsmi(bundle: BundleFiles, name: str) -> list[BundleGpu]:
     report = bundle.parsed(name, amdsmi.parse)
     records = []
     for gpu in getattr(report, "gpus", None) or []:
-        anchor = gpu.bdf[5:] if gpu.bdf else (gpu.market_name or "")
+        anchor = gpu.bdf[5:] if gpu.bdf else (gpu.name or "")
         records.append(
             BundleGpu(
                 bdf=gpu.bdf,
                 vendor=_hex4(gpu.vendor_id) or AMD,
                 pci_id=_pci_id(gpu.vendor_id, gpu.device_id),
-                name=gpu.market_name,
+                name=gpu.name,
                 gfx=gpu.gfx_target,
                 gfx_from=name if gpu.gfx_target else None,
                 vram_mib=gpu.vram_total_mib,
@@ -283,11 +283,11 @@ def _from_nvidia_smi(bundle: BundleFiles, name: str) -> list[BundleGpu]:
         BundleGpu(
             bdf=gpu.bdf,
             vendor=NVIDIA,
-            name=gpu.product_name,
-            vram_mib=gpu.memory_total_mib,
+            name=gpu.name,
+            vram_mib=gpu.vram_total_mib,
             discrete=True,
             seen_in=[name],
-            evidence=evidence_in(bundle, name, re.escape(gpu.bus_id or gpu.product_name or "<gpu ")),
+            evidence=evidence_in(bundle, name, re.escape(gpu.bus_id or gpu.name or "<gpu ")),
         )
         for gpu in getattr(report, "gpus", None) or []
     ]

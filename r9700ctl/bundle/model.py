@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from r9700ctl.agent import schemas
-from r9700ctl.agent.result import EXIT_CODES, SEVERITY
+from r9700ctl.agent.result import EXIT_CODES, FAIL, INCONCLUSIVE, PASS, SEVERITY, SKIP, WARN, CheckResult
+from r9700ctl.agent.result import finding as result_finding
 from r9700ctl.agent.units import MIB, size_text
 
 SCHEMA = schemas.DOCTOR
@@ -45,11 +46,12 @@ COLLECT_MANIFEST = "collect.json"  # `r9700ctl collect`: each command, its exit 
 MISSING_LIST = "MISSING.txt"
 KNOWN_NAMES = (*BUNDLE_FILES, RCCL_LOG, COLLECT_MANIFEST, MISSING_LIST)
 
-FAIL = "FAIL"
-WARN = "WARN"
+# A finding is a CheckResult (agent/result.py, the one verdict model): FAIL, WARN, or SKIP for a
+# note (reported only). Doctor names a note "INFO", as it always has, in its table and its JSON
+# `severity` (doctor/1 keeps its fields; `status` and `code` stand beside them).
 INFO = "INFO"
-INCONCLUSIVE = "INCONCLUSIVE"  # nothing judged: never PASS
-SEVERITY_ORDER = {FAIL: 2, WARN: 1, INFO: 0}
+NOTE = SKIP
+NOT_JUDGED_ID = "bundle.not_judged"
 
 AMD = "1002"
 NVIDIA = "10de"
@@ -70,53 +72,76 @@ class Evidence:
         return {"file": self.file, "line": self.line, "text": self.text}
 
 
-@dataclass
-class Finding:
-    id: str
-    severity: str  # FAIL, WARN or INFO
-    detail: str
-    fix: str = ""
-    evidence: list[Evidence] = field(default_factory=list)
-
-    def evidence_text(self, limit: int = 3) -> str:
-        shown = [e.location() for e in self.evidence[:limit]]
-        more = len(self.evidence) - limit
-        return ", ".join(shown) + (f" (+{more} more)" if more > 0 else "")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "severity": self.severity,
-            "detail": self.detail,
-            "fix": self.fix,
-            "evidence": [e.to_dict() for e in self.evidence],
-        }
+def finding(
+    id: str, status: str, detail: str, fix: str = "", evidence: list[Evidence] | None = None, *, code: str
+) -> CheckResult:
+    """A finding of a bundle rule: what was found (`detail`), the fix (the verdict's hint), the lines
+    that show it (evidence["lines"]) and its reason code."""
+    return result_finding(id, status, detail, fix, {"lines": list(evidence or [])}, code=code)
 
 
-@dataclass
-class NotJudged:
-    """A question the bundle could not answer, the files that would have answered it, and why."""
+def severity(result: CheckResult) -> str:
+    """The bundle's word for a finding's status: FAIL, WARN, or INFO for a note."""
+    return INFO if result.status == NOTE else result.status
 
-    topic: str
-    files: tuple[str, ...]
-    reason: str = ""  # why collect could not record them (MISSING.txt)
-    because: str = ""  # when the file is there but cannot answer (e.g. lspci run without root)
 
-    def __str__(self) -> str:
-        if self.because:
-            return f"could not judge {self.topic}: {self.because}"
-        names = " or ".join(self.files)
-        verb = "is" if len(self.files) == 1 else "are"
-        text = f"could not judge {self.topic} because {names} {verb} missing"
-        return f"{text} ({self.reason})" if self.reason else text
+def lines(result: CheckResult) -> list[Evidence]:
+    """The file:line evidence of a finding."""
+    return list(result.evidence.get("lines") or [])
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "topic": self.topic,
-            "files": list(self.files),
-            "reason": self.reason or self.because,
-            "text": str(self),
-        }
+
+def evidence_text(result: CheckResult, limit: int = 3) -> str:
+    found = lines(result)
+    shown = [e.location() for e in found[:limit]]
+    more = len(found) - limit
+    return ", ".join(shown) + (f" (+{more} more)" if more > 0 else "")
+
+
+def finding_dict(result: CheckResult) -> dict[str, Any]:
+    """A finding in doctor's JSON (r9700ctl.doctor/1): its fields of old, then status, code and hint."""
+    return {
+        "id": result.id,
+        "severity": severity(result),
+        "detail": result.detail,
+        "fix": result.hint,
+        "evidence": [e.to_dict() for e in lines(result)],
+        "status": result.status,
+        "code": result.code,
+    }
+
+
+def not_judged(topic: str, files: tuple[str, ...], reason: str = "", because: str = "") -> CheckResult:
+    """A question the bundle could not answer: INCONCLUSIVE, with the files that would have answered
+    it and why they did not (`reason`: why collect could not record them, from MISSING.txt;
+    `because`: the file is there but cannot answer, e.g. lspci run without root)."""
+    if because:
+        text = f"could not judge {topic}: {because}"
+    else:
+        names = " or ".join(files)
+        verb = "is" if len(files) == 1 else "are"
+        text = f"could not judge {topic} because {names} {verb} missing"
+        text = f"{text} ({reason})" if reason else text
+    return CheckResult(
+        id=NOT_JUDGED_ID,
+        subject="node",
+        status=INCONCLUSIVE,
+        detail=text,
+        hint="record the bundle again with `r9700ctl collect` (it runs every command as root)",
+        evidence={"topic": topic, "files": list(files), "reason": reason, "because": because},
+        code="BUNDLE_FILE_CANNOT_ANSWER" if because else "BUNDLE_FILE_MISSING",
+    )
+
+
+def not_judged_dict(result: CheckResult) -> dict[str, Any]:
+    """A question left open, in doctor's JSON: topic, files, reason, text (and its code)."""
+    facts = result.evidence
+    return {
+        "topic": facts["topic"],
+        "files": list(facts["files"]),
+        "reason": facts.get("reason") or facts.get("because") or "",
+        "text": result.detail,
+        "code": result.code,
+    }
 
 
 @dataclass
@@ -161,8 +186,8 @@ class BundleReport:
     files: list[str]
     gpus: list[BundleGpu]
     versions: dict[str, str]
-    findings: list[Finding]
-    not_judged: list[NotJudged]
+    findings: list[CheckResult]
+    not_judged: list[CheckResult]  # INCONCLUSIVE: a question the files left open
     known_issues: list[dict[str, Any]] = field(default_factory=list)  # that apply to this node
     # The rules (checks) whose question the files answered, and those that left one open.
     judged: list[str] = field(default_factory=list)
@@ -177,10 +202,12 @@ class BundleReport:
         or 7 of 15), is INCONCLUSIVE, never PASS. A FAIL or WARN that was found stands however little
         else was judged. As in validate, what could not be judged is never counted as passed.
         """
-        worst = max((SEVERITY_ORDER[f.severity] for f in self.findings), default=0)
-        if worst == 0 and (not self.gpus or self.too_little_judged):
+        worst = max(
+            (f.status for f in self.findings if f.status in (FAIL, WARN)), key=SEVERITY.get, default=PASS
+        )
+        if worst == PASS and (not self.gpus or self.too_little_judged):
             return INCONCLUSIVE
-        return {2: FAIL, 1: WARN, 0: "PASS"}[worst]
+        return worst
 
     @property
     def too_little_judged(self) -> bool:
@@ -212,7 +239,7 @@ class BundleReport:
         return lines
 
     def summary(self) -> str:
-        counts = {s: sum(1 for f in self.findings if f.severity == s) for s in (FAIL, WARN, INFO)}
+        counts = {s: sum(1 for f in self.findings if severity(f) == s) for s in (FAIL, WARN, INFO)}
         why = ""
         if self.status == INCONCLUSIVE and not self.gpus:
             why = ": no file in it lists the node's GPUs, so nothing about them was judged"
@@ -236,8 +263,8 @@ class BundleReport:
             "files": self.files,
             "gpus": [g.to_dict() for g in self.gpus],
             "versions": self.versions,
-            "findings": [f.to_dict() for f in self.findings],
-            "not_judged": [n.to_dict() for n in self.not_judged],
+            "findings": [finding_dict(f) for f in self.findings],
+            "not_judged": [not_judged_dict(n) for n in self.not_judged],
             "checks": {"judged": self.judged, "not_judged": self.unjudged},
             "known_issues": self.known_issues,
         }

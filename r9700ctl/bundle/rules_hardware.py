@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from r9700ctl.agent.units import GIB, size_text
+from r9700ctl.agent import codes
+from r9700ctl.agent.result import PASS
+from r9700ctl.agent.units import GIB
 from r9700ctl.bundle.files import Diagnosis, evidence_in, p2p_switched_off
 from r9700ctl.bundle.gpus import GPU_SOURCES, ROCM_SOURCES
-from r9700ctl.bundle.model import AMD, FAIL, INFO, NVIDIA, WARN, Evidence
+from r9700ctl.bundle.model import AMD, FAIL, NOTE, NVIDIA, WARN, Evidence
 
 
 def rule_gpus_found(d: Diagnosis) -> None:
@@ -39,6 +41,7 @@ def rule_gpus_found(d: Diagnosis) -> None:
             fix="check that the cards are seated and powered and appear in `lspci -nn | grep -i -e vga -e "
             "display`",
             evidence=[Evidence(n, None) for n in listing],
+            code="GPU_MISSING",
         )
         return
     rocm_files = [n for n in ROCM_SOURCES if d.bundle.has(n) and n not in skipped]
@@ -57,6 +60,7 @@ def rule_gpus_found(d: Diagnosis) -> None:
             fix="check that amdgpu bound to it (lspci -k: 'Kernel driver in use: amdgpu') and dmesg for its "
             "probe errors; a card the manifest does not list may need a newer ROCm",
             evidence=[gpu.evidence] if gpu.evidence else [],
+            code="GPU_NOT_VISIBLE_TO_ROCM",
         )
 
 
@@ -79,6 +83,7 @@ def rule_integrated_gpu(d: Diagnosis) -> None:
             "the discrete GPUs (r9700ctl provision does); never set HSA_OVERRIDE_GFX_VERSION for the "
             "whole machine (ROCm/ROCm#5696)",
             evidence=[igpu.evidence] if igpu.evidence else [],
+            code="IGPU_BESIDE_DISCRETE",
         )
 
 
@@ -87,12 +92,13 @@ def rule_unknown_models(d: Diagnosis) -> None:
         if gpu.pci_id and d.manifest.gpu(gpu.pci_id) is None:
             d.add(
                 "gpu.unknown_model",
-                INFO,
+                NOTE,
                 # device_targets may name it (its gfx target), but it is no model with figures
                 f"{gpu.pci_id} ({gpu.name or 'unnamed'}) at {gpu.bdf or '?'} is not a model in r9700ctl's "
                 "manifest",
                 fix="nothing to do for the diagnosis; support and thresholds for it are not r9700ctl's",
                 evidence=[gpu.evidence] if gpu.evidence else [],
+                code="GPU_MODEL_UNKNOWN",
             )
 
 
@@ -103,29 +109,31 @@ def cmdline_of(d: Diagnosis) -> Any:
 
 
 def rule_iommu(d: Diagnosis) -> None:
-    """RCCL warns without iommu=pt ('can lead to system instability or hang'); P2P also slows down."""
+    """The IOMMU mode from the command line, judged by the agent's rule (agent/rules/iommu.py)."""
+    from r9700ctl.agent.rules import iommu
+
     params = cmdline_of(d)
     if params is None:
         d.cannot_judge("the IOMMU mode", "cmdline.txt")
         return
     if not params.tokens:
         return  # empty or unreadable: reported as unreadable
-    if params.iommu_passthrough:
-        d.versions.setdefault("iommu", "passthrough")
+    facts = iommu.IommuFacts(
+        gpus=len(d.amd_gpus),
+        passthrough_param=params.iommu_passthrough or params.amd_iommu == "pt",
+        disabled_param=params.iommu_disabled,
+    )
+    verdict = iommu.judge(facts)
+    if verdict.status == PASS:
+        d.versions.setdefault("iommu", verdict.mode.split(" ")[0])
         return
-    if params.iommu_disabled:
-        d.versions.setdefault("iommu", "off")
-        return  # no translation: nothing for RCCL to warn about
     d.add(
         "kernel.iommu_not_passthrough",
-        WARN if len(d.amd_gpus) > 1 else INFO,  # RCCL and peer-to-peer need several GPUs
-        "iommu=pt is missing from the kernel command line: GPU DMA goes through IOMMU translation; RCCL "
-        "warns "
-        "that this 'can lead to system instability or hang', and peer-to-peer copies slow down",
-        fix="add iommu=pt to GRUB_CMDLINE_LINUX (r9700ctl provision writes "
-        "/etc/default/grub.d/99-r9700.cfg), "
-        "run update-grub, reboot",
+        verdict.status,
+        verdict.reason,
+        fix=codes.next_step(verdict.code),
         evidence=[evidence_in(d.bundle, "cmdline.txt", r"^[^#\s]")],
+        code=verdict.code,
     )
 
 
@@ -156,26 +164,25 @@ def rule_pcie(d: Diagnosis) -> None:
 
 
 def _judge_bars(d: Diagnosis, gpus: list[Any]) -> None:
-    """Large BAR: the kernel enables P2P only 'between GPUs with large memory BARs that expose the entire "
-    "VRAM'."""
+    """Large BAR, by the agent's rule (agent/rules/bar.py) against the model's nominal VRAM."""
+    from r9700ctl.agent.rules import bar
+
     for function in gpus:
         spec = d.manifest.gpu_spec(function.pci_id, function.revision) if function.pci_id else None
         if spec is None or not spec.get("discrete", True) or not spec.get("vram_gib"):
             continue  # an unknown product's VRAM is not guessed from a neighbour's
-        bar = function.largest_prefetchable_bar_bytes
-        vram_gib = int(spec["vram_gib"])
-        if bar is None or bar >= vram_gib * GIB:
-            continue
+        verdict = bar.judge(function.largest_prefetchable_bar_bytes, int(spec["vram_gib"]) * GIB)
+        if verdict.status != FAIL:
+            continue  # a BAR the file does not show is not judged here
         d.add(
             "pcie.small_bar",
-            WARN,
-            f"{function.bdf} ({spec['name']}): its largest BAR is {size_text(bar)}, less than its "
-            f"{size_text(vram_gib * GIB)} of VRAM: "
-            "without large BAR the kernel does not enable GPU peer-to-peer (CONFIG_HSA_AMD_P2P)",
-            fix="enable 'Above 4G Decoding' and 'Re-Size BAR Support' in the BIOS",
+            verdict.status,
+            f"{function.bdf} ({spec['name']}): {verdict.reason}",
+            fix=codes.next_step(verdict.code),
             evidence=[
                 evidence_in(d.bundle, "lspci.txt", r"prefetchable", function.first_line, function.last_line)
             ],
+            code=verdict.code,
         )
 
 
@@ -185,9 +192,7 @@ def _judge_links(d: Diagnosis, report: Any, gpus: list[Any]) -> None:
     A bundle is recorded at idle, where links downtrain to save power: that is a note (INFO), not a
     warning, and so is a slot that limits the card ("the platform limits this card to Gen4 x16");
     a card whose own maximum is below its model's is a WARN."""
-    from r9700ctl.agent.checks.pcie import judge_link
-    from r9700ctl.agent.result import PASS as AGENT_PASS
-    from r9700ctl.agent.result import WARN as AGENT_WARN
+    from r9700ctl.agent.rules.link import judge_link
     from r9700ctl.agent.sysfs import GEN_BY_SPEED
 
     speed_of_gen = {gen: speed for speed, gen in GEN_BY_SPEED.items()}
@@ -203,19 +208,20 @@ def _judge_links(d: Diagnosis, report: Any, gpus: list[Any]) -> None:
             speed_of_gen.get(spec.get("pcie_gen")),
             spec.get("pcie_width"),
             under_load=False,
-            idle_status=AGENT_PASS,
+            idle_status=PASS,
         )
-        if verdict.status == AGENT_PASS and not verdict.reason:
+        if verdict.status == PASS and not verdict.reason:
             continue
-        status = WARN if verdict.status == AGENT_WARN else INFO
+        status = WARN if verdict.status == WARN else NOTE
         d.add(
             "pcie.link_below_max",
             status,
             f"PCIe link of GPU {gpu.bdf} (read at {at.bdf}): {verdict.reason}",
             fix="compare under load (r9700ctl validate reads the link during a copy)"
-            if status == INFO
+            if status == NOTE
             else "check the slot, riser and the BIOS link settings",
             evidence=[evidence_in(d.bundle, "lspci.txt", r"LnkSta:", at.first_line, at.last_line)],
+            code=verdict.code,
         )
 
 
@@ -268,7 +274,7 @@ def _note_amdsmi_links(d: Diagnosis) -> None:
             continue
         d.add(
             "pcie.link_below_max",
-            INFO,
+            NOTE,
             f"PCIe link of GPU {gpu.bdf or gpu.index} at {speed:g} GT/s x{width}, below the "
             f"{max_speed:g} GT/s x{max_width} amd-smi lists as its maximum: not judged, since amd-smi shows "
             "neither the slot's capability nor the card's own link (the maximum it lists is the GPU "
@@ -276,6 +282,7 @@ def _note_amdsmi_links(d: Diagnosis) -> None:
             fix="record `sudo lspci -vvv -nn` for the card's link and its slot's, or compare under load "
             "(r9700ctl validate reads the link during a copy)",
             evidence=[evidence_in(d.bundle, "amd-smi-metric.json", r'"width"')],
+            code="PCIE_LINK_BELOW_MAX_UNJUDGED",
         )
 
 
@@ -287,41 +294,42 @@ def _link(state: Any) -> str:
 
 
 def _judge_acs(d: Diagnosis, report: Any, gpus: list[Any]) -> None:
-    """ACS redirect matters only on the ports of a switch two GPUs share (r9700ctl/p2p.ports_between):
-    Linux sets it itself on root ports and on each card's own switch when the IOMMU is on."""
-    from r9700ctl.p2p_policy import ports_between
+    """ACS redirect between GPUs, by the agent's rule (agent/rules/acs.py) on lspci's ACSCtl: it
+    matters only on the ports of a switch two GPUs share; one finding per redirecting port."""
+    from r9700ctl.agent.rules import acs
 
     if len(gpus) < 2:
         return
     params = cmdline_of(d)
-    if params is not None and params.pci_noacs:
-        return
     paths = {g.bdf: [b.bdf for b in reversed(report.upstream_of(g.bdf))] + [g.bdf] for g in gpus}
-    flagged: dict[str, list[str]] = {}
-    for i, first in enumerate(gpus):
-        for second in gpus[i + 1 :]:
-            for port in ports_between(paths[first.bdf], paths[second.bdf]):
-                bridge = report.by_bdf(port)
-                if bridge is not None and bridge.acs_redirects:
-                    flagged.setdefault(port, []).append(f"{first.bdf} <-> {second.bdf}")
+    states = {}
+    for path in paths.values():
+        for port in path[:-1]:
+            bridge = report.by_bdf(port)
+            states[port] = acs.PortAcs(tuple(bridge.acs_redirects) if bridge is not None else ())
     p2p_off = p2p_switched_off(d)
-    for port, pairs in flagged.items():
+    verdict = acs.judge(
+        paths, states, noacs_param=params is not None and params.pci_noacs, p2p_off=p2p_off is not None
+    )
+    for port, pairs in verdict.redirecting.items():
         bridge = report.by_bdf(port)
         evidence = [evidence_in(d.bundle, "lspci.txt", r"ACSCtl:", bridge.first_line, bridge.last_line)]
         detail = (
-            f"ACS on switch port {port} redirects peer requests ({', '.join(bridge.acs_redirects)}) between "
+            f"ACS on switch port {port} redirects peer requests ({', '.join(verdict.flags[port])}) between "
             f"GPUs {', '.join(pairs)}: their peer-to-peer traffic goes up through the root complex"
-        )
-        fix = (
-            f"disable ACS in the BIOS, or at each boot: setpci -s {port} ECAP_ACS+6.w=0000 "
-            "(or the kernel parameter pci=noacs where the kernel has it)"
         )
         if p2p_off is not None:
             # These GPUs are not expected to talk P2P (r9700_p2p decided off, or the user did): a note.
             detail += f"; P2P is off on this node ({p2p_off[0]}=1 in env.txt), so only if it is turned on"
-            d.add("pcie.acs_redirect", INFO, detail, fix=fix, evidence=[*evidence, p2p_off[1]])
-            continue
-        d.add("pcie.acs_redirect", WARN, detail, fix=fix, evidence=evidence)
+            evidence.append(p2p_off[1])
+        d.add(
+            "pcie.acs_redirect",
+            verdict.status,
+            detail,
+            codes.next_step(acs.CODE, port=port),
+            evidence,
+            code=acs.CODE,
+        )
 
 
 def rule_aer(d: Diagnosis) -> None:
@@ -375,6 +383,7 @@ def rule_aer(d: Diagnosis) -> None:
             "pcie.aer",
             FAIL if verdict.status == FAIL else WARN,
             f"{verdict.summary} since boot",
-            fix=verdict.hint,
+            fix=codes.next_step(verdict.code),
             evidence=evidence,
+            code=verdict.code,
         )

@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from r9700ctl.bundle.files import Diagnosis, read_env
-from r9700ctl.bundle.model import FAIL, INFO, RCCL_LOG, WARN, Evidence
+from r9700ctl.bundle.model import FAIL, NOTE, RCCL_LOG, WARN, Evidence
 
 # ---------------------------------------------------------------- kernel log signatures
 
@@ -21,24 +21,25 @@ def rule_dmesg(d: Diagnosis) -> None:
         d.cannot_judge("amdgpu errors in the kernel log", "dmesg.txt")
         return
     from r9700ctl.agent.parsers import dmesg
+    from r9700ctl.agent.rules import kernel_log
     from r9700ctl.known_issues import signatures
 
     report = d.bundle.parsed("dmesg.txt", dmesg.parse)
     if report is None:
         return
-    for kind, sig in signatures(d.manifest).items():
-        found = report.of_kind(kind)
-        if not found or sig.severity == "none":
-            continue
+    explained = signatures(d.manifest)
+    for verdict in kernel_log.judge(report.findings, d.manifest.raw.get("kernel_log_signatures") or {}):
+        sig, found = explained[verdict.kind], list(verdict.lines)
         detail = f"{sig.meaning}: {_per_gpu(found)}"
-        if kind == "page_fault":
+        if verdict.kind == "page_fault":
             detail += "; " + _aer_context(report.aer)
         d.add(
-            f"dmesg.amdgpu_{kind}",
-            sig.severity,
+            f"dmesg.amdgpu_{verdict.kind}",
+            verdict.status,
             detail,
             fix=f"{sig.action} (see {', '.join(sig.sources)})",
             evidence=[Evidence("dmesg.txt", f.line, f.text.strip()) for f in found],
+            code=verdict.code,
         )
 
 
@@ -60,6 +61,12 @@ def _aer_context(aer: list[Any]) -> str:
 
 
 # ---------------------------------------------------------------- known issues
+
+# The reason codes of a known issue's findings (data/codes.yaml); the finding names the issue.
+DETECTED = "KNOWN_ISSUE_DETECTED"
+TRIGGERED = "KNOWN_ISSUE_TRIGGERED"
+APPLIES = "KNOWN_ISSUE_APPLIES"
+WORKAROUND_MISSING = "KNOWN_ISSUE_WORKAROUND_MISSING"
 
 
 def rule_known_issues(d: Diagnosis) -> None:
@@ -83,15 +90,23 @@ def rule_known_issues(d: Diagnosis) -> None:
         fix = f"{_flat(issue.workaround.get('advice', ''))} (see {', '.join(issue.sources)})"
         finding_id = f"known_issue.{issue.id}"
         if detected:
-            d.add(finding_id, FAIL, f"known issue {issue.id}: {issue.title}", fix, detected)
+            d.add(finding_id, FAIL, f"known issue {issue.id}: {issue.title}", fix, detected, code=DETECTED)
         elif issue.false_signal:
             continue
         elif issue.trigger_env and found.triggered:
             severity = FAIL if found.gpus > 1 else WARN
             detail = f"the environment re-creates known issue {issue.id}: {issue.title}"
-            d.add(finding_id, severity, detail, fix, _unique(_env_evidence(d, issue.trigger_env) + evidence))
+            found_env = _unique(_env_evidence(d, issue.trigger_env) + evidence)
+            d.add(finding_id, severity, detail, fix, found_env, code=TRIGGERED)
         elif evidence:
-            d.add(finding_id, WARN, f"known issue {issue.id} ({where}): {issue.title}", fix, evidence)
+            d.add(
+                finding_id,
+                WARN,
+                f"known issue {issue.id} ({where}): {issue.title}",
+                fix,
+                evidence,
+                code=DETECTED,
+            )
         elif issue.blocking and found.release_known and found.active:
             unknown = "" if env_seen else " (env.txt is missing, so whether its workaround is set is unknown)"
             d.add(
@@ -100,6 +115,7 @@ def rule_known_issues(d: Diagnosis) -> None:
                 f"known issue {issue.id} applies to this node ({where}): {issue.title}{unknown}",
                 fix,
                 [_rocm_evidence(d)],
+                code=APPLIES,
             )
         elif (
             env_seen
@@ -111,11 +127,12 @@ def rule_known_issues(d: Diagnosis) -> None:
             missing = ", ".join(f"{k}={v}" for k, v in issue.workaround_env.items())
             d.add(
                 finding_id,
-                WARN if issue.applied_by_default else INFO,
+                WARN if issue.applied_by_default else NOTE,
                 f"known issue {issue.id} applies to this node ({where}) and its workaround {missing} "
                 f"is not in env.txt: {issue.title}",
                 fix,
                 [Evidence("env.txt", None, f"no {missing}")],
+                code=WORKAROUND_MISSING,
             )
 
 
@@ -152,7 +169,7 @@ def _detector(d: Diagnosis, spec: dict[str, Any] | None) -> list[Evidence]:
     report = d.bundle.parsed("amd-smi-metric.json", amdsmi.parse)
     found = []
     for gpu in getattr(report, "gpus", None) or []:
-        rpm, hot, power = gpu.fan_rpm, gpu.temperature_hotspot_c, gpu.socket_power_w
+        rpm, hot, power = gpu.fan_rpm, gpu.temperature_hotspot_c, gpu.power_w
         if rpm is None or hot is None or power is None:
             continue
         if rpm <= spec["max_fan_rpm"] and hot >= spec["min_hotspot_c"] and power >= spec["min_power_w"]:

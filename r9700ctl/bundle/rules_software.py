@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from r9700ctl.agent import codes
 from r9700ctl.bundle.files import (
     Diagnosis,
     evidence_at,
@@ -16,7 +17,7 @@ from r9700ctl.bundle.files import (
     read_env,
     read_id,
 )
-from r9700ctl.bundle.model import AMD, FAIL, INFO, RCCL_LOG, WARN, Evidence
+from r9700ctl.bundle.model import AMD, FAIL, NOTE, RCCL_LOG, WARN, Evidence
 
 # ---------------------------------------------------------------- versions and ROCm support
 
@@ -76,7 +77,12 @@ def _judge_rocm_support(d: Diagnosis, version: str, evidence: Evidence) -> None:
         if release is not None and release.supports_gfx(target):
             continue
         if release is None and not supporting:
-            d.add("rocm.target_unknown", INFO, f"no ROCm release in r9700ctl's manifest lists {target}")
+            d.add(
+                "rocm.target_unknown",
+                NOTE,
+                f"no ROCm release in r9700ctl's manifest lists {target}",
+                code="GFX_TARGET_UNKNOWN",
+            )
             continue
         first = d.manifest.first_release(target)
         if release is None and first and version_key(version) < version_key(first):
@@ -90,17 +96,19 @@ def _judge_rocm_support(d: Diagnosis, version: str, evidence: Evidence) -> None:
                 fix=f"install ROCm {supporting[-1] if supporting else first} (r9700ctl provision with "
                 "r9700_rocm_version: auto picks the newest that supports the GPUs and the OS)",
                 evidence=[evidence],
+                code="ROCM_RELEASE_UNSUPPORTED",
             )
             continue
         if release is None:  # an unknown patch release is not judged as its neighbour
             newer = version_key(version) >= version_key(supporting[0])
             d.add(
                 "rocm.not_in_manifest",
-                INFO if newer else WARN,
+                NOTE if newer else WARN,
                 f"ROCm {version} is not in the manifest, so whether it supports {target} is not judged; "
                 f"r9700ctl knows {target} in {', '.join(supporting)}",
                 fix="" if newer else f"install one of {', '.join(supporting)} (r9700_rocm_version: auto)",
                 evidence=[evidence],
+                code="ROCM_RELEASE_UNKNOWN",
             )
             continue
         newest = supporting[-1] if supporting else None
@@ -114,6 +122,7 @@ def _judge_rocm_support(d: Diagnosis, version: str, evidence: Evidence) -> None:
             if newest
             else f"use hardware that ROCm supports; no release r9700ctl knows lists {target}",
             evidence=[evidence],
+            code="ROCM_RELEASE_UNSUPPORTED",
         )
 
 
@@ -155,6 +164,7 @@ def _judge_os_support(d: Diagnosis, version: str, os_info: Any) -> None:
         f"({', '.join(release.os) or 'none listed'})",
         fix="use a supported OS release, or expect no help from AMD support",
         evidence=[evidence_in(d.bundle, "os-release", r"^VERSION_ID=")],
+        code="OS_UNSUPPORTED",
     )
 
 
@@ -175,6 +185,7 @@ def _judge_os_listed(d: Diagnosis, release: Any, os_info: Any) -> None:
         f"{os_info.pretty_name or os_info.key} is best effort" + (f". {note}" if note else ""),
         fix=f"for vendor support use {' or '.join(systems)}",
         evidence=[evidence_in(d.bundle, "os-release", r"^VERSION_ID=")],
+        code="OS_BEST_EFFORT",
     )
 
 
@@ -270,6 +281,7 @@ def rule_rocm_runtime(d: Diagnosis) -> None:
             fix="modprobe amdgpu, and read dmesg for why it did not load; reinstall amdgpu-dkms for the "
             "running kernel",
             evidence=[evidence_at(d.bundle, "rocminfo.txt", hit[0] if hit else None)],
+            code="KFD_NOT_LOADED",
         )
     kfd = find_line(lines, r"Unable to open /dev/kfd")
     if kfd:
@@ -283,6 +295,7 @@ def rule_rocm_runtime(d: Diagnosis) -> None:
             "the HSA runtime failed to start (rocminfo: hsa api call failure)",
             fix="check that amdgpu is loaded and /dev/kfd exists; dmesg says why the driver is not ready",
             evidence=[evidence_at(d.bundle, "rocminfo.txt", hit[0])],
+            code="ROCM_RUNTIME_FAILED",
         )
 
 
@@ -371,7 +384,7 @@ def _judge_kfd_open(d: Diagnosis, info: Any, line: int) -> None:
                 f"usermod -aG {groups} {who}, then log in again (r9700ctl provision does this for "
                 f"r9700_users); in a container add --group-add {group}"
             )
-        d.add("rocm.runtime_error", FAIL, detail, fix=fix, evidence=evidence)
+        d.add("rocm.runtime_error", FAIL, detail, fix=fix, evidence=evidence, code="KFD_OPEN_DENIED")
         return
     meaning, fix = KFD_STATE.get(
         error,
@@ -388,6 +401,7 @@ def _judge_kfd_open(d: Diagnosis, info: Any, line: int) -> None:
         f"'Permission denied'){in_group}: {meaning}",
         fix=fix + "; adding users to groups does not help here",
         evidence=evidence,
+        code="KFD_OPEN_FAILED",
     )
 
 
@@ -410,6 +424,7 @@ def rule_driver_bound(d: Diagnosis) -> None:
             fix="modprobe amdgpu; if it fails, dmesg says why (missing firmware, a blacklist, a DKMS module "
             "not built for this kernel)",
             evidence=[Evidence("lsmod.txt", None, "no line starting with 'amdgpu'")],
+            code="DRIVER_NOT_LOADED",
         )
     if not d.bundle.has("lspci.txt"):
         return
@@ -433,6 +448,7 @@ def rule_driver_bound(d: Diagnosis) -> None:
                         function.last_line,
                     )
                 ],
+                code="DRIVER_NOT_BOUND",
             )
 
 
@@ -481,6 +497,7 @@ def rule_hsa_override(d: Diagnosis) -> None:
             f"{said}HSA_OVERRIDE_GFX_VERSION={value} is set: ROCm treats every GPU as {named_text}",
             fix="remove it unless the GPUs need it; the bundle names no gfx target to check it against",
             evidence=evidence,
+            code="HSA_OVERRIDE_SET",
         )
         return
     verdicts = [
@@ -504,7 +521,14 @@ def rule_hsa_override(d: Diagnosis) -> None:
             "; to keep ROCm off the integrated GPU disable it in the BIOS, or set ROCR_VISIBLE_DEVICES to "
             "the discrete cards, never an override for the whole machine (ROCm/ROCm#5696)"
         )
-    d.add("env.hsa_override", severity, said + ". ".join(v[1] for v in verdicts), fix=fix, evidence=evidence)
+    d.add(
+        "env.hsa_override",
+        severity,
+        said + ". ".join(v[1] for v in verdicts),
+        fix=fix,
+        evidence=evidence,
+        code="HSA_OVERRIDE_WRONG_TARGET" if severity == FAIL else "HSA_OVERRIDE_SET",
+    )
 
 
 def _by_target(gpus: list[Any]) -> list[tuple[str | None, list[Any]]]:
@@ -616,6 +640,7 @@ def rule_dkms(d: Diagnosis) -> None:
                 f"the DKMS entry amdgpu/{entry.version} is broken (its source or build tree is gone)",
                 fix=f"dkms remove amdgpu/{entry.version} --all, then reinstall amdgpu-dkms",
                 evidence=[at(entry.line)],
+                code="DKMS_BROKEN",
             )
         elif entry.diff_built_installed or entry.missing_built_modules:
             d.add(
@@ -624,6 +649,7 @@ def rule_dkms(d: Diagnosis) -> None:
                 f"dkms warns about amdgpu/{entry.version} for {entry.kernel}: {'; '.join(entry.notes)}",
                 fix=f"dkms install --force amdgpu/{entry.version} -k {entry.kernel}, then reboot",
                 evidence=[at(entry.line)],
+                code="DKMS_MODULE_DIFFERS",
             )
     for number, text in report.other_lines:
         if re.search(r"error|broken|bad return status", text, re.IGNORECASE):
@@ -634,18 +660,20 @@ def rule_dkms(d: Diagnosis) -> None:
                 fix="remove the entry it names (dkms remove MODULE/VERSION --all), then reinstall its "
                 "package",
                 evidence=[at(number)],
+                code="DKMS_ERROR",
             )
     if not entries:
         if report.entries or not report.error:
             # A supported choice (r9700_driver_source: inbox), not a fault: said, not warned about.
             d.add(
                 "dkms.no_amdgpu",
-                INFO,
+                NOTE,
                 "no amdgpu DKMS module: the kernel's own (inbox) amdgpu driver is in use, a supported choice "
                 "(r9700_driver_source: inbox); AMD's amdgpu-dkms carries newer fixes for new cards",
                 fix="nothing to do unless the driver misbehaves; then install amdgpu-dkms from AMD's "
                 "repository for the ROCm release (r9700ctl provision with r9700_driver_source: dkms)",
                 evidence=[Evidence("dkms-status.txt", None, "no amdgpu entry")],
+                code="DKMS_INBOX_DRIVER",
             )
         return
     kernel = d.versions.get("kernel")
@@ -663,6 +691,7 @@ def rule_dkms(d: Diagnosis) -> None:
             "amdgpu-dkms), and reboot",
             evidence=[at(e.line) for e in entries[:3]]
             + [evidence_in(d.bundle, "uname.txt", re.escape(kernel))],
+            code="DKMS_NOT_FOR_RUNNING_KERNEL",
         )
         return
     for entry in for_kernel:
@@ -674,6 +703,7 @@ def rule_dkms(d: Diagnosis) -> None:
                 fix=f"dkms install amdgpu/{entry.version} -k {kernel}; a failed build leaves its reason in "
                 "make.log under /var/lib/dkms/amdgpu",
                 evidence=[at(entry.line)],
+                code="DKMS_NOT_INSTALLED",
             )
 
 
@@ -713,6 +743,7 @@ def rule_groups(d: Diagnosis) -> None:
             fix="log out and in again (or start a new session: `newgrp render`); the group is already set, "
             "no usermod is needed",
             evidence=[*evidence, evidence_at(d.bundle, "rocminfo.txt", line[0] if line else None)],
+            code="ACCESS_SESSION_STALE",
         )
     elif "render" not in who.groups:
         d.add(
@@ -724,6 +755,7 @@ def rule_groups(d: Diagnosis) -> None:
             fix=f"usermod -aG render,video {who.user}, then log in again (r9700ctl provision does this for "
             "r9700_users)",
             evidence=evidence,
+            code="ACCESS_NOT_IN_RENDER",
         )
     if "video" not in who.groups:
         d.add(
@@ -732,43 +764,20 @@ def rule_groups(d: Diagnosis) -> None:
             f"user {who.user} is not in the video group, which AMD's install guide asks for too",
             fix=f"usermod -aG video {who.user}, then log in again",
             evidence=evidence,
+            code="ACCESS_NOT_IN_VIDEO",
         )
 
 
 # ---------------------------------------------------------------- RCCL start-up warnings
 
-RCCL_KINDS: dict[str, tuple[str, str]] = {
-    "missing_iommu_pt": (
-        'RCCL warned at start-up that "iommu=pt" is missing from the kernel command line',
-        "add iommu=pt to the kernel command line (r9700ctl provision does) and reboot",
-    ),
-    "missing_amd_iommu": (
-        'RCCL warned at start-up that "amd_iommu=on" is missing from the kernel command line',
-        "add amd_iommu=on iommu=pt to the kernel command line and reboot",
-    ),
-    # HSA_FORCE_FINE_GRAIN_PCIE=1 makes ROCr expose each GPU's VRAM as a fine-grained pool over PCIe
-    # ("Expose VRAM as uncached/fine grain over PCIe (if enabled)", ROCR-Runtime
-    # src/core/runtime/amd_gpu_agent.cpp; flag.h reads the variable); it is no P2P on/off switch.
-    # RCCL warns whenever it is unset (ROCm/rccl src/init.cc; the lines of ROCm/rccl#1026), also
-    # where P2P is off on purpose: rule_rccl makes that case a note.
-    "missing_fine_grain_pcie": (
-        "RCCL warned at start-up that HSA_FORCE_FINE_GRAIN_PCIE=1 is not set (the variable makes ROCr "
-        "expose each GPU's VRAM as a fine-grained pool over PCIe; RCCL says low performance, instability "
-        "or a hang may follow)",
-        "where the GPUs are meant to talk peer to peer (r9700_p2p on), set HSA_FORCE_FINE_GRAIN_PCIE=1 in "
-        "the job's environment, as r9700ctl's environment list does with P2P on; it needs large BAR",
-    ),
-    "p2p_disabled": (
-        "RCCL ran with peer-to-peer disabled (NCCL_P2P_DISABLE=1): card-to-card traffic goes through host "
-        "memory",
-        "expected as the workaround on several R9700s (ROCm/rccl-tests#162); otherwise unset "
-        "NCCL_P2P_DISABLE",
-    ),
-    "ipc_failure": (
-        "RCCL could not map a peer GPU's memory (hipIpc failure)",
-        "check large BAR, ACS and iommu=pt; run with NCCL_P2P_DISABLE=1 until fixed",
-    ),
-    "warn": ("RCCL printed warnings", "read the evidence lines; NCCL_DEBUG=INFO gives their context"),
+# What each kind of RCCL start-up line means and what to do: the code's record (data/codes.yaml).
+RCCL_CODES = {
+    "missing_iommu_pt": "RCCL_WARNS_IOMMU_PT",
+    "missing_amd_iommu": "RCCL_WARNS_AMD_IOMMU",
+    "missing_fine_grain_pcie": "RCCL_WARNS_FINE_GRAIN_PCIE",
+    "p2p_disabled": "RCCL_P2P_DISABLED",
+    "ipc_failure": "RCCL_IPC_FAILURE",
+    "warn": "RCCL_WARNINGS",
 }
 
 
@@ -786,21 +795,30 @@ def rule_rccl(d: Diagnosis) -> None:
     if report is None:
         return
     p2p_off = p2p_switched_off(d)
-    for kind, (meaning, fix) in RCCL_KINDS.items():
+    for kind, code in RCCL_CODES.items():
         found = report.of_kind(kind)
         if not found:
             continue
+        meaning, fix = codes.record(code).meaning, codes.next_step(code)
         evidence = [Evidence(RCCL_LOG, f.line, f.text.strip()) for f in found]
         if kind == "missing_fine_grain_pcie" and p2p_off is not None:
             # The node's P2P is off (r9700_p2p decided so, or the user did): the warning is expected,
             # and advice to set the variable would contradict that decision.
             d.add(
                 f"rccl.{kind}",
-                INFO,
+                NOTE,
                 f"{meaning} ({len(found)} line(s)); expected: P2P is off on this node "
                 f"({p2p_off[0]}=1 in env.txt)",
                 fix="nothing to do while P2P stays off; /etc/r9700ctl/node.json (p2p) says why it is off",
                 evidence=[*evidence, p2p_off[1]],
+                code=RCCL_CODES[kind],
             )
             continue
-        d.add(f"rccl.{kind}", WARN, f"{meaning} ({len(found)} line(s))", fix=fix, evidence=evidence)
+        d.add(
+            f"rccl.{kind}",
+            WARN,
+            f"{meaning} ({len(found)} line(s))",
+            fix=fix,
+            evidence=evidence,
+            code=RCCL_CODES[kind],
+        )

@@ -27,6 +27,7 @@ COMMANDS = {
     "verify": "r9700ctl.cli.verify:verify",
     "lab": "r9700ctl.cli.lab:lab",
     "known-issues": "r9700ctl.cli.known_issues:known_issues",
+    "explain": "r9700ctl.cli.explain:explain",
 }
 
 EPILOG = """\b

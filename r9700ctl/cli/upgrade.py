@@ -8,11 +8,12 @@ from typing import Any
 import click
 
 from r9700ctl.agent import schemas
+from r9700ctl.agent.levels import LEVEL_NAMES
 from r9700ctl.cli.app import Application
 from r9700ctl.cli.options import group_option, inventory_argument, limit_option
 from r9700ctl.cli.output import Output, json_option
 
-GATE_LEVELS = ("config", "quick", "standard", "burnin")
+GATE_LEVELS = LEVEL_NAMES
 
 
 def batch_options(command: Callable[..., Any]) -> Callable[..., Any]:

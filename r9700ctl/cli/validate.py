@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from r9700ctl.agent import schemas
+from r9700ctl.agent.levels import LEVEL_NAMES
 from r9700ctl.cli.app import Application
 from r9700ctl.cli.options import group_option, limit_option
 from r9700ctl.cli.output import Output, check_output_path, file_option, json_option, write_output
@@ -21,7 +22,7 @@ from r9700ctl.errors import BadInput
 if TYPE_CHECKING:
     from r9700ctl.history.runs import HistoryPlan
 
-LEVELS = ("config", "quick", "standard", "burnin")
+LEVELS = LEVEL_NAMES
 
 
 def _check_scaling(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

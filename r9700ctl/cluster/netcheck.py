@@ -1,7 +1,8 @@
 """Preflight's cluster rules (pure): the node's address in r9700_cluster_network, its host name, its clock.
 
-Facts in (nodefacts.py's `net`, the controller's time around the facts call), plain verdicts out;
-r9700ctl/preflight.py turns them into its checks and hands the cluster NIC to the environment
+Facts in (nodefacts.py's `net`, the controller's time around the facts call), CheckResults out (the
+one verdict model, each with its reason code); the preflight family r9700ctl/preflight/cluster.py
+adds them to its checks and hands the cluster NIC to the environment
 list (envlist.py: NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, NCCL_IB_*). No import of preflight here.
 """
 
@@ -11,6 +12,8 @@ import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from r9700ctl.agent.result import CheckResult, finding
 
 # Preflight's clock rule is the validate rule's WARN level (thresholds.yaml cluster.clock_skew_warn_s
 # is the judged one); here the controller's clock is the reference and the facts call's duration
@@ -24,14 +27,6 @@ class ClusterNic:
     address: str
 
 
-@dataclass(frozen=True)
-class Finding:
-    id: str
-    status: str
-    detail: str
-    fix: str = ""
-
-
 def settings(host_vars: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "network": str(host_vars.get("r9700_cluster_network") or "").strip(),
@@ -43,20 +38,21 @@ def settings(host_vars: Mapping[str, Any]) -> dict[str, Any]:
 
 def judge(
     net: Mapping[str, Any], host_vars: Mapping[str, Any], clock: Mapping[str, Any] | None = None
-) -> tuple[list[Finding], ClusterNic | None]:
+) -> tuple[list[CheckResult], ClusterNic | None]:
     wanted = settings(host_vars)
     if not wanted["network"]:
         return [], None
-    findings: list[Finding] = []
+    findings: list[CheckResult] = []
     try:
         network = ipaddress.ip_network(wanted["network"], strict=False)
     except ValueError:
         return [
-            Finding(
+            finding(
                 "cluster.network",
                 "FAIL",
                 f"r9700_cluster_network={wanted['network']!r} is not a network",
                 "give it as a CIDR, e.g. 10.10.0.0/24",
+                code="SETTINGS_INVALID",
             )
         ], None
     nic = None
@@ -69,25 +65,27 @@ def judge(
                 nic = ClusterNic(str(link.get("ifname")), address)
     if nic is None:
         findings.append(
-            Finding(
+            finding(
                 "cluster.address",
                 "FAIL",
                 f"no address in r9700_cluster_network {network} "
                 f"(interfaces: {', '.join(seen) or 'none read'})",
                 "give the node's cluster NIC an address in that network, or correct r9700_cluster_network",
+                code="CLUSTER_NO_ADDRESS",
             )
         )
     else:
         findings.append(
-            Finding("cluster.address", "PASS", f"cluster NIC {nic.interface} {nic.address} in {network}")
+            finding("cluster.address", "PASS", f"cluster NIC {nic.interface} {nic.address} in {network}")
         )
     if wanted["rdma"] == "roce" and not wanted["hca"]:
         findings.append(
-            Finding(
+            finding(
                 "cluster.rdma",
                 "FAIL",
                 "r9700_cluster_rdma is roce but r9700_cluster_rdma_hca is empty",
                 "name the cluster NIC's RDMA device and port, e.g. mlx5_0:1 (`rdma link` lists them)",
+                code="SETTINGS_INVALID",
             )
         )
     findings += _hostname(net.get("hostname") or {}, nic)
@@ -95,23 +93,24 @@ def judge(
     return findings, nic
 
 
-def _hostname(info: Mapping[str, Any], nic: ClusterNic | None) -> list[Finding]:
+def _hostname(info: Mapping[str, Any], nic: ClusterNic | None) -> list[CheckResult]:
     name, addresses = info.get("name"), list(info.get("addresses") or [])
     loopback = [a for a in addresses if ipaddress.ip_address(a).is_loopback]
     if loopback:
         return [
-            Finding(
+            finding(
                 "cluster.hostname",
                 "WARN",
                 f"host name {name} resolves to {', '.join(loopback)} "
                 "(gloo binds there without GLOO_SOCKET_IFNAME: vllm-project/vllm#7074, pytorch/gloo#70)",
                 f"map {name} to its cluster address{' ' + nic.address if nic else ''} in /etc/hosts",
+                code="CLUSTER_HOSTNAME_LOOPBACK",
             )
         ]
     return []
 
 
-def _clock(node_epoch: Any, clock: Mapping[str, Any] | None) -> list[Finding]:
+def _clock(node_epoch: Any, clock: Mapping[str, Any] | None) -> list[CheckResult]:
     if not isinstance(node_epoch, (int, float)) or not clock:
         return []
     before, after = float(clock.get("before") or 0), float(clock.get("after") or 0)
@@ -121,13 +120,14 @@ def _clock(node_epoch: Any, clock: Mapping[str, Any] | None) -> list[Finding]:
     offset = float(node_epoch) - (before + after) / 2
     if abs(offset) - (after - before) / 2 > CLOCK_WARN_S:
         return [
-            Finding(
+            finding(
                 "cluster.clock",
                 "WARN",
                 f"the node's clock is {offset:+.1f} s from the controller's (torch's c10d rendezvous drops "
                 "a node whose heartbeats look 15 s old: torch/distributed/elastic/rendezvous/"
                 "dynamic_rendezvous.py)",
                 "run chrony on every node with the same NTP servers",
+                code="CLUSTER_CLOCK_SKEW",
             )
         ]
     return []

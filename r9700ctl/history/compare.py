@@ -212,6 +212,7 @@ def no_reference(name: str, node: str, level: str) -> CheckResult:
         threshold=">= 1 figure in common with the baseline",
         hint=f"{why}: nothing was compared",
         evidence={"baseline_report": {"history": name, "this_node": node, "level": level}},
+        code="BASELINE_NOT_FOUND",
     )
 
 
@@ -219,6 +220,7 @@ def unavailable(name: str, node: str, why: str) -> CheckResult:
     """The history could not be read: the comparison did not happen, and says so."""
     result = no_reference(name, node, "")
     result.hint = f"the history could not be read ({why}): nothing was compared"
+    result.code = "HISTORY_UNREADABLE"
     return result
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from r9700ctl.agent.result import CheckResult
 from r9700ctl.errors import BadInput
 from r9700ctl.lifecycle.plan import MOVE, NOTHING, REFUSED, UNREACHABLE, NodePlan
 
@@ -37,6 +38,7 @@ class StepResult:
     why: str = ""
     lost: bool = False
     reboot_pending: list[str] = field(default_factory=list)
+    verdict: CheckResult | None = None  # the gate's verdict on the node (the one verdict model)
 
 
 Move = Callable[[list[str], str], dict[str, StepResult]]  # hosts, release -> per host
@@ -53,10 +55,12 @@ class NodeOutcome:
     why: str = ""
     batch: int = 0
     reboot_pending: list[str] = field(default_factory=list)
+    gate: CheckResult | None = None  # the validation gate's verdict, once the node was gated
 
     def to_dict(self) -> dict[str, Any]:
         document = asdict(self)
         document["plan"] = self.plan.to_dict()
+        document["gate"] = self.gate.to_dict() if self.gate is not None else None
         return document
 
 
@@ -165,6 +169,7 @@ def roll_out(
                     _fail(outcomes[host], result.why, lost=result.lost)
             if moved:
                 for host, result in gate(moved).items():
+                    outcomes[host].gate = result.verdict
                     if not result.ok:
                         _fail(outcomes[host], result.why, lost=result.lost)
             passed = [h for h in moved if outcomes[h].status == UNTOUCHED]

@@ -26,7 +26,9 @@ from typing import Any
 
 from r9700ctl import agentpack
 from r9700ctl import inventory as inventory_module
-from r9700ctl.agent import schemas
+from r9700ctl.agent import codes, schemas
+from r9700ctl.agent.levels import LEVEL_NAMES
+from r9700ctl.agent.result import ERROR, FAIL, PASS, SEVERITY, CheckResult
 from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, EXIT_WARN, BadInput
 from r9700ctl.lifecycle import plan as planning
 from r9700ctl.lifecycle.plan import NodePlan
@@ -36,22 +38,15 @@ from r9700ctl.provision import RESOLVED_FACT
 UPGRADE = "upgrade"
 ROLLBACK = "rollback"
 KERNEL = "kernel-upgrade"
-GATE_LEVELS = ("config", "quick", "standard", "burnin")
+GATE_LEVELS = LEVEL_NAMES
 GATE_PASSES = ("PASS", "WARN")
 # --gate-rule: "pass" returns a node whose validation is PASS or WARN; "no-worse" also one whose
 # validation after the move is no worse than before it (same status, no check newly failing):
 # for nodes that did not pass before, such as the lab's, which have no GPU to count.
 GATE_RULES = ("pass", "no-worse")
-_SEVERITY = {
-    "PASS": 0,
-    "SKIP": 0,
-    "WARN": 1,
-    "INCONCLUSIVE": 2,
-    "FAIL": 3,
-    "ERROR": 4,
-    "NO_REPORT": 5,
-    "UNREACHABLE": 5,
-}
+# The one severity order (agent/result.py: FAIL above ERROR), with validate's two node states
+# that have no report above every status: nothing of such a node is known.
+_SEVERITY = {**SEVERITY, "NO_REPORT": len(SEVERITY), "UNREACHABLE": len(SEVERITY)}
 # The host fact the lifecycle playbooks report through (role r9700_lifecycle): state files,
 # /dev/kfd holders, what a refused kernel left, what uninstall removed.
 LIFECYCLE_FACT = "r9700_lifecycle"
@@ -372,7 +367,7 @@ def gate(
     results = {}
     for node in report.nodes:
         if node.status in GATE_PASSES:
-            results[node.host] = StepResult(ok=True)
+            results[node.host] = StepResult(ok=True, verdict=_gate_verdict(options, node, PASS, "", ""))
             continue
         finding = node.worst_finding()
         detail = node.error
@@ -383,22 +378,45 @@ def gate(
         if options.gate_rule == "no-worse" and earlier is not None:
             worse = got_worse(earlier, node)
             if not worse:
+                why = f"validation {node.status} as before the move, no check got worse ({detail})"
                 results[node.host] = StepResult(
-                    ok=True, why=f"validation {node.status} as before the move, no check got worse ({detail})"
+                    ok=True, why=why, verdict=_gate_verdict(options, node, PASS, why, "")
                 )
                 continue
             detail = f"{worse}; {detail}"
+        why = f"validation {node.status} after the move ({detail.strip()}); reports: {report.reports_dir}"
+        lost = node.status == "UNREACHABLE"
+        code = (
+            "GATE_NODE_LOST"
+            if lost
+            else "GATE_GOT_WORSE"
+            if options.gate_rule == "no-worse"
+            else "GATE_NOT_PASSED"
+        )
         results[node.host] = StepResult(
-            ok=False,
-            lost=node.status == "UNREACHABLE",
-            why=f"validation {node.status} after the move ({detail.strip()}); reports: {report.reports_dir}",
+            ok=False, lost=lost, why=why, verdict=_gate_verdict(options, node, FAIL, why, code)
         )
     return results
 
 
+def _gate_verdict(options: LifecycleOptions, node: Any, status: str, why: str, code: str) -> CheckResult:
+    """The gate's decision on one node, in the one verdict model (kept in the rollout's JSON)."""
+    rule = "PASS or WARN" if options.gate_rule == "pass" else "PASS or WARN, or no worse than before the move"
+    return CheckResult(
+        id="lifecycle.gate",
+        subject=node.host,
+        status=status,
+        metric="validation",
+        value=node.status,
+        threshold=f"validate --level {options.gate_level}: {rule}",
+        hint=codes.hint(code, why) if code else why,
+        code=code,
+    )
+
+
 def got_worse(before: Any, after: Any) -> str:
     """Why `after` (a node's validation) is worse than `before`, or "" when it is not."""
-    if _SEVERITY.get(after.status, 5) > _SEVERITY.get(before.status, 5):
+    if _rank(after.status) > _rank(before.status):
         return f"worse than before the move ({before.status} then)"
 
     def statuses(node: Any) -> dict[tuple[str, str], str]:
@@ -407,12 +425,15 @@ def got_worse(before: Any, after: Any) -> str:
 
     earlier = statuses(before)
     for key, status in statuses(after).items():
-        if (
-            _SEVERITY.get(status, 5) > _SEVERITY.get(earlier.get(key, "PASS"), 5)
-            and _SEVERITY.get(status, 5) >= 3
-        ):
+        # A check newly FAIL or ERROR (or worse) counts; one newly WARN or INCONCLUSIVE does not.
+        if _rank(status) > _rank(earlier.get(key, PASS)) and _rank(status) >= SEVERITY[ERROR]:
             return f"{key[0]} on {key[1]} newly {status}"
     return ""
+
+
+def _rank(status: Any) -> int:
+    """A status's place in the one order; anything unknown ranks with a node that has no report."""
+    return _SEVERITY.get(status, _SEVERITY["NO_REPORT"])
 
 
 def resume(options: LifecycleOptions, hosts: list[str], progress: Progress) -> dict[str, StepResult]:

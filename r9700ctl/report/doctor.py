@@ -22,7 +22,7 @@ def hosts_table(report: DoctorReport, verbose: bool) -> Table:
     from rich.text import Text
 
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("host", "check", "status"):
+    for column in ("host", "check", "status", "code"):  # code: the reason code (r9700ctl explain CODE)
         table.add_column(column, no_wrap=True)
     table.add_column("detail", overflow="fold", ratio=3)
     table.add_column("fix", overflow="fold", ratio=2)
@@ -35,12 +35,13 @@ def hosts_table(report: DoctorReport, verbose: bool) -> Table:
                 host.name,
                 "all",
                 host.status,
+                "",
                 f"{passed} checks passed" + (f", {skipped} skipped" if skipped else ""),
                 "",
             )
         for check in shown:
             # Text(): details quote tool output, whose "[...]" must not be read as markup
-            table.add_row(host.name, check.id, check.status, Text(check.detail), Text(check.fix))
+            table.add_row(host.name, check.id, check.status, check.code, Text(check.detail), Text(check.hint))
     return table
 
 
@@ -85,24 +86,28 @@ def bundles_lines(fleet: FleetBundleReport, verbose: bool) -> list[str]:
 
 
 def bundle_lines(bundle: BundleReport, verbose: bool) -> list[str]:
+    from r9700ctl.bundle import lines as evidence_of
+    from r9700ctl.bundle import severity
+
     lines = [f"bundle {bundle.path} (node {bundle.node})"]
     lines += [f"  {line}" for line in bundle.overview_lines()]
-    shown = [f for f in bundle.findings if verbose or f.severity != "INFO"]
+    shown = [f for f in bundle.findings if verbose or severity(f) != "INFO"]
     hidden = len(bundle.findings) - len(shown)
     if not bundle.findings:
         lines.append("  no problems found in the files present")
     for finding in shown:
-        lines.append(f"  {finding.severity:<5} {finding.detail}")
-        for evidence in finding.evidence[:3]:
-            lines.append(
-                f"        evidence: {evidence.location()}" + (f": {evidence.text}" if evidence.text else "")
-            )
-        if len(finding.evidence) > 3:
-            lines.append(f"        evidence: {len(finding.evidence) - 3} more line(s) in --json")
-        if finding.fix:
-            lines.append(f"        fix: {finding.fix}")
+        lines.append(f"  {severity(finding):<5} {finding.detail}")
+        evidence = evidence_of(finding)
+        for line in evidence[:3]:
+            lines.append(f"        evidence: {line.location()}" + (f": {line.text}" if line.text else ""))
+        if len(evidence) > 3:
+            lines.append(f"        evidence: {len(evidence) - 3} more line(s) in --json")
+        if finding.hint:
+            lines.append(f"        fix: {finding.hint}")
+        if finding.code:
+            lines.append(f"        code: {finding.code}")
     if hidden:
         lines.append(f"  {hidden} note(s) not shown (--verbose shows them)")
-    lines += [f"  {item}" for item in bundle.not_judged]
+    lines += [f"  {item.detail}" for item in bundle.not_judged]
     lines.append(f"  {bundle.summary()}")
     return lines

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from r9700ctl.agent import schemas
+from r9700ctl.agent.metrics import missing_code
 from r9700ctl.agent.result import ERROR, SEVERITY, STATUSES, overall
 
 NODE_SCHEMA = schemas.VALIDATE
@@ -77,6 +78,7 @@ def nodes_of(report: dict[str, Any]) -> list[NodeReport]:
             "subject": "node",
             "status": ERROR,
             "hint": f"{entry.get('status', 'NO_REPORT')}: {entry.get('error') or 'no report'}",
+            "code": missing_code(entry),
         }
         nodes.append(NodeReport(host, ERROR, [missing], started=str(report.get("started") or "")))
     fleet = [r for r in (report.get("fleet") or {}).get("results") or [] if isinstance(r, dict)]
@@ -146,12 +148,16 @@ def render_junit(report: dict[str, Any]) -> str:
         for result in node.results:
             case = TestCase(str(result.get("subject") or ""), classname=str(result.get("id") or ""))
             verdict = _known(result.get("status"))
-            hint = str(result.get("hint") or "")
+            code = str(result.get("code") or "")
+            # The reason code leads the message, as in the table: what CI filters key on.
+            hint = (
+                f"{code}: {result.get('hint') or ''}".rstrip(": ") if code else str(result.get("hint") or "")
+            )
             detail = "; ".join(
                 f"{label}: {text}"
                 for label, text in (
                     ("status", verdict),
-                    ("code", str(result.get("code") or "")),  # the reason code (r9700ctl/data/codes.yaml)
+                    ("code", code),
                     ("value", _value_text(result)),
                     ("threshold", str(result.get("threshold") or "")),
                 )

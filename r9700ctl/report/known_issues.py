@@ -101,13 +101,16 @@ def render_markdown(manifest: Manifest) -> str:
         "",
         "`r9700ctl doctor` counts these amdgpu lines in a bundle's dmesg.txt per GPU and explains them.",
         "",
-        "| kind | severity | meaning | action | sources |",
-        "|---|---|---|---|---|",
+        "| kind | severity | code | meaning | action | sources |",
+        "|---|---|---|---|---|---|",
     ]
     for sig in signatures(manifest).values():
         links = ", ".join(f"<{u}>" for u in sig.sources)
         severity = "never alone" if sig.severity == "none" else sig.severity
-        lines.append(f"| {sig.kind} | {severity} | {_cell(sig.meaning)} | {_cell(sig.action)} | {links} |")
+        code = f"[`{sig.code}`](codes.md#kernel-log)"
+        lines.append(
+            f"| {sig.kind} | {severity} | {code} | {_cell(sig.meaning)} | {_cell(sig.action)} | {links} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -135,7 +138,9 @@ def _where(issue: KnownIssue) -> str:
     if det.get("detector"):
         places.append(f"detector {det['detector']['name']}")
     if det.get("agent"):
-        places.append("validate, checks " + ", ".join(det["agent"]["checks"]))
+        codes = det["agent"].get("codes") or []
+        named = f" with code {', '.join(f'`{c}`' for c in codes)}" if codes else ""
+        places.append("validate, checks " + ", ".join(det["agent"]["checks"]) + named)
     return "; ".join(places)
 
 

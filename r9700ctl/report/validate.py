@@ -60,6 +60,8 @@ def worst_text(node: NodeOutcome) -> str:
     if finding is None:
         return "-"
     text = f"{finding.get('id')} {finding.get('subject')}: {finding.get('status')}"
+    if finding.get("code"):
+        text += f" {finding['code']}"
     if finding.get("value") not in (None, ""):
         text += f" {finding.get('value')} {finding.get('unit') or ''}".rstrip()
     return f"{text}; {finding['hint']}" if finding.get("hint") else text
@@ -74,7 +76,12 @@ def fleet_lines(report: FleetReport) -> list[str]:
     )
     if not findings:
         return [f"fleet: no outlier among {report.fleet.compared} compared figure(s)"]
-    return [f"{r.status} {r.id} {r.subject}: {r.hint}" for r in findings]
+    return [
+        f"{r.status} {r.code} {r.id} {r.subject}: {r.hint}"
+        if r.code
+        else f"{r.status} {r.id} {r.subject}: {r.hint}"
+        for r in findings
+    ]
 
 
 def comparison_lines(comparisons: Mapping[str, list[CheckResult]]) -> list[str]:

@@ -10,17 +10,17 @@ no python3.
 
 Host keys are checked the OpenSSH way (HostKeyAlias or "[host]:port" names, hashed entries, patterns).
 Recording a new key is an explicit choice (`accept_new_host_keys`); a CHANGED key is always refused.
-Library code: nothing here prints or exits; each step returns a Check.
+Library code: nothing here prints or exits; each step returns a CheckResult.
 """
 
 from r9700ctl.sshcheck.connect import check_connection
 from r9700ctl.sshcheck.known_hosts import KnownHostKey, fingerprint_of, known_keys_for, record_host_key
-from r9700ctl.sshcheck.model import Check, CommandResult, ConnectionOutcome, Session, SshTarget
+from r9700ctl.sshcheck.model import CheckResult, CommandResult, ConnectionOutcome, Session, SshTarget
 from r9700ctl.sshcheck.remote import check_python, check_shell, check_sudo
 from r9700ctl.sshcheck.target import parse_ssh_args, target_for
 
 __all__ = [
-    "Check",
+    "CheckResult",
     "CommandResult",
     "ConnectionOutcome",
     "KnownHostKey",

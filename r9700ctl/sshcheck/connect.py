@@ -11,13 +11,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from r9700ctl.agent.result import ERROR, PASS
+from r9700ctl.agent.result import ERROR, PASS, finding
 from r9700ctl.sshcheck.known_hosts import KnownHostKey, fingerprint_of, known_keys_for, record_host_key
-from r9700ctl.sshcheck.model import Check, ConnectionOutcome, Session, SshTarget
+from r9700ctl.sshcheck.model import CheckResult, ConnectionOutcome, Session, SshTarget
 from r9700ctl.sshcheck.target import DEFAULT_IDENTITY_FILES, dedupe
 
 # paramiko's transport thread logs each failed handshake with a traceback; with no handler anywhere
-# Python prints that to stderr. The failure is reported as a Check instead: keep its log quiet.
+# Python prints that to stderr. The failure is reported as a check instead: keep its log quiet.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
@@ -27,22 +27,23 @@ def check_connection(
     """Resolve, connect, check the host key and log in; stop at the first step that fails."""
     import paramiko
 
-    checks: list[Check] = []
+    checks: list[CheckResult] = []
     if target.proxy_jump and not target.proxy_command:
         checks.append(
-            Check(
+            finding(
                 "ssh.connect",
                 ERROR,
                 f"the ssh config uses ProxyJump {target.proxy_jump}, which these checks cannot follow",
                 fix=f"use 'ProxyCommand ssh -W %h:%p {target.proxy_jump}' in the ssh config "
                 f"for {target.name}",
+                code="SSH_PROXYJUMP_UNSUPPORTED",
             )
         )
         return ConnectionOutcome(checks)
 
     if target.proxy_command:
         sock: Any = paramiko.ProxyCommand(target.proxy_command)
-        checks.append(Check("ssh.connect", PASS, f"through ProxyCommand {target.proxy_command}"))
+        checks.append(finding("ssh.connect", PASS, f"through ProxyCommand {target.proxy_command}"))
     else:
         resolved = _resolve(target, checks)
         if resolved is None:
@@ -70,18 +71,19 @@ def check_connection(
     return ConnectionOutcome(checks, Session(transport, target))
 
 
-def _resolve(target: SshTarget, checks: list[Check]) -> list[tuple[Any, ...]] | None:
+def _resolve(target: SshTarget, checks: list[CheckResult]) -> list[tuple[Any, ...]] | None:
     try:
         infos = socket.getaddrinfo(target.hostname, target.port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
         reason = exc.strerror if isinstance(exc, socket.gaierror) else str(exc)
         checks.append(
-            Check(
+            finding(
                 "ssh.resolve",
                 ERROR,
                 f"name '{target.hostname}' does not resolve ({reason})",
                 fix=f"set ansible_host for {target.name} to its address, "
                 "or add the name to DNS or /etc/hosts",
+                code="SSH_NAME_UNRESOLVED",
             )
         )
         return None
@@ -89,13 +91,15 @@ def _resolve(target: SshTarget, checks: list[Check]) -> list[tuple[Any, ...]] | 
     detail = (
         target.hostname if addresses == [target.hostname] else f"{target.hostname} -> {', '.join(addresses)}"
     )
-    checks.append(Check("ssh.resolve", PASS, detail))
+    checks.append(finding("ssh.resolve", PASS, detail))
     return infos
 
 
-def _connect(target: SshTarget, infos: list[tuple[Any, ...]], timeout: float, checks: list[Check]) -> Any:
+def _connect(
+    target: SshTarget, infos: list[tuple[Any, ...]], timeout: float, checks: list[CheckResult]
+) -> Any:
     where = f"{target.hostname} port {target.port}"
-    failure: Check | None = None
+    failure: CheckResult | None = None
     for family, socktype, proto, _canon, sockaddr in infos:
         sock = socket.socket(family, socktype, proto)
         sock.settimeout(timeout)
@@ -103,35 +107,45 @@ def _connect(target: SshTarget, infos: list[tuple[Any, ...]], timeout: float, ch
         try:
             sock.connect(sockaddr)
         except ConnectionRefusedError:
-            failure = Check(
+            failure = finding(
                 "ssh.connect",
                 ERROR,
                 f"connection refused by {where}: nothing listens there",
                 fix=f"start sshd on {target.name} (systemctl start ssh) or set ansible_port to its SSH port",
+                code="SSH_REFUSED",
             )
         except TimeoutError:
-            failure = Check(
+            failure = finding(
                 "ssh.connect",
                 ERROR,
                 f"no answer from {where} within {timeout:g} s (timeout)",
                 fix=f"check that {target.name} is up and {sockaddr[0]} is its address; "
                 "a firewall may drop SSH packets",
+                code="SSH_TIMEOUT",
             )
         except OSError as exc:
             if exc.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EHOSTDOWN):
                 reason = "no route to host" if exc.errno != errno.ENETUNREACH else "network unreachable"
-                failure = Check(
+                failure = finding(
                     "ssh.connect",
                     ERROR,
                     f"{where}: {reason} after {time.monotonic() - started:.1f} s "
                     "(nothing answers at that address)",
                     fix=f"check that {target.name} is up and that {sockaddr[0]} is its address",
+                    code="SSH_UNREACHABLE",
                 )
             else:
-                failure = Check("ssh.connect", ERROR, f"cannot connect to {where}: {exc.strerror or exc}")
+                failure = finding(
+                    "ssh.connect",
+                    ERROR,
+                    f"cannot connect to {where}: {exc.strerror or exc}",
+                    code="SSH_CONNECT_FAILED",
+                )
         else:
             sock.settimeout(None)
-            checks.append(Check("ssh.connect", PASS, f"{sockaddr[0]} port {target.port} accepts connections"))
+            checks.append(
+                finding("ssh.connect", PASS, f"{sockaddr[0]} port {target.port} accepts connections")
+            )
             return sock
         sock.close()
     assert failure is not None
@@ -153,7 +167,7 @@ def _prefer_known_key_types(transport: Any, known: list[KnownHostKey]) -> None:
     options.key_types = first + [k for k in offered if k not in first]
 
 
-def _handshake(target: SshTarget, transport: Any, timeout: float, checks: list[Check]) -> bool:
+def _handshake(target: SshTarget, transport: Any, timeout: float, checks: list[CheckResult]) -> bool:
     import paramiko
 
     transport.banner_timeout = timeout
@@ -169,13 +183,13 @@ def _handshake(target: SshTarget, transport: Any, timeout: float, checks: list[C
         else:
             detail = f"SSH negotiation with {target.hostname} failed: {text}"
             fix = "the server and paramiko share no key exchange, cipher or host key algorithm"
-        checks.append(Check("ssh.handshake", ERROR, detail, fix=fix))
+        checks.append(finding("ssh.handshake", ERROR, detail, fix=fix, code="SSH_HANDSHAKE_FAILED"))
         return False
     return True
 
 
 def _check_host_key(
-    target: SshTarget, transport: Any, known: list[KnownHostKey], accept_new: bool, checks: list[Check]
+    target: SshTarget, transport: Any, known: list[KnownHostKey], accept_new: bool, checks: list[CheckResult]
 ) -> bool:
     server_key = transport.get_remote_server_key()
     key_type, key_base64 = server_key.get_name(), server_key.get_base64()
@@ -186,7 +200,7 @@ def _check_host_key(
     if any(k.key_base64 == key_base64 for k in same_type):
         match = next(k for k in same_type if k.key_base64 == key_base64)
         checks.append(
-            Check(
+            finding(
                 "ssh.hostkey",
                 PASS,
                 f"{key_type} {fingerprint} matches {match.file}:{match.line}",
@@ -198,7 +212,7 @@ def _check_host_key(
         old = same_type[0]
         evidence.update(recorded=f"{old.file}:{old.line}", recorded_fingerprint=old.fingerprint)
         checks.append(
-            Check(
+            finding(
                 "ssh.hostkey",
                 ERROR,
                 f"host key CHANGED for {name}: the server offers {key_type} {fingerprint}, "
@@ -206,6 +220,7 @@ def _check_host_key(
                 fix=f"if {target.name} was reinstalled, confirm the new key on its console, then "
                 f"ssh-keygen -R '{name}' -f {old.file}; never accepted automatically",
                 evidence=evidence,
+                code="SSH_HOSTKEY_CHANGED",
             )
         )
         return False
@@ -215,11 +230,16 @@ def _check_host_key(
             record_host_key(record_in, name, key_type, key_base64)
         except OSError as exc:
             checks.append(
-                Check("ssh.hostkey", ERROR, f"cannot record the new host key of {name} in {record_in}: {exc}")
+                finding(
+                    "ssh.hostkey",
+                    ERROR,
+                    f"cannot record the new host key of {name} in {record_in}: {exc}",
+                    code="SSH_HOSTKEY_NOT_RECORDED",
+                )
             )
             return False
         checks.append(
-            Check(
+            finding(
                 "ssh.hostkey",
                 PASS,
                 f"new host key {key_type} {fingerprint} recorded in {record_in} (--accept-new-host-keys)",
@@ -228,7 +248,7 @@ def _check_host_key(
         )
         return True
     checks.append(
-        Check(
+        finding(
             "ssh.hostkey",
             ERROR,
             f"host key of {name} is unknown ({key_type} {fingerprint}): "
@@ -236,24 +256,29 @@ def _check_host_key(
             fix=f"compare {fingerprint} with 'ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub' on {target.name}'s "
             "console, then rerun with --accept-new-host-keys",
             evidence=evidence,
+            code="SSH_HOSTKEY_UNKNOWN",
         )
     )
     return False
 
 
-def _authenticate(target: SshTarget, transport: Any, timeout: float, checks: list[Check]) -> bool:
+def _authenticate(target: SshTarget, transport: Any, timeout: float, checks: list[CheckResult]) -> bool:
     import paramiko
 
     transport.auth_timeout = timeout
     user = target.user
     try:
         transport.auth_none(user)
-        checks.append(Check("ssh.auth", PASS, f"logged in as {user} (no authentication required)"))
+        checks.append(finding("ssh.auth", PASS, f"logged in as {user} (no authentication required)"))
         return True
     except paramiko.BadAuthenticationType as exc:
         allowed = list(exc.allowed_types)
     except (paramiko.SSHException, OSError, EOFError) as exc:
-        checks.append(Check("ssh.auth", ERROR, f"the server closed the connection at login: {exc}"))
+        checks.append(
+            finding(
+                "ssh.auth", ERROR, f"the server closed the connection at login: {exc}", code="SSH_AUTH_FAILED"
+            )
+        )
         return False
 
     tried: list[str] = []
@@ -270,7 +295,7 @@ def _authenticate(target: SshTarget, transport: Any, timeout: float, checks: lis
             tried.append(f"publickey {label} ({exc})")
             continue
         if transport.is_authenticated():
-            checks.append(Check("ssh.auth", PASS, f"logged in as {user} with publickey {label}"))
+            checks.append(finding("ssh.auth", PASS, f"logged in as {user} with publickey {label}"))
             return True
         tried.append(f"publickey {label} (accepted, but the server asks for a second factor)")
 
@@ -283,7 +308,7 @@ def _authenticate(target: SshTarget, transport: Any, timeout: float, checks: lis
             else:
                 if transport.is_authenticated():
                     checks.append(
-                        Check("ssh.auth", PASS, f"logged in as {user} with the inventory's password")
+                        finding("ssh.auth", PASS, f"logged in as {user} with the inventory's password")
                     )
                     return True
         else:
@@ -291,7 +316,7 @@ def _authenticate(target: SshTarget, transport: Any, timeout: float, checks: lis
 
     key_hint = target.identity_files[0] if target.identity_files else "~/.ssh/id_ed25519"
     checks.append(
-        Check(
+        finding(
             "ssh.auth",
             ERROR,
             f"authentication failed for {user}@{target.hostname}: tried {'; '.join(tried) or 'nothing'}; "
@@ -300,6 +325,7 @@ def _authenticate(target: SshTarget, transport: Any, timeout: float, checks: lis
             f"(ssh-copy-id -i {key_hint}.pub {user}@{target.hostname}) or point ansible_ssh_private_key_file "
             "at the right key",
             evidence={"tried": tried, "allowed": allowed, "user": user},
+            code="SSH_AUTH_FAILED",
         )
     )
     return False

@@ -1,4 +1,4 @@
-"""What the SSH checks produce: a Check per step, the target they connect to, the open session."""
+"""What the SSH checks produce: a CheckResult per step, the target they connect to, the open session."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from r9700ctl.judging import Check  # the one check record of doctor and preflight
+from r9700ctl.agent.result import CheckResult  # the one verdict of doctor and preflight
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class Session:
 class ConnectionOutcome:
     """The connection checks of one host and, when login worked, the open session."""
 
-    checks: list[Check]
+    checks: list[CheckResult]
     session: Session | None = None
 
     @property

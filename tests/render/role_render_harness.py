@@ -36,6 +36,7 @@ from ansible.template import Templar, trust_as_template
 from r9700ctl import manifest as manifest_module
 from r9700ctl import preflight
 from r9700ctl.agent import nodefacts
+from r9700ctl.agent.result import one_line
 
 ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
 init_plugin_loader()  # as ansible-playbook starts: ansible.builtin.* plugins (the template lookup) resolve
@@ -170,7 +171,7 @@ def host_context(
     context = all_defaults()
     context.update(host_vars)
     verdict = preflight.judge(facts, context, manifest_module.load())
-    assert verdict.ok, [c.one_line() for c in verdict.failures]
+    assert verdict.ok, [one_line(c) for c in verdict.failures]
     context.update(
         {
             "r9700_resolved": verdict.resolved.to_dict(),

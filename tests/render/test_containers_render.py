@@ -16,6 +16,7 @@ import yaml
 from role_render_harness import AssertFailed, RoleRender, host_context
 
 from r9700ctl import manifest as manifest_module
+from r9700ctl.agent.result import one_line
 
 
 def context(os_key: str = "ubuntu-24.04", gpus: int = 4, manager: str = "systemd", **host_vars: Any) -> dict:
@@ -295,7 +296,7 @@ def igpu_first_context(**host_vars: Any) -> dict:
     facts = harness.node_facts("ubuntu-24.04", 4, igpu=True)
     facts["pci"]["devices"][-1]["address"] = "0000:01:00.0"
     verdict = preflight.judge(facts, ctx, manifest_module.load())
-    assert verdict.ok, [c.one_line() for c in verdict.failures]
+    assert verdict.ok, [one_line(c) for c in verdict.failures]
     ctx["r9700_resolved"] = verdict.resolved.to_dict()
     ctx["r9700_environment"] = ctx["r9700_resolved"]["environment"]
     return ctx

@@ -29,6 +29,8 @@ import pytest
 import yaml
 from role_render_harness import AssertFailed, RoleRender, fixture_lines, host_context, node_script
 
+from r9700ctl.agent.result import one_line
+
 MIRROR = "http://10.213.0.1:8080"
 TEST_KEY_FPR = "DB4CCF23AC5D3E2846037EB801190F9BDF85CB5A"  # the key in fixtures/gpg-show-keys-colons.txt
 AMDGPU_DKMS = "1:6.16.6.30200100-2255209.22.04"
@@ -871,7 +873,7 @@ def test_r9700_p2p_auto_decides_from_the_facts_and_all_three_files_carry_it(
         device["address"] = f"0000:{i * 4 + 3:02x}:00.0"  # the GPU behind card i's switch (p2p_facts)
     facts["p2p"] = p2p_facts(bar, iommu, count)
     verdict = preflight.judge(facts, ctx, manifest_module.load())
-    assert verdict.ok, [c.one_line() for c in verdict.failures]
+    assert verdict.ok, [one_line(c) for c in verdict.failures]
     ctx["r9700_resolved"] = verdict.resolved.to_dict()
     assert ctx["r9700_resolved"]["p2p"]["state"] == state
     env = RoleRender("r9700_env", ctx).run()

@@ -19,7 +19,16 @@ from r9700ctl.agent.thresholds import resolve
 
 
 def bw(value: float, status: str = PASS, subject: str = "gpu0") -> CheckResult:
-    return CheckResult("hostbw.h2d", subject, status, "h2d_bandwidth", value, "GB/s", ">= 45 GB/s")
+    return CheckResult(
+        id="hostbw.h2d",
+        subject=subject,
+        status=status,
+        metric="h2d_bandwidth",
+        value=value,
+        unit="GB/s",
+        threshold=">= 45 GB/s",
+        code="HOSTBW_BELOW_FLOOR",
+    )
 
 
 def test_the_worst_round_is_kept_with_every_round_in_evidence():
@@ -43,7 +52,9 @@ def test_a_steady_slowdown_across_rounds_is_a_drift_failure():
 
 def test_a_rising_latency_is_drift_and_a_steady_one_is_not():
     def latency(value: float) -> CheckResult:
-        return CheckResult("stability.latency", "node", PASS, "p99", value, "ms")
+        return CheckResult(
+            id="stability.latency", subject="node", status=PASS, metric="p99", value=value, unit="ms"
+        )
 
     rising = next(
         r for r in merge_rounds([[latency(10.0)], [latency(10.7)]], 0.05, 0.10) if r.id == "burnin.drift"
@@ -56,7 +67,9 @@ def test_a_rising_latency_is_drift_and_a_steady_one_is_not():
 
 
 def test_figures_without_a_known_direction_get_no_drift_result():
-    rounds = [[CheckResult("x.count", "node", PASS, value=3, unit="lines")] for _ in range(3)]
+    rounds = [
+        [CheckResult(id="x.count", subject="node", status=PASS, value=3, unit="lines")] for _ in range(3)
+    ]
     assert [r.id for r in merge_rounds(rounds, 0.05, 0.10)] == ["x.count"]
 
 

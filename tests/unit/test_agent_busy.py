@@ -95,10 +95,30 @@ def test_nvidia_compute_processes_come_from_nvml_through_nvidia_smi(tmp_path, mo
 
 def _figures() -> list[CheckResult]:
     return [
-        CheckResult("compute.tflops_bf16", "gpu0", PASS, "gemm_bf16_tflops", 660.0, "TFLOPS"),
-        CheckResult("compute.tflops_bf16", "gpu1", FAIL, "gemm_bf16_tflops", 310.0, "TFLOPS", hint="reseat"),
-        CheckResult("collective.allreduce", "p2p_on", PASS, "busbw", 30.0, "GB/s"),
-        CheckResult("p2p.bandwidth", "gpu0->gpu1", PASS, "p2p", 40.0, "GB/s"),
+        CheckResult(
+            id="compute.tflops_bf16",
+            subject="gpu0",
+            status=PASS,
+            metric="gemm_bf16_tflops",
+            value=660.0,
+            unit="TFLOPS",
+        ),
+        CheckResult(
+            id="compute.tflops_bf16",
+            subject="gpu1",
+            status=FAIL,
+            metric="gemm_bf16_tflops",
+            value=310.0,
+            unit="TFLOPS",
+            hint="reseat",
+            code="COMPUTE_BELOW_PEERS",
+        ),
+        CheckResult(
+            id="collective.allreduce", subject="p2p_on", status=PASS, metric="busbw", value=30.0, unit="GB/s"
+        ),
+        CheckResult(
+            id="p2p.bandwidth", subject="gpu0->gpu1", status=PASS, metric="p2p", value=40.0, unit="GB/s"
+        ),
     ]
 
 
@@ -116,7 +136,8 @@ def test_figures_of_a_busy_gpu_are_inconclusive_and_the_run_says_so_on_top(tmp_p
     assert statuses[("p2p.bandwidth", "gpu0->gpu1")] == INCONCLUSIVE
     slow = next(r for r in figures if r.subject == "gpu1")
     assert slow.hint.startswith("GPU busy: pid 4242 (python3 train.py)")
-    assert slow.evidence["if_judged"] == {"status": FAIL, "hint": "reseat"}
+    assert slow.evidence["if_judged"] == {"status": FAIL, "hint": "reseat", "code": "COMPUTE_BELOW_PEERS"}
+    assert slow.code == "GPU_BUSY"
     (gpu_busy,) = results
     assert (gpu_busy.id, gpu_busy.subject, gpu_busy.status, gpu_busy.value) == (
         "gpu.busy",
@@ -150,12 +171,23 @@ def test_wrong_data_on_a_busy_gpu_still_fails(tmp_path, two_r9700):
     node.add_process(4242, ["python3", "train.py"])
     node.add_kfd_process(4242, [40129])
     corrupt = CheckResult(
-        "hostbw.h2d", "gpu1", FAIL, "h2d", 55.0, "GB/s", hint="HOSTBW_CORRUPTION", evidence={WRONG_DATA: True}
+        id="hostbw.h2d",
+        subject="gpu1",
+        status=FAIL,
+        metric="h2d",
+        value=55.0,
+        unit="GB/s",
+        hint="a copy delivered wrong data",
+        evidence={WRONG_DATA: True},
+        code="HOSTBW_CORRUPTION",
     )
     figures = [*_figures(), corrupt]
     judge_busy(found, _scan(tmp_path, found), busy.Scan(), figures, allow_busy=False)
     assert corrupt.status == FAIL
-    assert corrupt.hint == "HOSTBW_CORRUPTION; measured while shared with pid 4242 (python3 train.py)"
+    assert (
+        corrupt.hint == "a copy delivered wrong data; measured while shared with pid 4242 (python3 train.py)"
+    )
+    assert corrupt.code == "HOSTBW_CORRUPTION"
     assert (
         next(r for r in figures if r.id == "compute.tflops_bf16" and r.subject == "gpu1").status
         == INCONCLUSIVE

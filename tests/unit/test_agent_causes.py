@@ -9,9 +9,30 @@ from __future__ import annotations
 from r9700ctl.agent import causes
 from r9700ctl.agent.result import FAIL, PASS, WARN, CheckResult
 
+# The reason code each check family gives its WARN and FAIL here (data/codes.yaml).
+CODES = {
+    "compute.link_under_load": "PCIE_LINK_DOWNTRAINED",
+    "pcie.link": "PCIE_CARD_BELOW_MODEL",
+    "hostbw.h2d": "HOSTBW_BELOW_FLOOR",
+    "platform.acs": "ACS_REDIRECT",
+    "platform.iommu": "IOMMU_TRANSLATED",
+    "platform.bar": "BAR_SMALLER_THAN_VRAM",
+    "p2p.bandwidth": "P2P_NOT_EFFECTIVE",
+    "collective.allreduce": "ALLREDUCE_BELOW_FLOOR",
+    "compute.tflops": "COMPUTE_BELOW_PEERS",
+}
+
 
 def result(check_id: str, subject: str, status: str, value=None, hint: str = "", **evidence) -> CheckResult:
-    return CheckResult(check_id, subject, status, value=value, hint=hint, evidence=dict(evidence))
+    return CheckResult(
+        id=check_id,
+        subject=subject,
+        status=status,
+        value=value,
+        hint=hint,
+        evidence=dict(evidence),
+        code=CODES[check_id],
+    )
 
 
 def test_a_low_link_explains_low_host_bandwidth_on_the_same_gpu():
@@ -34,14 +55,16 @@ def test_ineffective_p2p_is_blamed_on_acs_iommu_and_small_bar_found_by_the_platf
         result("platform.acs", "node", WARN, 2, redirecting={"0000:06:00.0": ["gpu0-gpu1"]}),
         result("platform.iommu", "node", WARN, "translated"),
         result("platform.bar", "gpu1", FAIL, 0.25),
-        result("p2p.bandwidth", "gpu0->gpu1", WARN, 12.0, "P2P_NOT_EFFECTIVE: ...", p2p_over_bounce=1.02),
+        result(
+            "p2p.bandwidth", "gpu0->gpu1", WARN, 12.0, "no faster than a host bounce", p2p_over_bounce=1.02
+        ),
         result("p2p.bandwidth", "gpu2->gpu3", PASS, 40.0, p2p_over_bounce=2.1),
     ]
     causes.apply(results)
     hint = results[3].hint
-    assert "ACS redirect on 0000:06:00.0 (platform.acs)" in hint
-    assert "add iommu=pt" in hint
-    assert "BAR smaller than VRAM on gpu1" in hint
+    assert "ACS redirect on 0000:06:00.0 (platform.acs: ACS_REDIRECT)" in hint
+    assert "IOMMU not in passthrough (platform.iommu: IOMMU_TRANSLATED)" in hint
+    assert "BAR smaller than VRAM on gpu1 (platform.bar: BAR_SMALLER_THAN_VRAM)" in hint
     assert len(results[3].evidence["causes"]) == 3
     assert results[4].hint == ""
 

@@ -48,7 +48,7 @@ def series(name: str) -> thermal.Series:
         if card is not None:
             row.update(
                 temp_c=card.temperature_edge_c, hotspot_c=card.temperature_hotspot_c,
-                mem_temp_c=card.temperature_mem_c, power_w=card.socket_power_w, fan_rpm=card.fan_rpm,
+                mem_temp_c=card.temperature_mem_c, power_w=card.power_w, fan_rpm=card.fan_rpm,
             )  # fmt: skip
         rows.append(row)
     return thermal.Series.from_samples(rows, ("temp_c", "hotspot_c", "mem_temp_c", "power_w", "fan_rpm"))
@@ -76,7 +76,7 @@ def test_a_fan_that_never_spins_while_the_card_heats_is_a_stall_and_the_heat_is_
     fan = thermal.fan(s, LIMITS)
     assert fan.status == FAIL
     assert fan.reason == "fan at 0 rpm for the whole load while the hotspot rose from 46 to 109 C"
-    assert fan.hint.startswith("FAN_STALLED")
+    assert fan.code == "FAN_STALLED" and "stop using the card" in fan.hint
     assert verdicts(s) == {"fan": FAIL, "sensors": PASS, "hotspot_c": FAIL, "mem_temp_c": WARN}
 
 
@@ -85,7 +85,8 @@ def test_frozen_temperatures_make_the_card_thermally_blind_never_a_pass():
 
     blind = thermal.sensors(s, LIMITS)
     assert blind.status == FAIL
-    assert blind.reason.startswith("THERMALLY_BLIND: no temperature reading moved under load")
+    assert blind.code == "THERMALLY_BLIND"
+    assert blind.reason.startswith("no temperature reading moved under load")
     assert "edge stuck at 35" in blind.reason and "hotspot stuck at 38" in blind.reason
     assert "memory" not in blind.reason  # N/A throughout: a sensor the card does not have, not a stuck one
     # The limits are not judged on frozen readings (a stuck 38 C must not pass a card), and the

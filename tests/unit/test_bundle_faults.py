@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from r9700ctl.bundle import diagnose_bundle
+from r9700ctl.bundle import lines as evidence_of
+from r9700ctl.bundle import severity as severity_of
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = ROOT / "r9700ctl" / "data" / "recorded"
@@ -53,10 +55,10 @@ def test_the_articles_override_9_4_2_on_gfx1201_cards_fails_and_names_mi300s_tar
 
     finding = only(diagnose_bundle(bundle), "env.hsa_override")
 
-    assert finding.severity == "FAIL"
+    assert severity_of(finding) == "FAIL"
     assert "gfx942 (CDNA3)" in finding.detail and "gfx1201" in finding.detail
-    assert (finding.evidence[0].file, finding.evidence[0].line) == ("env.txt", 2)
-    assert finding.fix.startswith("remove HSA_OVERRIDE_GFX_VERSION")
+    assert (evidence_of(finding)[0].file, evidence_of(finding)[0].line) == ("env.txt", 2)
+    assert finding.hint.startswith("remove HSA_OVERRIDE_GFX_VERSION")
 
 
 def test_an_override_naming_the_cards_own_target_is_only_a_warning(tmp_path):
@@ -64,7 +66,7 @@ def test_an_override_naming_the_cards_own_target_is_only_a_warning(tmp_path):
 
     finding = only(diagnose_bundle(bundle), "env.hsa_override")
 
-    assert finding.severity == "WARN"
+    assert severity_of(finding) == "WARN"
     assert "own target gfx1201" in finding.detail
 
 
@@ -74,7 +76,7 @@ def test_an_rdna3_override_on_an_rx_9070_xt_fails_as_cross_family(tmp_path):
 
     finding = only(diagnose_bundle(bundle), "env.hsa_override")
 
-    assert finding.severity == "FAIL"
+    assert severity_of(finding) == "FAIL"
     assert (
         "gfx1100 (RDNA3) code on gfx1201 (RDNA4: AMD Radeon RX 9070 XT)"
         in finding.detail  # rocminfo names it
@@ -87,7 +89,7 @@ def test_the_mi300x_override_on_an_mi300x_is_its_own_target_so_only_a_warning(tm
 
     finding = only(diagnose_bundle(bundle), "env.hsa_override")
 
-    assert finding.severity == "WARN"
+    assert severity_of(finding) == "WARN"
     assert "own target gfx942" in finding.detail
 
 
@@ -97,7 +99,7 @@ def test_an_env_txt_without_an_override_is_judged_and_gives_no_finding(tmp_path)
     report = diagnose_bundle(bundle)
 
     assert report.findings == []
-    assert "HSA_OVERRIDE_GFX_VERSION" not in {n.topic for n in report.not_judged}
+    assert "HSA_OVERRIDE_GFX_VERSION" not in {n.evidence["topic"] for n in report.not_judged}
 
 
 # ---- kernel command line
@@ -109,9 +111,9 @@ def test_two_gpus_without_iommu_pt_warn_with_the_cmdline_as_evidence(tmp_path):
 
     finding = only(diagnose_bundle(bundle), "kernel.iommu_not_passthrough")
 
-    assert finding.severity == "WARN"
-    assert finding.evidence[0].file == "cmdline.txt" and finding.evidence[0].line == 2
-    assert "iommu=pt" in finding.fix
+    assert severity_of(finding) == "WARN"
+    assert evidence_of(finding)[0].file == "cmdline.txt" and evidence_of(finding)[0].line == 2
+    assert "iommu=pt" in finding.hint
 
 
 # ---- dkms
@@ -124,9 +126,9 @@ def test_a_broken_dkms_entry_for_amdgpu_fails(tmp_path):
 
     finding = only(diagnose_bundle(bundle), "dkms.broken")
 
-    assert finding.severity == "FAIL"
-    assert finding.evidence[0].line == 3
-    assert "dkms remove amdgpu/6.16.6-2255209.24.04 --all" in finding.fix
+    assert severity_of(finding) == "FAIL"
+    assert evidence_of(finding)[0].line == 3
+    assert "dkms remove amdgpu/6.16.6-2255209.24.04 --all" in finding.hint
 
 
 def test_amdgpu_dkms_built_only_for_an_older_kernel_than_the_running_one_fails(tmp_path):
@@ -136,12 +138,12 @@ def test_amdgpu_dkms_built_only_for_an_older_kernel_than_the_running_one_fails(t
 
     finding = only(diagnose_bundle(bundle), "dkms.not_for_running_kernel")
 
-    assert finding.severity == "FAIL"
+    assert severity_of(finding) == "FAIL"
     assert "built for 6.8.0-88-generic, 6.8.0-90-generic, not for the running kernel 6.8.0-94-generic" in (
         finding.detail
     )
-    assert "linux-headers-6.8.0-94-generic" in finding.fix
-    assert [(e.file, e.line) for e in finding.evidence] == [
+    assert "linux-headers-6.8.0-94-generic" in finding.hint
+    assert [(e.file, e.line) for e in evidence_of(finding)] == [
         ("dkms-status.txt", 2),
         ("dkms-status.txt", 3),
         ("uname.txt", 2),
@@ -157,7 +159,7 @@ def test_the_old_comma_format_with_a_module_only_built_for_the_running_kernel_fa
     finding = only(diagnose_bundle(bundle), "dkms.not_installed")
 
     assert "amdgpu/2.0-89 for the running kernel 4.15.0-43-generic is 'built'" in finding.detail
-    assert finding.evidence[0].line == 2
+    assert evidence_of(finding)[0].line == 2
 
 
 def test_no_amdgpu_dkms_entry_means_the_inbox_driver_a_supported_choice(tmp_path):
@@ -165,7 +167,7 @@ def test_no_amdgpu_dkms_entry_means_the_inbox_driver_a_supported_choice(tmp_path
     bundle = bundle_from(tmp_path, "r9700-2x", {"dkms-status.txt": ""})
 
     finding = only(diagnose_bundle(bundle), "dkms.no_amdgpu")
-    assert finding.severity == "INFO" and "a supported choice" in finding.detail
+    assert severity_of(finding) == "INFO" and "a supported choice" in finding.detail
 
 
 # ---- PCIe
@@ -194,8 +196,8 @@ def test_acs_redirect_on_the_bridges_above_two_gpus_warns_per_bridge(tmp_path):
         "ACS on switch port 0000:02:01.0",
     ]
     assert "between GPUs 0000:03:00.0 <-> 0000:04:00.0" in acs[0].detail
-    assert acs[0].evidence[0].text.startswith("ACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+")
-    assert "setpci -s 0000:02:00.0 ECAP_ACS+6.w=0000" in acs[0].fix
+    assert evidence_of(acs[0])[0].text.startswith("ACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+")
+    assert "setpci -s 0000:02:00.0 ECAP_ACS+6.w=0000" in acs[0].hint
 
 
 def test_acs_between_gpus_that_do_not_talk_p2p_is_a_note(tmp_path):
@@ -206,15 +208,17 @@ def test_acs_between_gpus_that_do_not_talk_p2p_is_a_note(tmp_path):
 
     acs = [f for f in diagnose_bundle(bundle).findings if f.id == "pcie.acs_redirect"]
 
-    assert [f.severity for f in acs] == ["INFO", "INFO"]
+    assert [severity_of(f) for f in acs] == ["INFO", "INFO"]
     assert acs[0].detail.endswith(
         "P2P is off on this node (NCCL_P2P_DISABLE=1 in env.txt), so only if it is turned on"
     )
-    assert (acs[0].evidence[-1].file, acs[0].evidence[-1].line) == ("env.txt", 2)
+    assert (evidence_of(acs[0])[-1].file, evidence_of(acs[0])[-1].line) == ("env.txt", 2)
     (bundle / "env.txt").write_text(
         "NCCL_P2P_DISABLE=1\nHSA_FORCE_FINE_GRAIN_PCIE=1\n"
     )  # contradictory: P2P asked
-    assert {f.severity for f in diagnose_bundle(bundle).findings if f.id == "pcie.acs_redirect"} == {"WARN"}
+    assert {severity_of(f) for f in diagnose_bundle(bundle).findings if f.id == "pcie.acs_redirect"} == {
+        "WARN"
+    }
 
 
 def test_pci_noacs_on_the_command_line_silences_the_acs_warning(tmp_path):
@@ -242,10 +246,10 @@ def test_a_link_downtrained_at_idle_is_a_note_as_the_agent_judges_it(tmp_path):
 
     finding = only(diagnose_bundle(bundle), "pcie.link_below_max")
 
-    assert finding.severity == "INFO"
+    assert severity_of(finding) == "INFO"
     assert "idle: link at Gen1 x8 of Gen3 x8; idle GPUs downtrain" in finding.detail
     assert "read at 0000:01:00.0" in finding.detail
-    assert (finding.evidence[0].file, finding.evidence[0].line) == ("lspci.txt", number)
+    assert (evidence_of(finding)[0].file, evidence_of(finding)[0].line) == ("lspci.txt", number)
 
 
 def test_the_gpu_functions_own_internal_link_is_not_the_cards_link(tmp_path):
@@ -262,8 +266,8 @@ def test_an_r9700_whose_bar_is_256m_warns_that_large_bar_is_off(tmp_path):
     finding = only(diagnose_bundle(bundle), "pcie.small_bar")
 
     assert "largest BAR is 256 MiB, less than its 32 GiB" in finding.detail
-    assert finding.evidence[0].line == 5
-    assert "Resizable BAR" in finding.fix or "Re-Size BAR" in finding.fix
+    assert evidence_of(finding)[0].line == 5
+    assert "Resizable BAR" in finding.hint or "Re-Size BAR" in finding.hint
 
 
 # ---- access, driver, ROCm
@@ -276,10 +280,10 @@ def test_a_user_missing_from_render_fails_and_from_video_warns(tmp_path):
     report = diagnose_bundle(bundle)
 
     render = only(report, "access.not_in_render")
-    assert render.severity == "FAIL"
-    assert "usermod -aG render,video ai" in render.fix
-    assert (render.evidence[0].file, render.evidence[0].line) == ("id.txt", 1)
-    assert only(report, "access.not_in_video").severity == "WARN"
+    assert severity_of(render) == "FAIL"
+    assert "usermod -aG render,video ai" in render.hint
+    assert (evidence_of(render)[0].file, evidence_of(render)[0].line) == ("id.txt", 1)
+    assert severity_of(only(report, "access.not_in_video")) == "WARN"
 
 
 def test_a_user_in_render_and_video_gives_no_access_finding(tmp_path):
@@ -303,17 +307,17 @@ def test_rocm_6_3_2_on_r9700s_fails_naming_the_releases_that_support_gfx1201(tmp
 
     finding = only(diagnose_bundle(bundle), "rocm.unsupported_gpu")
 
-    assert finding.severity == "FAIL"
+    assert severity_of(finding) == "FAIL"
     assert finding.detail.startswith("ROCm 6.3.2 does not support gfx1201 (AMD Radeon AI PRO R9700)")
     assert "6.4.1" in finding.detail
-    assert finding.evidence[0].file == "amd-smi.txt" and finding.evidence[0].line == 3
+    assert evidence_of(finding)[0].file == "amd-smi.txt" and evidence_of(finding)[0].line == 3
 
 
 def test_amdgpu_missing_from_lsmod_fails(tmp_path):
     lsmod = "Module                  Size  Used by\nnvme                   61440  2\n"
     bundle = bundle_from(tmp_path, "r9700-3x", {"lsmod.txt": lsmod})
 
-    assert only(diagnose_bundle(bundle), "driver.not_loaded").severity == "FAIL"
+    assert severity_of(only(diagnose_bundle(bundle), "driver.not_loaded")) == "FAIL"
 
 
 def test_rocminfo_saying_rock_is_not_loaded_fails(tmp_path):
@@ -325,7 +329,7 @@ def test_rocminfo_saying_rock_is_not_loaded_fails(tmp_path):
 
     report = diagnose_bundle(bundle)
 
-    assert only(report, "rocm.kfd_not_loaded").evidence[0].line == 1
+    assert evidence_of(only(report, "rocm.kfd_not_loaded"))[0].line == 1
     ids = {f.id for f in report.findings}
     assert "rocm.runtime_error" in ids
     # rocminfo's own failure report was read: the file is not also "could not read" (issue 22 item 11)
@@ -340,9 +344,9 @@ def test_a_gpu_reset_after_mes_failure_in_dmesg_fails(tmp_path):
     report = diagnose_bundle(bundle_from(tmp_path, "r9700-2x", {"dmesg.txt": dmesg}))
 
     found = {f.id: f for f in report.findings}
-    assert found["dmesg.amdgpu_gpu_reset"].severity == "FAIL"
-    assert found["dmesg.amdgpu_mes"].severity == "FAIL"
-    assert found["dmesg.amdgpu_mes"].evidence[0].line == 2
+    assert severity_of(found["dmesg.amdgpu_gpu_reset"]) == "FAIL"
+    assert severity_of(found["dmesg.amdgpu_mes"]) == "FAIL"
+    assert evidence_of(found["dmesg.amdgpu_mes"])[0].line == 2
 
 
 def test_rccl_start_up_warnings_in_rccl_log_are_findings(tmp_path):
@@ -350,9 +354,9 @@ def test_rccl_start_up_warnings_in_rccl_log_are_findings(tmp_path):
     report = diagnose_bundle(bundle_from(tmp_path, "r9700-2x", {"rccl.log": log}))
 
     finding = only(report, "rccl.missing_fine_grain_pcie")
-    assert finding.severity == "WARN"
-    assert finding.evidence[0].file == "rccl.log" and finding.evidence[0].line == 2
-    assert "RCCL start-up warnings" not in " ".join(n.topic for n in report.not_judged)
+    assert severity_of(finding) == "WARN"
+    assert evidence_of(finding)[0].file == "rccl.log" and evidence_of(finding)[0].line == 2
+    assert "RCCL start-up warnings" not in " ".join(n.evidence["topic"] for n in report.not_judged)
 
 
 def test_rccl_missing_fine_grain_warning_on_a_node_whose_p2p_is_off_is_a_note_not_advice_to_set_it(tmp_path):
@@ -365,10 +369,10 @@ def test_rccl_missing_fine_grain_warning_on_a_node_whose_p2p_is_off_is_a_note_no
     report = diagnose_bundle(bundle_from(tmp_path, "r9700-2x", {"rccl.log": log, "env.txt": env}))
 
     finding = only(report, "rccl.missing_fine_grain_pcie")
-    assert finding.severity == "INFO"
-    assert "set HSA_FORCE_FINE_GRAIN_PCIE" not in finding.fix and "r9700_env" not in finding.fix
+    assert severity_of(finding) == "INFO"
+    assert "set HSA_FORCE_FINE_GRAIN_PCIE" not in finding.hint and "r9700_env" not in finding.hint
     assert "expected: P2P is off on this node (NCCL_P2P_DISABLE=1 in env.txt)" in finding.detail
-    assert (finding.evidence[-1].file, finding.evidence[-1].line) == ("env.txt", 2)
+    assert (evidence_of(finding)[-1].file, evidence_of(finding)[-1].line) == ("env.txt", 2)
 
 
 def test_rccl_missing_fine_grain_warning_names_what_the_variable_does_not_a_p2p_switch(tmp_path):
@@ -376,7 +380,7 @@ def test_rccl_missing_fine_grain_warning_names_what_the_variable_does_not_a_p2p_
     report = diagnose_bundle(bundle_from(tmp_path, "r9700-2x", {"rccl.log": log}))
     finding = only(report, "rccl.missing_fine_grain_pcie")
 
-    assert finding.severity == "WARN"
+    assert severity_of(finding) == "WARN"
     assert "no peer-to-peer over PCIe" not in finding.detail
     assert "fine-grained" in finding.detail
 
@@ -388,7 +392,7 @@ def test_missing_txt_from_collect_explains_why_a_file_is_missing(tmp_path):
     missing = "# what collect could not record\nrocminfo.txt: rocminfo: command not found\n"
     bundle = bundle_from(tmp_path, "r9700-2x", {"MISSING.txt": missing})
 
-    texts = [str(n) for n in diagnose_bundle(bundle).not_judged]
+    texts = [n.detail for n in diagnose_bundle(bundle).not_judged]
 
     assert (
         "could not judge whether the ROCm runtime sees the GPUs because rocminfo.txt is missing "
@@ -419,7 +423,7 @@ def test_an_amdgpu_error_beside_them_is_still_found_and_attributed_to_its_card(t
     # ROCm/legacy-rocm-build#2196, as posted
     text += "[31327.729436] [drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring gfx_0.0.0 timeout, signaled seq=613206\n"  # noqa: E501
     bundle = bundle_from(tmp_path, "r9700-2x", {"dmesg.txt": text})
-    assert only(diagnose_bundle(bundle), "dmesg.amdgpu_ring_timeout").severity == "FAIL"
+    assert severity_of(only(diagnose_bundle(bundle), "dmesg.amdgpu_ring_timeout")) == "FAIL"
 
 
 def _two_cards_on_their_own_root_ports(tmp_path: Path) -> Path:
@@ -469,7 +473,7 @@ def test_a_rocm_version_is_matched_exactly_and_an_unknown_one_is_not_in_the_mani
     bundle = bundle_from(tmp_path, "r9700-2x")
     edit(bundle / "amd-smi.txt", "ROCm version: 7.2.0", f"ROCm version: {version}")
     finding = only(diagnose_bundle(bundle), "rocm.not_in_manifest")
-    assert finding.severity == severity
+    assert severity_of(finding) == severity
     assert finding.detail.startswith(f"ROCm {version} is not in the manifest")
     assert "rocm.unsupported_gpu" not in {f.id for f in diagnose_bundle(bundle).findings}
 
@@ -537,10 +541,10 @@ def test_uncorrectable_aer_errors_at_a_gpus_root_port_fail_with_the_riser_hint(t
 
     finding = only(diagnose_bundle(bundle), "pcie.aer")
 
-    assert finding.severity == "FAIL"
+    assert severity_of(finding) == "FAIL"
     assert finding.detail == "0000:03:00.0: 2 nonfatal at root port 0000:00:01.1 (CmpltTO 2) since boot"
-    assert "reseat the card" in finding.fix and "riser" in finding.fix
-    assert [(e.file, e.line) for e in finding.evidence] == [("aer.txt", 4)]
+    assert "reseat the card" in finding.hint and "riser" in finding.hint
+    assert [(e.file, e.line) for e in evidence_of(finding)] == [("aer.txt", 4)]
 
 
 def test_corrected_aer_errors_on_a_gpu_warn_and_a_clean_gpu_says_nothing(tmp_path):
@@ -549,14 +553,14 @@ def test_corrected_aer_errors_on_a_gpu_warn_and_a_clean_gpu_says_nothing(tmp_pat
 
     finding = only(diagnose_bundle(bundle), "pcie.aer")
 
-    assert finding.severity == "WARN"
+    assert severity_of(finding) == "WARN"
     assert finding.detail.startswith("0000:03:00.0: 7 correctable at GPU 0000:03:00.0 (BadTLP 7)")
 
 
 def test_a_bundle_without_aer_txt_says_the_pcie_errors_were_not_judged(tmp_path):
     report = diagnose_bundle(bundle_from(tmp_path, "r9700-2x"))
 
-    assert any(n.topic == "PCIe errors (AER counters)" for n in report.not_judged)
+    assert any(n.evidence["topic"] == "PCIe errors (AER counters)" for n in report.not_judged)
 
 
 # ---- Debian 12 (issue 9 item 9)
@@ -571,12 +575,12 @@ def test_an_r9700_on_debian_12_is_best_effort_and_on_ubuntu_24_04_says_nothing(t
 
     finding = only(diagnose_bundle(bundle), "rocm.os_listed")
 
-    assert finding.severity == "WARN"
+    assert severity_of(finding) == "WARN"
     assert finding.detail.startswith(
         "AMD lists gfx1201 for ROCm 7.1.1 only on ubuntu-22.04, ubuntu-24.04; Debian GNU/Linux 12 (bookworm) "
         "is best effort. AMD lists Debian 12 for Instinct GPUs only, never for a Radeon"
     )
-    assert (finding.evidence[0].file, finding.evidence[0].line) == (
+    assert (evidence_of(finding)[0].file, evidence_of(finding)[0].line) == (
         "os-release",
         line_of(bundle / "os-release", "VERSION_ID"),
     )
@@ -613,7 +617,7 @@ def test_a_healthy_bundle_that_answers_most_checks_passes(tmp_path):
         "dmesg.txt": "[    5.123456] amdgpu 0000:0a:00.0: amdgpu: SE 4, SH per SE 2, CU per SH 8\n",
     }
     report = diagnose_bundle(bundle_from(tmp_path, "r9700-3x", files))
-    assert [f for f in report.findings if f.severity != "INFO"] == [], report.findings
+    assert [f for f in report.findings if severity_of(f) != "INFO"] == [], report.findings
     assert len(report.judged) > len(report.unjudged), (report.judged, report.unjudged)
     assert report.status == "PASS"
 
@@ -631,7 +635,7 @@ def test_a_rocm_older_than_the_first_release_with_gfx1201_fails_naming_those_tha
     report = diagnose_bundle(bundle)
 
     finding = only(report, "rocm.unsupported_gpu")
-    assert finding.severity == "FAIL"
+    assert severity_of(finding) == "FAIL"
     assert finding.detail.startswith(f"ROCm {version} does not support gfx1201 (AMD Radeon AI PRO R9700)")
     assert "support starts with ROCm 6.4.1; releases that do: 6.4.1, 7.0.2, 7.1.1, 7.2.3" in finding.detail
     assert "rocm.not_in_manifest" not in {f.id for f in report.findings}
@@ -656,7 +660,7 @@ def test_permission_denied_with_the_user_outside_render_asks_for_usermod(tmp_pat
     assert finding.detail == (
         "rocminfo could not open /dev/kfd (Permission denied): ai is not in the render group that owns it"
     )
-    assert finding.fix.startswith("usermod -aG render,video ai, then log in again")
+    assert finding.hint.startswith("usermod -aG render,video ai, then log in again")
 
 
 def test_permission_denied_with_the_user_in_render_is_a_stale_session_not_usermod(tmp_path):
@@ -669,7 +673,7 @@ def test_permission_denied_with_the_user_in_render_is_a_stale_session_not_usermo
     finding = only(diagnose_bundle(bundle), "rocm.runtime_error")
 
     assert "although ai is listed in the render group" in finding.detail
-    assert finding.fix.startswith("log out and in again") and "No usermod is needed" in finding.fix
+    assert finding.hint.startswith("log out and in again") and "No usermod is needed" in finding.hint
 
 
 def test_the_session_without_render_that_rocminfo_finds_in_render_is_told_to_log_in_again(tmp_path):
@@ -683,7 +687,7 @@ def test_the_session_without_render_that_rocminfo_finds_in_render_is_told_to_log
 
     access = only(report, "access.not_in_render")
     assert "the membership was added after this login" in access.detail
-    assert "usermod" not in access.fix.replace("no usermod is needed", "")
+    assert "usermod" not in access.hint.replace("no usermod is needed", "")
 
 
 @pytest.mark.parametrize(
@@ -703,7 +707,7 @@ def test_other_errnos_of_dev_kfd_name_the_drivers_state_and_never_usermod(tmp_pa
 
     finding = only(report, "rocm.runtime_error")
     assert f"({errno}): not a permission problem" in finding.detail and meaning in finding.detail
-    assert "usermod" not in finding.fix
+    assert "usermod" not in finding.hint
 
 
 def test_a_rocminfo_that_stopped_before_any_agent_is_not_no_gpu_found(tmp_path):
@@ -716,7 +720,7 @@ def test_a_rocminfo_that_stopped_before_any_agent_is_not_no_gpu_found(tmp_path):
     report = diagnose_bundle(bundle)
 
     assert {f.id for f in report.findings} == {"rocm.runtime_error"}
-    unjudged = next(n for n in report.not_judged if n.topic == "which GPUs the node has")
+    unjudged = next(n for n in report.not_judged if n.evidence["topic"] == "which GPUs the node has")
     assert "rocminfo stopped before listing any agent" in str(unjudged)
 
 
@@ -749,10 +753,10 @@ def test_an_override_judged_by_the_chip_ids_not_by_the_names_it_made_rocminfo_pr
         ("1002:13c0", "gfx1036", "gfx1100", False),
     ]
     finding = only(report, "env.hsa_override")
-    assert finding.severity == "FAIL"
+    assert severity_of(finding) == "FAIL"
     assert "gfx1100 (RDNA3) code on gfx1201 (RDNA4: AMD Radeon RX 9070 XT)" in finding.detail
     assert "on gfx1036 (RDNA2: AMD Granite Ridge integrated graphics)" in finding.detail
-    assert "ROCR_VISIBLE_DEVICES" in finding.fix
+    assert "ROCR_VISIBLE_DEVICES" in finding.hint
 
 
 def test_an_override_seen_only_in_rocminfos_names_is_found_without_env_txt(tmp_path):
@@ -763,11 +767,11 @@ def test_an_override_seen_only_in_rocminfos_names_is_found_without_env_txt(tmp_p
 
     finding = only(diagnose_bundle(bundle), "env.hsa_override")
 
-    assert finding.severity == "FAIL"
+    assert severity_of(finding) == "FAIL"
     assert finding.detail.startswith("rocminfo lists ")
     assert "AMD Radeon RX 9070 XT (1002:7550, gfx1201)" in finding.detail
     assert "HSA_OVERRIDE_GFX_VERSION=11.0.0 was set where rocminfo ran" in finding.detail
-    assert finding.evidence[0].file == "rocminfo.txt"
+    assert evidence_of(finding)[0].file == "rocminfo.txt"
 
 
 def test_the_cards_own_override_still_fails_for_the_igpu_it_relabels(tmp_path):
@@ -782,7 +786,7 @@ def test_the_cards_own_override_still_fails_for_the_igpu_it_relabels(tmp_path):
     igpu = next(g for g in report.gpus if g.discrete is False)
     assert (igpu.gfx, igpu.reported_gfx) == ("gfx1036", "gfx1201")
     finding = only(report, "env.hsa_override")
-    assert finding.severity == "FAIL"
+    assert severity_of(finding) == "FAIL"
     assert "gfx1201 (RDNA4) code on gfx1036" in finding.detail
     assert "is the GPUs' own target gfx1201" in finding.detail
     assert "gfx1036" in only(report, "gpu.integrated_beside_discrete").detail
@@ -819,7 +823,7 @@ def test_smu_lines_pasted_without_timestamps_or_pci_prefixes_are_found_and_not_u
     report = diagnose_bundle(bundle)
 
     ids = {f.id for f in report.findings}
-    assert only(report, "dmesg.amdgpu_smu_busy").severity == "FAIL"
+    assert severity_of(only(report, "dmesg.amdgpu_smu_busy")) == "FAIL"
     assert "bundle.unreadable" not in ids
 
 
@@ -845,8 +849,8 @@ def test_lspci_without_nn_of_an_r9700_names_it_and_still_reads_its_bar(tmp_path)
     assert [(g.bdf, g.pci_id, g.name, g.gfx) for g in report.gpus] == [
         ("0000:0a:00.0", "1002:7551", "AMD Radeon AI PRO R9700", "gfx1201")
     ]
-    assert [(f.id, f.severity) for f in report.findings if f.severity in ("WARN", "FAIL")] == []
-    assert any("lspci ran without root" in str(n) for n in report.not_judged)  # its links, as with -nn
+    assert [(f.id, severity_of(f)) for f in report.findings if severity_of(f) in ("WARN", "FAIL")] == []
+    assert any("lspci ran without root" in n.detail for n in report.not_judged)  # its links, as with -nn
 
 
 def test_lspci_from_a_pci_ids_that_predates_the_card_gives_its_device_id(tmp_path):
@@ -882,5 +886,5 @@ def test_a_gpu_of_unknown_chip_is_judged_by_the_gfx_ip_block_amdgpu_logged(tmp_p
     card = next(g for g in report.gpus if g.discrete)
     assert (card.pci_id, card.gfx, card.reported_gfx, card.gfx_ip) == (None, None, "gfx1100", "gfx_v12_0")
     finding = only(report, "env.hsa_override")
-    assert finding.severity == "FAIL"
+    assert severity_of(finding) == "FAIL"
     assert "whose GFX IP is gfx_v12_0 in dmesg: another major version" in finding.detail

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from r9700ctl.bundle import BUNDLE_FILES, diagnose_bundle, diagnose_path
+from r9700ctl.bundle import severity as severity_of
 from r9700ctl.errors import BadInput
 
 RECORDED = Path(__file__).resolve().parents[2] / "r9700ctl" / "data" / "recorded"
@@ -42,7 +43,7 @@ def test_binary_garbage_in_any_bundle_file_is_a_could_not_read_finding(tmp_path,
     assert [f.detail for f in unreadable] == [
         f"could not read {name}: binary data, not text output of a tool"
     ]
-    assert unreadable[0].severity == "WARN"
+    assert severity_of(unreadable[0]) == "WARN"
     assert "bundle.rule_error" not in ids(report)
 
 
@@ -74,7 +75,7 @@ def test_a_directory_named_like_a_bundle_file_counts_as_missing(tmp_path):
 
     report = diagnose_bundle(tmp_path / "b")
 
-    assert "amdgpu errors in the kernel log" in {n.topic for n in report.not_judged}
+    assert "amdgpu errors in the kernel log" in {n.evidence["topic"] for n in report.not_judged}
     assert report.findings == []
 
 

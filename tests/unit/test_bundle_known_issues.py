@@ -13,6 +13,8 @@ import pytest
 
 from r9700ctl.agent.parsers import dmesg
 from r9700ctl.bundle import diagnose_bundle
+from r9700ctl.bundle import lines as evidence_of
+from r9700ctl.bundle import severity as severity_of
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = ROOT / "r9700ctl" / "data" / "recorded"
@@ -77,15 +79,15 @@ def test_two_r9700s_on_rocm_7_2_0_are_warned_of_the_rccl_hang_with_the_amd_smi_l
     report = diagnose_bundle(RECORDED / "r9700-2x")
 
     finding = known(report)["known_issue.r9700-rccl-72-hang"]
-    assert finding.severity == "WARN"
+    assert severity_of(finding) == "WARN"
     assert finding.detail.startswith(
         "known issue r9700-rccl-72-hang applies to this node (2 or more gfx1201, ROCm 7.2.0)"
     )
     assert "env.txt is missing" in finding.detail
-    assert (finding.evidence[0].file, finding.evidence[0].line) == ("amd-smi.txt", 3)
-    assert "ROCm version: 7.2.0" in finding.evidence[0].text
-    assert finding.fix.startswith("Use ROCm 7.1.1")
-    assert "https://github.com/vllm-project/vllm/issues/40980" in finding.fix
+    assert (evidence_of(finding)[0].file, evidence_of(finding)[0].line) == ("amd-smi.txt", 3)
+    assert "ROCm version: 7.2.0" in evidence_of(finding)[0].text
+    assert finding.hint.startswith("Use ROCm 7.1.1")
+    assert "https://github.com/vllm-project/vllm/issues/40980" in finding.hint
     assert report.exit_code == 1
 
 
@@ -109,12 +111,12 @@ def test_an_environment_with_ipc_legacy_mode_is_flagged_at_its_env_txt_line(tmp_
     report = diagnose_bundle(bundle_from(tmp_path, "r9700-2x", {"env.txt": env}))
 
     finding = known(report)["known_issue.hsa-ipc-mode-legacy"]
-    assert finding.severity == "FAIL"
+    assert severity_of(finding) == "FAIL"
     assert finding.detail.startswith("the environment re-creates known issue hsa-ipc-mode-legacy")
-    assert [(e.file, e.line, e.text) for e in finding.evidence] == [
+    assert [(e.file, e.line, e.text) for e in evidence_of(finding)] == [
         ("env.txt", 3, "HSA_ENABLE_IPC_MODE_LEGACY=1")
     ]
-    assert finding.fix.startswith("Unset HSA_ENABLE_IPC_MODE_LEGACY or set it to 0")
+    assert finding.hint.startswith("Unset HSA_ENABLE_IPC_MODE_LEGACY or set it to 0")
     assert report.exit_code == 2
 
 
@@ -133,8 +135,8 @@ def test_the_runtimes_ipc_error_in_a_saved_job_log_names_the_issue(tmp_path):
     )
 
     finding = known(report)["known_issue.hsa-ipc-mode-legacy"]
-    assert finding.severity == "WARN"
-    assert [(e.file, e.line) for e in finding.evidence] == [("rccl.log", 2), ("rccl.log", 4)]
+    assert severity_of(finding) == "WARN"
+    assert [(e.file, e.line) for e in evidence_of(finding)] == [("rccl.log", 2), ("rccl.log", 4)]
 
 
 def test_the_four_card_p2p_failure_needs_four_cards(tmp_path):
@@ -146,7 +148,7 @@ def test_the_four_card_p2p_failure_needs_four_cards(tmp_path):
 
     assert "known_issue.r9700-4x-p2p-ipc-invalid" not in known(report)
     ipc = next(f for f in report.findings if f.id == "rccl.ipc_failure")
-    assert [e.line for e in ipc.evidence] == [2, 7]
+    assert [e.line for e in evidence_of(ipc)] == [2, 7]
 
 
 def test_a_stopped_fan_under_load_is_a_fail_naming_the_known_issue(tmp_path):
@@ -159,8 +161,8 @@ def test_a_stopped_fan_under_load_is_a_fail_naming_the_known_issue(tmp_path):
     report = diagnose_bundle(bundle_from(tmp_path, "r9700-2x", {"amd-smi-metric.json": text}))
 
     finding = known(report)["known_issue.r9700-fan-stopped"]
-    assert finding.severity == "FAIL"
-    assert finding.evidence[0].text == "GPU 0: fan 0 rpm at hotspot 104 C and 280 W"
+    assert severity_of(finding) == "FAIL"
+    assert evidence_of(finding)[0].text == "GPU 0: fan 0 rpm at hotspot 104 C and 280 W"
 
 
 def test_a_fan_at_0_rpm_on_an_idle_cool_card_is_zero_rpm_mode_not_a_fault(tmp_path):
@@ -184,18 +186,18 @@ def test_mes_failure_then_mode1_reset_is_counted_per_gpu_and_explained(tmp_path)
 
     assert set(found) == {"dmesg.amdgpu_mes", "dmesg.amdgpu_gpu_reset"}
     mes, reset = found["dmesg.amdgpu_mes"], found["dmesg.amdgpu_gpu_reset"]
-    assert mes.severity == reset.severity == "FAIL"
+    assert severity_of(mes) == severity_of(reset) == "FAIL"
     assert mes.detail.endswith("2 line(s) on 0000:03:00.0 (2)")
-    assert [e.line for e in mes.evidence] == [3, 5]  # "MES(0) failed to respond", "MES might be ..."
+    assert [e.line for e in evidence_of(mes)] == [3, 5]  # "MES(0) failed to respond", "MES might be ..."
     assert reset.detail.endswith("3 line(s) on 0000:03:00.0 (3)")
-    assert "https://github.com/ROCm/legacy-rocm-build/issues/6630" in mes.fix
+    assert "https://github.com/ROCm/legacy-rocm-build/issues/6630" in mes.hint
 
 
 def test_an_r9700_page_fault_says_that_aer_saw_nothing(tmp_path):
     found = findings_for(tmp_path, "dmesg/r9700-page-fault-no-aer.txt")
 
     fault = found["dmesg.amdgpu_page_fault"]
-    assert fault.severity == "WARN"
+    assert severity_of(fault) == "WARN"
     assert "1 line(s) on 0000:07:00.0 (1)" in fault.detail
     assert fault.detail.endswith("no PCIe AER line in the log, so not a link error")
 
@@ -218,19 +220,19 @@ def test_a_failed_reset_is_its_own_fail(tmp_path):
     found = findings_for(tmp_path, "dmesg/psp-reset-failed.txt")
 
     failed = found["dmesg.amdgpu_reset_failed"]
-    assert failed.severity == "FAIL"
-    assert [e.line for e in failed.evidence] == [7, 8]
+    assert severity_of(failed) == "FAIL"
+    assert [e.line for e in evidence_of(failed)] == [7, 8]
     assert "no GPU named (1)" in failed.detail and "0000:0b:00.0 (1)" in failed.detail
-    assert failed.fix.startswith("reboot")
+    assert failed.hint.startswith("reboot")
 
 
 def test_a_card_gone_from_the_bus_is_a_fail(tmp_path):
     found = findings_for(tmp_path, "dmesg/rx7600-device-lost.txt")
 
     lost = found["dmesg.amdgpu_bus_lost"]
-    assert lost.severity == "FAIL"
-    assert [e.line for e in lost.evidence] == [4, 7]
-    assert "power-cycle" in lost.fix
+    assert severity_of(lost) == "FAIL"
+    assert [e.line for e in evidence_of(lost)] == [4, 7]
+    assert "power-cycle" in lost.hint
 
 
 @pytest.mark.parametrize("log", ["dmesg/r9700-smu-mismatch.txt", "dmesg/r9700-smu-mismatch-fan-stopped.txt"])

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from r9700ctl.bundle import diagnose_bundle
+from r9700ctl.bundle import lines as evidence_of
+from r9700ctl.bundle import severity as severity_of
 
 RECORDED = Path(__file__).resolve().parents[2] / "r9700ctl" / "data" / "recorded"
 
@@ -60,11 +62,11 @@ def test_the_2x_r9700_bundle_names_truncated_amd_smi_rows_and_passes_dkms_and_io
     }
     # 7.2.0 is not a release of the manifest (7.2.3 is): said as INFO, neither judged nor a warning.
     # It is in the range of the RCCL deadlock on two gfx1201 cards (a known issue): a warning.
-    assert [(f.id, f.severity) for f in report.findings] == [
+    assert [(f.id, severity_of(f)) for f in report.findings] == [
         ("known_issue.r9700-rccl-72-hang", "WARN"),
         ("rocm.not_in_manifest", "INFO"),
     ]
-    judged_missing = {n.topic for n in report.not_judged}
+    judged_missing = {n.evidence["topic"] for n in report.not_judged}
     assert "HSA_OVERRIDE_GFX_VERSION" in judged_missing
     assert "the IOMMU mode" not in judged_missing
 
@@ -74,10 +76,10 @@ def test_an_r9700_beside_the_ryzen_igpu_gets_the_integrated_gpu_warning_with_its
 
     assert [(g.bdf, g.discrete) for g in report.gpus] == [("0000:03:00.0", True), ("0000:0d:00.0", False)]
     igpu = findings_of(report)["gpu.integrated_beside_discrete"]
-    assert igpu.severity == "WARN"
-    assert [(e.file, e.line) for e in igpu.evidence] == [("amd-smi.txt", 13)]
-    assert "ROCR_VISIBLE_DEVICES" in igpu.fix
-    assert igpu.fix.startswith("disable the integrated GPU in the BIOS")  # AMD's advice first
+    assert severity_of(igpu) == "WARN"
+    assert [(e.file, e.line) for e in evidence_of(igpu)] == [("amd-smi.txt", 13)]
+    assert "ROCR_VISIBLE_DEVICES" in igpu.hint
+    assert igpu.hint.startswith("disable the integrated GPU in the BIOS")  # AMD's advice first
     assert report.exit_code == 1
 
 
@@ -92,10 +94,10 @@ def test_an_rx_9070_xt_with_a_raphael_igpu_and_page_faults_in_dmesg():
     found = findings_of(report)
     assert set(found) == {"gpu.integrated_beside_discrete", "dmesg.amdgpu_page_fault"}
     faults = found["dmesg.amdgpu_page_fault"]
-    assert faults.severity == "WARN"
+    assert severity_of(faults) == "WARN"
     assert "0000:03:00.0" in faults.detail
-    assert (faults.evidence[0].file, faults.evidence[0].line) == ("dmesg.txt", 2)
-    assert "[gfxhub] page fault" in faults.evidence[0].text
+    assert (evidence_of(faults)[0].file, evidence_of(faults)[0].line) == ("dmesg.txt", 2)
+    assert "[gfxhub] page fault" in evidence_of(faults)[0].text
 
 
 def test_an_mi300x_vf_is_found_as_gfx942_with_its_192_gib_and_judged_without_r9700_rules():
@@ -108,7 +110,7 @@ def test_an_mi300x_vf_is_found_as_gfx942_with_its_192_gib_and_judged_without_r97
     ]
     assert round(report.gpus[0].vram_mib / 1024) == 192
     assert report.versions["amdgpu"] == "6.12.12"
-    assert {f.severity for f in report.findings} <= {"INFO"}
+    assert {severity_of(f) for f in report.findings} <= {"INFO"}
     assert (report.status, report.exit_code) == ("INCONCLUSIVE", 4)  # rocminfo.txt alone: too little
 
 
@@ -116,9 +118,9 @@ def test_a_vm_where_amdgpu_failed_to_initialise_fails_with_the_dmesg_lines():
     report = diagnose_bundle(RECORDED / "r9700-vm-initfail")
 
     found = findings_of(report)
-    assert found["dmesg.amdgpu_probe_failed"].severity == "FAIL"
-    assert [e.line for e in found["dmesg.amdgpu_probe_failed"].evidence] == [10]
-    assert [e.line for e in found["dmesg.amdgpu_init_failed"].evidence] == [8]
+    assert severity_of(found["dmesg.amdgpu_probe_failed"]) == "FAIL"
+    assert [e.line for e in evidence_of(found["dmesg.amdgpu_probe_failed"])] == [10]
+    assert [e.line for e in evidence_of(found["dmesg.amdgpu_init_failed"])] == [8]
     assert report.exit_code == 2
 
 
@@ -131,7 +133,7 @@ def test_an_nvidia_only_bundle_is_not_asked_amd_questions():
         ("10de", "0000:01:00.0", "NVIDIA A100-SXM4-80GB")
     ]
     assert report.versions == {"nvidia_driver": "535.54.03", "cuda": "12.2"}
-    assert [n.topic for n in report.not_judged] == ["the IOMMU mode"]
+    assert [n.evidence["topic"] for n in report.not_judged] == ["the IOMMU mode"]
     assert report.findings == []
 
 
@@ -142,9 +144,9 @@ def test_rocm_smi_amd_smi_static_and_metric_describe_one_gpu_not_three():
     assert [(g.bdf, g.pci_id, g.gfx) for g in report.gpus] == [("0000:0b:00.0", "1002:73ff", "gfx1032")]
     assert set(report.gpus[0].seen_in) == {"amd-smi-static.json", "amd-smi-metric.json", "rocm-smi.json"}
     found = findings_of(report)
-    assert found["gpu.unknown_model"].severity == "INFO"
+    assert severity_of(found["gpu.unknown_model"]) == "INFO"
     link = found["pcie.link_below_max"]
-    assert link.evidence[0].file == "amd-smi-metric.json"
+    assert evidence_of(link)[0].file == "amd-smi-metric.json"
 
 
 def test_amd_smis_link_below_the_maximum_it_lists_is_a_note_not_a_warning():
@@ -153,9 +155,9 @@ def test_amd_smis_link_below_the_maximum_it_lists_is_a_note_not_a_warning():
     report = diagnose_bundle(RECORDED / "rx6600-1x")
 
     link = findings_of(report)["pcie.link_below_max"]
-    assert link.severity == "INFO"
+    assert severity_of(link) == "INFO"
     assert "16 GT/s x8, below the 16 GT/s x16 amd-smi lists as its maximum: not judged" in link.detail
-    assert any("PCIe link training" in str(n) for n in report.not_judged)
+    assert any("PCIe link training" in n.detail for n in report.not_judged)
 
 
 # Recordings of nodes with nothing wrong in what was published: each WARN or FAIL on them would be
@@ -177,7 +179,7 @@ HEALTHY = [
 def test_a_healthy_recorded_node_gets_no_warning_and_no_failure(name):
     report = diagnose_bundle(RECORDED / name)
 
-    assert [(f.id, f.severity) for f in report.findings if f.severity in ("WARN", "FAIL")] == []
+    assert [(f.id, severity_of(f)) for f in report.findings if severity_of(f) in ("WARN", "FAIL")] == []
     assert report.status in ("PASS", "INCONCLUSIVE")  # INCONCLUSIVE: no file of it lists the GPUs
 
 
@@ -186,7 +188,7 @@ def test_lspci_run_without_root_says_link_and_acs_could_not_be_judged():
     the reason is that, not a missing file. The 32G BAR is read all the same (no small-BAR finding)."""
     report = diagnose_bundle(RECORDED / "r9700-1x-gigabyte")
 
-    texts = [str(n) for n in report.not_judged]
+    texts = [n.detail for n in report.not_judged]
     assert any("PCIe link training and ACS: lspci ran without root" in t for t in texts)
     assert "pcie.small_bar" not in findings_of(report)
 
@@ -212,11 +214,11 @@ def test_rocminfos_invalid_argument_on_dev_kfd_is_the_drivers_state_not_the_rend
 
     found = findings_of(report)
     runtime = found["rocm.runtime_error"]
-    assert runtime.severity == "FAIL"
+    assert severity_of(runtime) == "FAIL"
     assert "(Invalid argument): not a permission problem" in runtime.detail
     assert "x1unix is in the render group" in runtime.detail
-    assert "usermod" not in runtime.fix and "unbind" in runtime.fix
-    assert [(e.file, e.line) for e in runtime.evidence] == [("rocminfo.txt", 3), ("rocminfo.txt", 4)]
+    assert "usermod" not in runtime.hint and "unbind" in runtime.hint
+    assert [(e.file, e.line) for e in evidence_of(runtime)] == [("rocminfo.txt", 3), ("rocminfo.txt", 4)]
     assert set(found) == {"rocm.runtime_error"}  # no gpu.none, no not_visible_to_rocm, no unreadable
     assert report.exit_code == 2
 
@@ -239,7 +241,7 @@ def test_a_kernel_log_pasted_without_timestamps_or_pci_prefixes_is_read_not_unre
     report = diagnose_bundle(RECORDED / "rx9070xt-untimed-dmesg")
 
     assert report.findings == []
-    assert "amdgpu errors in the kernel log" not in {n.topic for n in report.not_judged}
+    assert "amdgpu errors in the kernel log" not in {n.evidence["topic"] for n in report.not_judged}
 
 
 def test_the_smu_not_answering_the_previous_command_is_a_failure_counted_on_its_gpu():
@@ -248,10 +250,10 @@ def test_the_smu_not_answering_the_previous_command_is_a_failure_counted_on_its_
     report = diagnose_bundle(RECORDED / "amd-smu-busy")
 
     busy = findings_of(report)["dmesg.amdgpu_smu_busy"]
-    assert busy.severity == "FAIL"
+    assert severity_of(busy) == "FAIL"
     assert "3 line(s) on 0000:0d:00.0 (3)" in busy.detail
-    assert [e.line for e in busy.evidence] == [2, 5, 7]
-    assert "https://github.com/ROCm/legacy-rocm-build/issues/2196" in busy.fix
+    assert [e.line for e in evidence_of(busy)] == [2, 5, 7]
+    assert "https://github.com/ROCm/legacy-rocm-build/issues/2196" in busy.hint
 
 
 def test_permission_denied_in_a_container_without_a_login_name_asks_for_the_render_group_there():
@@ -263,6 +265,22 @@ def test_permission_denied_in_a_container_without_a_login_name_asks_for_the_rend
 
     runtime = findings_of(report)["rocm.runtime_error"]
     assert "could not check the groups: the process has no login name" in runtime.detail
-    assert "--group-add render" in runtime.fix and "usermod" not in runtime.fix
-    assert [e.line for e in runtime.evidence] == [3, 4]
+    assert "--group-add render" in runtime.hint and "usermod" not in runtime.hint
+    assert [e.line for e in evidence_of(runtime)] == [3, 4]
     assert set(findings_of(report)) == {"rocm.runtime_error"}
+
+
+def test_doctors_json_keeps_its_fields_and_adds_status_and_code_beside_them():
+    """Issue 20: findings are CheckResults now; r9700ctl.doctor/1 keeps id, severity, detail, fix and
+    evidence (a note's severity stays INFO, its status is SKIP) and only gains status and code; a
+    question left open keeps topic, files, reason and text, and gains its code."""
+    document = diagnose_bundle(RECORDED / "rx9070xt-igpu").to_dict()
+    findings = document["findings"]
+    assert findings and all(
+        list(f) == ["id", "severity", "detail", "fix", "evidence", "status", "code"] for f in findings
+    )
+    for finding in findings:
+        assert finding["severity"] == ("INFO" if finding["status"] == "SKIP" else finding["status"])
+        assert finding["code"] and finding["status"] in ("FAIL", "WARN", "SKIP")
+    assert all(list(n) == ["topic", "files", "reason", "text", "code"] for n in document["not_judged"])
+    assert {n["code"] for n in document["not_judged"]} <= {"BUNDLE_FILE_MISSING", "BUNDLE_FILE_CANNOT_ANSWER"}

@@ -141,6 +141,7 @@ def test_a_recorded_bundle_prints_gpus_findings_with_evidence_and_what_was_not_j
         in (result.output)
     )
     assert "        evidence: amd-smi.txt:13: | 0000:0d:00.0    AMD Radeon Graphics |" in result.output
+    assert "        code: IGPU_BESIDE_DISCRETE" in lines  # issue 20: the reason code, for explain
     assert "  could not judge the IOMMU mode because cmdline.txt is missing" in lines
     assert lines[-1] == "  r9700-igpu: WARN (0 failed, 1 warnings, 0 notes, 8 not judged)"  # + aer.txt
 
@@ -344,10 +345,10 @@ def test_ctrl_c_ends_a_run_at_once_with_exit_130(tmp_path):
 
 def test_a_host_whose_checks_all_skipped_is_not_called_passed():
     """Nothing that was not checked prints PASS (issue 9 item 7): skips alone judge nothing."""
-    from r9700ctl.agent.result import SKIP
+    from r9700ctl.agent.result import SKIP, finding
     from r9700ctl.doctor import HostReport
-    from r9700ctl.preflight import Check
 
-    host = HostReport("node1", "10.0.0.1", checks=[Check("gpu.count", SKIP, "r9700_expected_gpus not set")])
+    skipped = finding("gpu.count", SKIP, "r9700_expected_gpus not set", code="GPU_COUNT_UNCHECKED")
+    host = HostReport("node1", "10.0.0.1", checks=[skipped])
     assert host.status == "INCONCLUSIVE"
     assert HostReport("node2", "10.0.0.2").status == "INCONCLUSIVE"

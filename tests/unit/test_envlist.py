@@ -37,8 +37,8 @@ def test_an_hsa_override_in_env_extra_is_refused_with_the_overrides_own_message(
     assert by_knob.status == by_env.status == FAIL
     assert by_env.detail == by_knob.detail
     assert by_env.detail.startswith("cross-family HSA override refused: 9.4.2 is gfx942 (CDNA3)")
-    assert by_env.fix.startswith("remove HSA_OVERRIDE_GFX_VERSION from r9700_env_extra")
-    assert by_knob.fix.startswith("remove r9700_hsa_override_gfx_version")
+    assert by_env.hint.startswith("remove HSA_OVERRIDE_GFX_VERSION from r9700_env_extra")
+    assert by_knob.hint.startswith("remove r9700_hsa_override_gfx_version")
 
 
 @pytest.mark.parametrize("knob", ["env", "env_extra"])
@@ -134,7 +134,7 @@ def test_a_bad_r9700_p2p_value_is_a_settings_failure_from_the_roles_argument_spe
     c = check(judge(facts(), p2p="sometimes"), "settings")
     assert c.status == FAIL
     assert c.detail == "r9700_p2p='sometimes' is not one of auto, on, off, true, false"
-    assert c.fix.startswith("set r9700_p2p to one of auto, on, off, true, false in the inventory: PCIe")
+    assert c.hint.startswith("set r9700_p2p to one of auto, on, off, true, false in the inventory: PCIe")
 
 
 @pytest.mark.parametrize("text, mode", [("true", "on"), ("false", "off"), ("on", "on"), (True, "on")])
@@ -232,7 +232,7 @@ def test_on_stays_an_explicit_choice_with_a_warning_naming_the_issues():
         "r9700-4x-p2p-ipc-invalid of this node"
     )
     assert "https://github.com/ROCm/rocm-systems/issues/11348" in c.detail
-    assert c.fix == "set r9700_p2p: auto (or off): the issues' workaround is NCCL_P2P_DISABLE=1"
+    assert c.hint == "set r9700_p2p: auto (or off): the issues' workaround is NCCL_P2P_DISABLE=1"
     in_force = {k["id"]: k["in_force"] for k in v.resolved.known_issues}
     assert in_force["r9700-p2p-host-hang"].startswith("not in force: r9700_p2p on: ")
 

@@ -60,7 +60,8 @@ def test_a_slow_node_among_five_is_warned_past_z_3_and_failed_past_z_5(outlier, 
     )
     node5 = next(r for r in judgement.results if r.evidence["node"] == "node5")
     assert node5.id == "fleet.hostbw.h2d" and node5.subject == "node5:gpu0"
-    assert ("FLEET_OUTLIER" in node5.hint) == (status != "PASS")
+    assert (node5.code == "FLEET_OUTLIER") == (status != "PASS")
+    assert ("vs fleet median" in node5.hint) == (status != "PASS")
 
 
 def test_a_fast_node_is_not_an_outlier_when_higher_is_better():

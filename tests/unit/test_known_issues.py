@@ -79,9 +79,11 @@ def test_the_schema_rejects_an_entry_missing_what_makes_it_usable(manifest, sche
     assert errors(schema, document), f"accepted an entry with {why}"
 
 
-def test_the_schema_rejects_a_signature_without_a_source(manifest, schema):
+def test_the_schema_rejects_a_signature_without_a_code(manifest, schema):
+    """A signature names its reason code, whose record (data/codes.yaml) carries its meaning, next
+    step and sources: without one nobody could check or act on it (issue 20: texts live once)."""
     document = sections(manifest)
-    document["kernel_log_signatures"]["mes"].pop("sources")
+    document["kernel_log_signatures"]["mes"].pop("code")
     assert errors(schema, document)
 
 
@@ -330,9 +332,15 @@ def timed_out_allreduce() -> CheckResult:
 
 def crashed_p2p(log: str) -> CheckResult:
     return CheckResult(
-        "p2p.bandwidth", "gpu0->gpu1", ERROR, "error", None, "", "step must return a result",
-        "the p2p step failed", {"step": "p2p.bandwidth", "error": log},
-    )  # fmt: skip
+        id="p2p.bandwidth",
+        subject="gpu0->gpu1",
+        status=ERROR,
+        metric="error",
+        threshold="step must return a result",
+        hint="the p2p step failed",
+        evidence={"step": "p2p.bandwidth", "error": log},
+        code="STEP_CRASHED",
+    )
 
 
 def test_a_timed_out_allreduce_on_two_gfx1201_with_rocm_7_2_names_the_rccl_hang(manifest):
@@ -361,7 +369,18 @@ def test_the_rccl_hang_is_not_named_where_it_cannot_bite(manifest, rocm, env, wh
 def test_a_slow_but_finished_allreduce_is_not_the_hang(manifest):
     """The hang is a step that never finishes: a low figure names no deadlock."""
     hint = "bus bandwidth 3.1 GB/s below the 5 GB/s floor"
-    result = CheckResult("collective.allreduce", "ring", "WARN", "busbw", 3.1, "GB/s", ">= 5", hint, {})
+    result = CheckResult(
+        id="collective.allreduce",
+        subject="ring",
+        status="WARN",
+        metric="busbw",
+        value=3.1,
+        unit="GB/s",
+        threshold=">= 5",
+        hint=hint,
+        evidence={},
+        code="ALLREDUCE_BELOW_FLOOR",
+    )
     annotate([result], ki.issues(manifest), NodeView(gpus=(R9700, R9700), rocm="7.2.1", env={}))
     assert result.hint == hint and "known_issues" not in result.evidence
 
@@ -384,7 +403,16 @@ def test_a_host_reset_during_a_p2p_step_on_four_r9700s_names_the_host_hang(manif
 
 
 def test_a_passing_result_names_nothing(manifest):
-    result = CheckResult("collective.allreduce", "ring", "PASS", "busbw", 20.0, "GB/s", ">= 5", "", {})
+    result = CheckResult(
+        id="collective.allreduce",
+        subject="ring",
+        status="PASS",
+        metric="busbw",
+        value=20.0,
+        unit="GB/s",
+        threshold=">= 5",
+        evidence={},
+    )
     annotate([result], ki.issues(manifest), NodeView(gpus=(R9700, R9700), rocm="7.2.1", env={}))
     assert (result.hint, result.evidence) == ("", {})
 
@@ -417,8 +445,18 @@ def test_the_recorded_ipc_errors_name_the_ipc_issues_their_environment_allows(ma
 
 def test_a_result_already_naming_its_issue_is_not_named_twice(manifest):
     """power.fan names the stopped-fan issue itself; the runner's pass adds nothing."""
-    hint = "FAN_STALLED: fan at 0 rpm; known issue r9700-fan-stopped: R9700 fans ...; see https://x"
-    result = CheckResult("power.fan", "gpu0", "FAIL", "fan_rpm", 0.0, "rpm", "", hint, {})
+    hint = "fan at 0 rpm; known issue r9700-fan-stopped: R9700 fans ...; see https://x"
+    result = CheckResult(
+        id="power.fan",
+        subject="gpu0",
+        status="FAIL",
+        metric="fan_rpm",
+        value=0.0,
+        unit="rpm",
+        hint=hint,
+        evidence={},
+        code="FAN_STALLED",
+    )
     annotate([result], ki.issues(manifest), NodeView(gpus=(R9700,), rocm="7.2.1", env={}))
     assert result.hint == hint and result.hint.count("known issue") == 1
 

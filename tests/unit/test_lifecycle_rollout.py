@@ -276,3 +276,51 @@ def test_kernel_upgrade_check_shows_the_running_and_the_next_kernel_per_node() -
         no_line.action == planning.REFUSED
         and no_line.kernel_line() == "node3: REFUSED: no kernel meta package"
     )
+
+
+def test_the_no_worse_gate_ranks_statuses_in_the_one_severity_order() -> None:
+    """Issue 20: lifecycle ranked ERROR above FAIL while the agent ranked FAIL above ERROR; the gate
+    now uses the one order (agent/result.py SEVERITY): a FAIL after an ERROR got worse, not the
+    reverse, and a node without a report is worse than any status."""
+    from r9700ctl.lifecycle.service import got_worse
+    from r9700ctl.validate import NodeOutcome
+
+    assert (
+        got_worse(NodeOutcome("n1", "ERROR"), NodeOutcome("n1", "FAIL"))
+        == "worse than before the move (ERROR then)"
+    )
+    assert got_worse(NodeOutcome("n1", "FAIL"), NodeOutcome("n1", "ERROR")) == ""
+    assert got_worse(NodeOutcome("n1", "FAIL"), NodeOutcome("n1", "UNREACHABLE")) != ""
+    assert got_worse(NodeOutcome("n1", "PASS"), NodeOutcome("n1", "INCONCLUSIVE")) != ""
+
+
+def test_the_gate_gives_each_node_a_verdict_of_the_one_model_with_its_reason_code(
+    monkeypatch, tmp_path
+) -> None:
+    """Issue 20: the lifecycle gate's decision is a CheckResult (lifecycle.gate, with a reason code)
+    kept on the node's outcome, so the rollout's JSON carries it like any other verdict."""
+    from types import SimpleNamespace
+
+    from r9700ctl.lifecycle import service
+    from r9700ctl.validate import NodeOutcome
+
+    report = SimpleNamespace(
+        nodes=[
+            NodeOutcome("n1", "WARN", report={"results": []}),
+            NodeOutcome(
+                "n2", "FAIL", report={"results": [{"id": "pcie.link", "subject": "gpu0", "status": "FAIL"}]}
+            ),
+            NodeOutcome("n3", "UNREACHABLE", error="ssh: no route"),
+        ],
+        reports_dir=tmp_path,
+    )
+    monkeypatch.setattr(service, "validation", lambda options, hosts: report)
+    options = service.LifecycleOptions(inventory=tmp_path / "inventory.ini")
+    results = service.gate(options, ["n1", "n2", "n3"], lambda text: None)
+    verdicts = {host: r.verdict for host, r in results.items()}
+    assert [(v.id, v.status, v.code, v.value) for v in verdicts.values()] == [
+        ("lifecycle.gate", "PASS", "", "WARN"),
+        ("lifecycle.gate", "FAIL", "GATE_NOT_PASSED", "FAIL"),
+        ("lifecycle.gate", "FAIL", "GATE_NODE_LOST", "UNREACHABLE"),
+    ]
+    assert verdicts["n2"].hint.startswith("validation FAIL after the move (pcie.link FAIL on gpu0")

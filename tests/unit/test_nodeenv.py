@@ -131,7 +131,7 @@ def test_an_article_override_in_etc_environment_refuses_the_node_naming_file_lin
         "/etc/environment:1 sets HSA_OVERRIDE_GFX_VERSION=9.4.2: cross-family HSA override refused "
         "(gfx942; these GPUs: gfx1201)"
     )
-    assert c.fix == (
+    assert c.hint == (
         "delete or comment out that line, or set r9700_env_comment_out_conflicts: true "
         "(provision then comments it out)"
     )

@@ -39,9 +39,9 @@ def test_the_r9700_table_gives_two_gpus_with_their_addresses_caps_and_vram():
     assert report.platform == "Linux Baremetal"
     assert [g.bdf for g in report.gpus] == ["0000:03:00.0", "0000:43:00.0"]
     assert [g.index for g in report.gpus] == [0, 1]
-    assert all("R9700" in (g.market_name or "") for g in report.gpus)
+    assert all("R9700" in (g.name or "") for g in report.gpus)
     assert [g.power_cap_w for g in report.gpus] == [300.0, 300.0]
-    assert [g.socket_power_w for g in report.gpus] == [103.0, 92.0]
+    assert [g.power_w for g in report.gpus] == [103.0, 92.0]
     assert [g.temperature_edge_c for g in report.gpus] == [79.0, 80.0]
     assert [g.vram_total_mib for g in report.gpus] == [32624.0, 32624.0]
     assert [g.gfx_activity_pct for g in report.gpus] == [100.0, 100.0]
@@ -58,9 +58,9 @@ def test_the_igpu_row_has_no_power_cap_and_its_own_small_vram():
     assert report.error is None
     r9700, igpu = report.gpus
     assert (r9700.bdf, r9700.power_cap_w, r9700.vram_total_mib) == ("0000:03:00.0", 300.0, 30576.0)
-    assert (igpu.bdf, igpu.market_name) == ("0000:0d:00.0", "AMD Radeon Graphics")
+    assert (igpu.bdf, igpu.name) == ("0000:0d:00.0", "AMD Radeon Graphics")
     assert igpu.power_cap_w is None
-    assert igpu.socket_power_w is None
+    assert igpu.power_w is None
     assert igpu.temperature_edge_c is None
     assert igpu.vram_total_mib == 2048.0
 
@@ -97,7 +97,7 @@ def test_bare_list_metric_json_gives_clocks_temperatures_link_and_throttle_state
     assert (gpu.temperature_edge_c, gpu.temperature_hotspot_c, gpu.temperature_mem_c) == (36.0, 37.0, 32.0)
     assert (gpu.pcie_speed_gts, gpu.pcie_width) == (16.0, 8)
     assert gpu.pcie_replay_count is None
-    assert gpu.socket_power_w == 6.0
+    assert gpu.power_w == 6.0
     assert (gpu.throttle_status, gpu.throttled) == ("UNTHROTTLED", False)
     assert (gpu.vram_total_mib, gpu.vram_used_mib) == (8176.0, 202.0)
 
@@ -142,9 +142,9 @@ def test_warnings_printed_before_the_json_are_skipped_and_kept_for_evidence():
     assert report.shape == "gpu_data"
     assert any("SyntaxWarning" in line for line in report.skipped_lines)
     (gpu,) = report.gpus
-    assert (gpu.market_name, gpu.gfx_target, gpu.device_id) == ("AMD Radeon RX 7800 XT", "gfx1101", "0x747e")
+    assert (gpu.name, gpu.gfx_target, gpu.device_id) == ("AMD Radeon RX 7800 XT", "gfx1101", "0x747e")
     assert (gpu.bdf, gpu.pcie_max_width, gpu.num_compute_units) == ("0000:03:00.0", 16, 60)
-    assert gpu.asic_serial == "0x4162405E51BB99B0"  # what the history follows a card by
+    assert gpu.serial == "0x4162405E51BB99B0"  # what the history follows a card by
     assert "cut short" in (report.error or "")
 
 

@@ -20,14 +20,14 @@ def test_an_a100_report_gives_link_clocks_power_and_no_event_reason():
     assert report.error is None
     assert (report.driver_version, report.cuda_version, report.attached_gpus) == ("535.54.03", "12.2", 4)
     (gpu,) = report.gpus
-    assert (gpu.product_name, gpu.bdf, gpu.bus_id) == (
+    assert (gpu.name, gpu.bdf, gpu.bus_id) == (
         "NVIDIA A100-SXM4-80GB",
         "0000:01:00.0",
         "00000000:01:00.0",
     )
     assert gpu.uuid == "GPU-513536b6-7d19-9063-b049-1e69664bb298"
     assert gpu.vbios_version == "92.00.36.00.02"
-    assert (gpu.pcie_gen_current, gpu.pcie_gen_max, gpu.pcie_width_current, gpu.pcie_width_max) == (
+    assert (gpu.pcie_gen, gpu.pcie_max_gen, gpu.pcie_width, gpu.pcie_max_width) == (
         4,
         4,
         16,
@@ -35,9 +35,9 @@ def test_an_a100_report_gives_link_clocks_power_and_no_event_reason():
     )
     assert gpu.clocks_mhz == {"graphics": 1275.0, "sm": 1275.0, "mem": 1593.0, "video": 1275.0}
     assert gpu.max_clocks_mhz["sm"] == 1410.0
-    assert (gpu.power_draw_w, gpu.power_limit_w, gpu.default_power_limit_w) == (67.03, 500.0, 500.0)
-    assert (gpu.temperature_gpu_c, gpu.temperature_memory_c) == (27.0, 44.0)
-    assert (gpu.memory_total_mib, gpu.bar1_total_mib) == (81920.0, 131072.0)
+    assert (gpu.power_w, gpu.power_cap_w, gpu.power_cap_default_w) == (67.03, 500.0, 500.0)
+    assert (gpu.temperature_gpu_c, gpu.temperature_mem_c) == (27.0, 44.0)
+    assert (gpu.vram_total_mib, gpu.bar1_total_mib) == (81920.0, 131072.0)
     assert gpu.mig_mode == "Enabled"
     assert len(gpu.clocks_event_reasons) == 9
     assert not any(gpu.clocks_event_reasons.values())
@@ -50,9 +50,9 @@ def test_an_older_t4_report_uses_power_readings_and_throttle_reasons_and_runs_at
     assert report.error is None
     (gpu,) = report.gpus
     assert gpu.bdf == "0000:00:1e.0"
-    assert (gpu.pcie_width_current, gpu.pcie_width_max) == (8, 16)
-    assert (gpu.power_draw_w, gpu.power_limit_w, gpu.default_power_limit_w) == (26.78, 70.0, 70.0)
-    assert gpu.temperature_memory_c is None  # "N/A"
+    assert (gpu.pcie_width, gpu.pcie_max_width) == (8, 16)
+    assert (gpu.power_w, gpu.power_cap_w, gpu.power_cap_default_w) == (26.78, 70.0, 70.0)
+    assert gpu.temperature_mem_c is None  # "N/A"
     assert set(gpu.clocks_event_reasons) >= {"sw_power_cap", "hw_slowdown"}
     assert not any(gpu.clocks_event_reasons.values())
 

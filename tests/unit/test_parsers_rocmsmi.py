@@ -46,7 +46,7 @@ def test_showallinfo_strings_with_units_become_numbers():
     assert card.clocks_mhz == {"sclk": 800.0}
     assert (card.pcie_speed_gts, card.pcie_width) == (16.0, 16)
     assert card.vram_total_mib == 34208743424 / 2**20
-    assert (card.temperature_junction_c, card.power_cap_w, card.power_w) == (52.0, 300.0, 17.0)
+    assert (card.temperature_hotspot_c, card.power_cap_w, card.power_w) == (52.0, 300.0, 17.0)
 
 
 def test_showtopo_gives_every_pair_as_pcie_with_weight_and_hops():

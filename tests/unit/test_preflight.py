@@ -20,7 +20,7 @@ import pytest
 from r9700ctl import manifest as manifest_module
 from r9700ctl import preflight
 from r9700ctl.agent import nodefacts
-from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN
+from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult, one_line
 
 MANIFEST = manifest_module.load()
 NEWEST = MANIFEST.release_names()[-1]
@@ -100,7 +100,7 @@ def judge(f: dict[str, Any], **host_vars: Any) -> preflight.Verdict:
     return preflight.judge(f, {f"r9700_{k}": v for k, v in host_vars.items()}, MANIFEST)
 
 
-def check(verdict: preflight.Verdict, check_id: str) -> preflight.Check:
+def check(verdict: preflight.Verdict, check_id: str) -> CheckResult:
     matches = [c for c in verdict.checks if c.id == check_id]
     assert matches, f"no check {check_id}: {[c.id for c in verdict.checks]}"
     return matches[0]
@@ -113,13 +113,13 @@ def test_auto_resolves_to_the_newest_release_supporting_the_r9700_on_ubuntu_2404
     """`auto` must pick per host the newest manifest release for its GPUs and OS (noble suite); one
     card has no RCCL collective to hang, so no known issue holds it back."""
     v = judge(facts("ubuntu-24.04", gpus=r9700(1)))
-    assert v.ok, [c.one_line() for c in v.failures]
+    assert v.ok, [one_line(c) for c in v.failures]
     assert v.resolved.rocm_version == NEWEST
     assert v.resolved.suite == "noble"
     assert v.resolved.gfx_targets == ["gfx1201"]
     assert v.resolved.amdgpu_repo_path == f"amdgpu/{MANIFEST.release(NEWEST).amdgpu}/ubuntu"
     assert v.resolved.rocm_repo_path == f"rocm/apt/{MANIFEST.release(NEWEST).rocm_path}"
-    assert all(c.status != WARN for c in v.checks), [c.one_line() for c in v.warnings]
+    assert all(c.status != WARN for c in v.checks), [one_line(c) for c in v.warnings]
 
 
 def test_auto_skips_a_release_with_a_blocking_known_issue_for_the_nodes_gpus_and_says_why():
@@ -161,7 +161,7 @@ def test_a_kernel_line_the_release_does_not_list_warns_with_the_lines_amd_lists(
         "kernel 6.11.0-19-generic (line 6.11) is not a kernel line AMD lists for ROCm 7.1.1 on "
         "ubuntu-24.04 (6.8 GA, 6.14 HWE)"
     )
-    assert c.fix == (
+    assert c.hint == (
         "boot a 6.8 (GA) or 6.14 (HWE) kernel, or use a release that lists 6.11 on ubuntu-24.04: 6.4.1"
     )
 
@@ -176,7 +176,7 @@ def test_a_kernel_the_releases_amdgpu_dkms_does_not_build_on_is_refused_before_a
         "ROCm 6.4.1's amdgpu-dkms does not build on kernel 6.14.0-24-generic (line 6.14): "
         "https://github.com/ROCm/amdgpu/issues/192"
     )
-    assert c.fix == (
+    assert c.hint == (
         "boot a 6.8 (GA) or 6.11 (HWE) kernel, or use a release that lists 6.14 on ubuntu-24.04: "
         "7.0.2, 7.1.1, 7.2.3"
     )
@@ -227,7 +227,7 @@ def test_a_pinned_release_with_a_blocking_issue_warns_and_gets_the_workaround():
     assert c.status == WARN
     assert c.detail.startswith("ROCm 7.2.3 has known issue r9700-rccl-72-hang on 4 gfx1201 GPU(s)")
     assert c.detail.endswith("workaround in force: NCCL_PROTO=Simple")
-    assert c.fix.startswith("set r9700_rocm_version to 7.1.1 or auto to avoid it")
+    assert c.hint.startswith("set r9700_rocm_version to 7.1.1 or auto to avoid it")
     entry = next(e for e in v.resolved.environment if e["name"] == "NCCL_PROTO")
     assert entry == {
         "name": "NCCL_PROTO",
@@ -310,7 +310,7 @@ def test_rocm_632_on_an_r9700_is_refused_naming_the_releases_that_would_work():
     assert c.status == FAIL
     assert "ROCm 6.3.2 does not support gfx1201 (AMD Radeon AI PRO R9700)" in c.detail
     assert "releases that would work: " + ", ".join(R9700_RELEASES) in c.detail
-    assert "r9700_rocm_version" in c.fix
+    assert "r9700_rocm_version" in c.hint
     line = v.refusal("node1")
     assert line.startswith("node1: preflight refused, nothing changed: ROCm 6.3.2 does not support gfx1201")
     assert "\n" not in line
@@ -364,7 +364,7 @@ def test_hsa_override_is_checked_against_the_detected_targets(value, status, acc
     """docs/hardware.md: a cross-family override (9.4.2 on gfx1201) crashes the driver; it must be refused."""
     v = judge(facts(), hsa_override_gfx_version=value)
     c = check(v, "hsa.override")
-    assert c.status == status, c.one_line()
+    assert c.status == status, one_line(c)
     assert v.resolved.hsa_override_gfx_version == accepted
     if value == "9.4.2":
         assert "cross-family" in c.detail and "gfx942 (CDNA3)" in c.detail and "MI300X" in c.detail
@@ -375,7 +375,7 @@ def test_an_override_that_is_not_major_minor_stepping_is_refused_by_the_variable
     runs before any host is contacted): one FAIL naming the variable; nothing is accepted."""
     v = judge(facts(), hsa_override_gfx_version="gfx1201")
     failed = [c for c in v.checks if c.status == FAIL]
-    assert [c.id for c in failed] == ["settings"], [c.one_line() for c in failed]
+    assert [c.id for c in failed] == ["settings"], [one_line(c) for c in failed]
     assert "r9700_hsa_override_gfx_version='gfx1201' is not major.minor.stepping" in failed[0].detail
     assert v.resolved.hsa_override_gfx_version == ""
 
@@ -449,7 +449,7 @@ def test_an_igpu_is_a_warning_with_amds_advice_to_disable_it_in_the_bios():
     v = judge(facts(gpus=[igpu, *r9700(2)]))
     c = check(v, "gpu.igpu")
     assert c.status == WARN and v.ok  # a warning, not a refusal: the node still gets ROCR_VISIBLE_DEVICES
-    assert c.fix == (
+    assert c.hint == (
         "disable the integrated GPU in the BIOS/UEFI setup (AMD's ROCm installation prerequisites)"
     )
     assert "may crash the system" in c.detail
@@ -475,7 +475,7 @@ def test_missing_kernel_headers_refuse_a_dkms_node_with_the_package_named():
     c = check(v, "kernel.headers")
     assert c.status == FAIL
     assert "linux-headers-6.8.0-31-generic has no apt candidate" in c.detail
-    assert "upgrade the kernel and reboot" in c.fix
+    assert "upgrade the kernel and reboot" in c.hint
     assert check(judge(f, driver_source="inbox"), "kernel.headers").status == SKIP
 
 
@@ -588,15 +588,15 @@ def test_secure_boot_judges_the_key_dkms_really_signs_with(os_key, mok, exists, 
     was looked at), and the fix enrolled a key Ubuntu's DKMS never uses."""
     f = facts(os_key, secure_boot=SECURE_BOOT_ON, dkms_signing=signing(mok, exists, enrolled))
     c = check(judge(f), "secureboot")
-    assert c.status == status, c.one_line()
-    assert fix in c.fix
+    assert c.status == status, one_line(c)
+    assert fix in c.hint
     if status == PASS:
         assert c.detail == (
             f"Secure Boot enabled; DKMS signs amdgpu with {mok['key']} + {mok['certificate']} "
             f"({mok['origin']}), enrolled ({mok['certificate']} is already enrolled)"
         )
     if status == FAIL:
-        assert "disable Secure Boot" in c.fix and "r9700_driver_source: inbox" in c.fix
+        assert "disable Secure Boot" in c.hint and "r9700_driver_source: inbox" in c.hint
 
 
 @pytest.mark.parametrize(
@@ -681,12 +681,22 @@ def test_runtime_steps_follow_the_init_system_unless_told(manager, setting, runt
     assert judge(facts(service_manager=manager), apply_runtime=setting).resolved.runtime is runtime
 
 
-def test_a_failed_check_becomes_a_check_result_of_the_shared_contract():
-    """The doctor reports preflight checks with the fields of every result (id, subject, status, hint)."""
+def test_a_failed_check_is_a_check_result_of_the_shared_contract_with_its_reason_code():
+    """Issue 20: preflight's checks are CheckResults (the one verdict type): the role's facts and
+    doctor's JSON keep id, status, detail, fix and evidence, and add the reason code."""
+    from r9700ctl.agent.result import CheckResult
+    from r9700ctl.preflight import check_dict
+
     c = check(judge(facts(), rocm_version="6.3.2"), "rocm.version")
-    result = c.to_result("node1")
-    assert result.id == "preflight.rocm.version" and result.subject == "node1" and result.status == FAIL
-    assert result.hint == c.fix and result.evidence["detail"] == c.detail
+    assert isinstance(c, CheckResult) and c.status == FAIL and c.code == "ROCM_RELEASE_UNSUPPORTED"
+    assert check_dict(c) == {
+        "id": "rocm.version",
+        "status": FAIL,
+        "detail": c.detail,
+        "fix": c.hint,
+        "evidence": c.evidence,
+        "code": "ROCM_RELEASE_UNSUPPORTED",
+    }
 
 
 # -- facts gathered on the node (fake roots) ---------------------------------------------------
@@ -1045,7 +1055,7 @@ def test_an_environment_list_that_re_creates_a_known_issue_is_a_warning_naming_t
         "issue hsa-ipc-mode-legacy: HSA_ENABLE_IPC_MODE_LEGACY=1 makes hipIpcGetMemHandle fail on R9700, "
         "breaking RCCL's P2P path"
     )
-    assert c.fix == (
+    assert c.hint == (
         "remove it from r9700_env_extra (the default workaround is HSA_ENABLE_IPC_MODE_LEGACY=0); "
         "see https://github.com/ROCm/rocm-systems/issues/2209"
     )
@@ -1065,7 +1075,7 @@ def test_preflight_takes_types_and_choices_from_the_roles_argument_spec(monkeypa
     c = check(judge(facts(), driver_source="inbox"), "settings")
     assert (c.status, c.detail) == (FAIL, "r9700_driver_source='inbox' is not one of dkms, rpm")
     fix = "set r9700_driver_source to one of dkms, rpm in the inventory: "
-    assert c.fix == fix + "where the amdgpu kernel driver comes from"
+    assert c.hint == fix + "where the amdgpu kernel driver comes from"
 
 
 @pytest.mark.parametrize(
@@ -1097,3 +1107,31 @@ def test_preflight_variables_from_an_ini_inventory_are_converted_as_ansible_conv
     assert [c for c in v.checks if c.id == "settings"] == []
     assert check(v, "gpu.count").status == PASS
     assert "need 1 GB" in check(v, "disk.root").detail
+
+
+def test_preflight_is_a_package_of_families_whose_checks_register_in_dependency_order():
+    """Issue 20 item 8: preflight.py (917+ lines) became one module per family with a registry, as
+    the agent's checks: every family registers, and a family runs after those whose results it reads
+    (GPUs before the release, the release before the kernel line and the environment list)."""
+    from r9700ctl.preflight import registry
+
+    order = [c.name for c in registry.load()]
+    assert order == [
+        "facts",
+        "os",
+        "gpus",
+        "rocm",
+        "kernel.line",
+        "apt.lock",
+        "kernel.packages",
+        "disk",
+        "secureboot",
+        "driver",
+        "power",
+        "runtime",
+        "cluster",
+        "environment",
+        "known_issues",
+    ]
+    modules = {c.fn.__module__.rsplit(".", 1)[-1] for c in registry.load()}
+    assert modules == set(registry.FAMILIES)

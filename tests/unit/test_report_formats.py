@@ -229,3 +229,24 @@ def test_an_output_in_a_missing_directory_is_one_line_and_exit_64(tmp_path):
         f"error: {tmp_path / 'nodir' / 'a.html'}: --html: directory {tmp_path / 'nodir'} does not exist "
         "(create the directory first or give another path)\n"
     )
+
+
+def test_the_reason_code_leads_junit_and_labels_prometheus(fleet):
+    """Issue 20: a verdict's code is in the table, the JSON, JUnit and Prometheus: CI filters and
+    alerts key on it. A node that gave no report has one too (NODE_UNREACHABLE)."""
+    node1 = fleet["nodes"][1]["report"]
+    node1["results"][1]["code"] = "HOSTBW_SLOW_LINK"
+    root = ET.fromstring(render_junit(fleet).encode())
+    suites = {s.get("name"): s for s in root.iter("testsuite")}
+    failure = suites["node01"].find("testcase[@classname='hostbw.d2h']")
+    assert "code: HOSTBW_SLOW_LINK" in failure.find("system-out").text
+    unreachable = suites["node03"].find("testcase[@classname='node.report']/error")
+    assert unreachable.get("message") == "NODE_UNREACHABLE: UNREACHABLE: ssh: connection refused"
+    families = {f.name: f for f in text_string_to_metric_families(render_prometheus(fleet))}
+    codes = {
+        (s.labels["node"], s.labels["check"]): s.labels["code"]
+        for s in families["r9700_check_status"].samples
+    }
+    assert codes[("node01", "hostbw.d2h")] == "HOSTBW_SLOW_LINK"
+    assert codes[("node01", "hostbw.h2d")] == ""  # a PASS names no code
+    assert codes[("node03", "node.report")] == "NODE_UNREACHABLE"

@@ -215,7 +215,7 @@ def test_a_port_nobody_listens_on_is_connection_refused_with_the_fix():
     last = outcome.checks[-1]
     assert (last.id, last.status) == ("ssh.connect", "ERROR")
     assert last.detail == f"connection refused by 127.0.0.1 port {target.port}: nothing listens there"
-    assert last.fix == "start sshd on node9 (systemctl start ssh) or set ansible_port to its SSH port"
+    assert last.hint == "start sshd on node9 (systemctl start ssh) or set ansible_port to its SSH port"
 
 
 @pytest.fixture
@@ -252,7 +252,7 @@ def test_a_port_that_answers_but_not_with_ssh_is_named_as_such(not_ssh_server):
     last = outcome.checks[-1]
     assert (last.id, last.status) == ("ssh.handshake", "ERROR")
     assert f"127.0.0.1 port {not_ssh_server} accepts connections but does not speak SSH" in last.detail
-    assert "another service listens" in last.fix
+    assert "another service listens" in last.hint
 
 
 def test_proxyjump_is_refused_with_the_proxycommand_to_use_instead(tmp_path):
@@ -261,16 +261,22 @@ def test_proxyjump_is_refused_with_the_proxycommand_to_use_instead(tmp_path):
 
     outcome = sshcheck.check_connection(target, timeout=1)
 
-    assert outcome.checks[-1].fix == "use 'ProxyCommand ssh -W %h:%p bastion' in the ssh config for n"
+    assert outcome.checks[-1].hint == "use 'ProxyCommand ssh -W %h:%p bastion' in the ssh config for n"
 
 
-def test_check_results_serialise_with_id_status_detail_and_fix():
-    check = sshcheck.Check("ssh.sudo", "FAIL", "no sudo", fix="add NOPASSWD", evidence={"rc": 1})
+def test_check_results_serialise_with_id_status_detail_fix_and_code():
+    from r9700ctl.agent.result import finding
+    from r9700ctl.preflight import check_dict
 
-    assert check.to_dict() == {
+    check = finding(
+        "ssh.sudo", "FAIL", "no sudo", fix="add NOPASSWD", evidence={"rc": 1}, code="SUDO_NOT_AVAILABLE"
+    )
+
+    assert check_dict(check) == {
         "id": "ssh.sudo",
         "status": "FAIL",
         "detail": "no sudo",
         "fix": "add NOPASSWD",
         "evidence": {"rc": 1},
+        "code": "SUDO_NOT_AVAILABLE",
     }

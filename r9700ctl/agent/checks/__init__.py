@@ -1,6 +1,6 @@
 """The check registry: one module per family in this package, each registering `run(ctx)`.
 
-    @register(id="hostbw", family="hostbw", levels={"quick", "standard", "burnin"},
+    @register(id="hostbw", family="hostbw", levels=from_level("quick"),
               needs_gpu=True, order=40, thresholds=("hostbw.peer_warn_fraction", ...))
     def run(ctx: AgentContext) -> list[CheckResult]: ...
 
@@ -22,12 +22,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from r9700ctl.agent.levels import LEVEL_NAMES
+
 if TYPE_CHECKING:
     from r9700ctl.agent.context import AgentContext
     from r9700ctl.agent.result import CheckResult
 
 CheckFn = Callable[["AgentContext"], "list[CheckResult]"]
-ALL_LEVELS = frozenset({"config", "quick", "standard", "burnin"})
+ALL_LEVELS = frozenset(LEVEL_NAMES)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from r9700ctl.agent.judge import Verdict, judge_measured, not_applied, worse_of
 from r9700ctl.agent.result import PASS, SKIP, CheckResult
 
 MULTI_GPU_SKIP = "needs >= 2 GPUs"
+NOT_APPLICABLE = "NOT_APPLICABLE"  # the check does not apply to this node (one GPU, no such figure)
 MiB = 1 << 20
 KERNELS = "r9700ctl.agent.kernels"
 
@@ -88,11 +89,20 @@ def skip_single_gpu(ctx: AgentContext, check_id: str) -> list[CheckResult] | Non
     """The SKIP result a multi-GPU check gives on a node with fewer than two GPUs."""
     if len(ctx.gpus) >= 2:
         return None
-    return [CheckResult(check_id, "node", SKIP, hint=MULTI_GPU_SKIP, evidence={"gpus": len(ctx.gpus)})]
+    return [
+        CheckResult(
+            id=check_id,
+            subject="node",
+            status=SKIP,
+            hint=MULTI_GPU_SKIP,
+            evidence={"gpus": len(ctx.gpus)},
+            code=NOT_APPLICABLE,
+        )
+    ]
 
 
-def combine(own: Verdict, *others: Verdict) -> tuple[str, str, str]:
-    """Status, threshold text and hint of one figure judged by several rules.
+def combine(own: Verdict, *others: Verdict) -> tuple[str, str, str, str]:
+    """Status, threshold text, hint and reason code of one figure judged by several rules.
 
     `own` is the figure's own, absolute rule (a floor from the link, the datasheet, the spec);
     `others` compare it with something relative (its siblings, a host bounce, the reverse
@@ -100,19 +110,20 @@ def combine(own: Verdict, *others: Verdict) -> tuple[str, str, str]:
     figure PASS on their own: when `own` could not apply (unknown link, model without a limit),
     four GPUs equally at 2 GB/s are alike, not healthy, so the result keeps own's INCONCLUSIVE
     (or SKIP for a figure reported only) and only a WARN or FAIL of the others counts. No rule
-    applied: INCONCLUSIVE (or SKIP) with every rule's reason.
+    applied: INCONCLUSIVE (or SKIP) with every rule's reason. The code is the worst verdict's (give
+    each rule's WARN and FAIL their code with judge.coded first).
     """
     verdicts = (own, *others)
     worst = worse_of(*verdicts)
     if not own.applied and worst.applied and worst.status == PASS:
         alike = "; ".join(v.reason for v in others if v.applied and v.reason)
         reason = own.reason + (f" (relative rules pass: {alike})" if alike else "")
-        worst = not_applied(own.threshold, reason, own.status)
+        worst = not_applied(own.threshold, reason, own.status, code=own.code)
     threshold = "; ".join(v.threshold for v in verdicts if v.applied) or worst.threshold
     hints = [v.reason for v in verdicts if v.status != PASS and v.reason and v.applied]
     if not worst.applied:
         hints = [worst.reason]
-    return worst.status, threshold, "; ".join(hints)
+    return worst.status, threshold, "; ".join(hints), worst.code
 
 
 def rounded(value: float | None, digits: int = 2) -> float | None:
@@ -136,13 +147,14 @@ def _known_issues(ctx: AgentContext) -> tuple[list[Any], Any]:
     return issues, node
 
 
-def known_issue_hints(ctx: AgentContext, check_id: str, text: str) -> list[str]:
+def known_issue_hints(ctx: AgentContext, check_id: str, text: str, code: str = "") -> list[str]:
     """The hints of the manifest's known issues that apply to this node and name this result
-    (detection.agent: the check id, and a pattern its text must show), r9700ctl/agent/known_issue_match.py."""
+    (detection.agent: the check id, its reason codes and a pattern its text must show, each where
+    given), r9700ctl/agent/known_issue_match.py."""
     from r9700ctl.agent import known_issue_match as known_issues
 
     issues, node = _known_issues(ctx)
-    return known_issues.hints_for(issues, node, check_id, text)
+    return known_issues.hints_for(issues, node, check_id, text, [code] if code else [])
 
 
 def name_known_issues(ctx: AgentContext, results: list[CheckResult]) -> None:

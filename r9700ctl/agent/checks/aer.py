@@ -12,6 +12,7 @@ from __future__ import annotations
 from r9700ctl.agent import aer_counters as aer
 from r9700ctl.agent.checks import register
 from r9700ctl.agent.context import AgentContext
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.result import PASS, SEVERITY, SKIP, CheckResult
 
 THRESHOLDS = ("aer.correctable_fail_per_min",)
@@ -20,7 +21,7 @@ THRESHOLDS = ("aer.correctable_fail_per_min",)
 @register(
     id="aer",
     family="aer",
-    levels={"quick", "standard", "burnin"},
+    levels=from_level("quick"),
     needs_gpu=True,
     order=200,
     runs_last=True,
@@ -42,7 +43,17 @@ def run(ctx: AgentContext) -> list[CheckResult]:
                 if not steps
                 else "no AER counters on its path (AER off, or a kernel before 4.19)"
             )
-            results.append(CheckResult("aer", subject, SKIP, "new_errors", None, "", threshold, why))
+            results.append(
+                CheckResult(
+                    id="aer",
+                    subject=subject,
+                    status=SKIP,
+                    metric="new_errors",
+                    threshold=threshold,
+                    hint=why,
+                    code="NOT_APPLICABLE" if not steps else "AER_UNAVAILABLE",
+                )
+            )
             continue
         roles, slot = aer.roles(ctx.root, address), aer.slot_name(ctx.root, address)
         worst, total, per_step = None, 0, []
@@ -63,7 +74,16 @@ def run(ctx: AgentContext) -> list[CheckResult]:
         hint = "" if worst.status == PASS else f"{worst.summary}; {worst.hint}"
         results.append(
             CheckResult(
-                "aer", subject, worst.status, "new_errors", total, "errors", threshold, hint, evidence
+                id="aer",
+                subject=subject,
+                status=worst.status,
+                metric="new_errors",
+                value=total,
+                unit="errors",
+                threshold=threshold,
+                hint=hint,
+                evidence=evidence,
+                code=worst.code,
             )
         )
     return results

@@ -19,9 +19,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from r9700ctl.agent import codes
 from r9700ctl.agent.checks import _measure, register
 from r9700ctl.agent.context import AgentContext
+from r9700ctl.agent.judge import code_for
 from r9700ctl.agent.kernels.specs import AllReduceSpec
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WRONG_DATA, CheckResult
 
 THRESHOLDS = (
@@ -41,18 +44,10 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "collective.p2p_off": True,
     },
 }
-WRONG_HINT = (
-    "all-reduce returned wrong values ({wrong} elements): data corruption in the collective path; rerun "
-    "with NCCL_P2P_DISABLE=1 and isolate the GPUs one pair at a time (p2p check)"
-)
-LOW_HINT = (
-    "bus bandwidth below the floor for {n} GPUs: check the P2P matrix (p2p), ACS/IOMMU (platform), that "
-    "RCCL uses P2P (NCCL_P2P_DISABLE unset or 0, NCCL_P2P_LEVEL), and whether the ring crosses sockets"
-)
-NO_GAIN_NOTE = (
-    "P2P brings no benefit on this platform (gain {gain:.2f}x): consider NCCL_P2P_DISABLE=1 for stability "
-    "(ROCm/rocm-systems#11348)"
-)
+WRONG = "ALLREDUCE_WRONG_DATA"
+LOW = "ALLREDUCE_BELOW_FLOOR"
+NOTHING = "ALLREDUCE_NOTHING_MEASURED"
+NO_GAIN = "P2P_NO_GAIN"
 
 
 def _floor_for(ctx: AgentContext, n: int) -> float | None:
@@ -72,7 +67,7 @@ def p2p_on_env(ctx: AgentContext) -> dict[str, str]:
 @register(
     id="collective",
     family="collective",
-    levels={"quick", "standard", "burnin"},
+    levels=from_level("quick"),
     order=70,
     thresholds=THRESHOLDS,
 )
@@ -121,16 +116,16 @@ def _mode_result(ctx: AgentContext, n: int, mode: str, env: dict, value: dict) -
         verdict = ctx.unjudged("collective.busbw_warn_gbs_n2", f"no busbw floor for {n} GPUs")
     else:
         verdict = _measure.measured(ctx, largest.get("windows_busbw_gbs") or [], floor, None, unit="GB/s")
-    status = verdict.status
-    hint = LOW_HINT.format(n=n) if verdict.applied and verdict.status != PASS else verdict.reason
+    status, code = verdict.status, code_for(verdict, LOW)
+    low = verdict.applied and verdict.status != PASS
+    hint = codes.hint(LOW, f"bus bandwidth below the floor for {n} GPUs") if low else verdict.reason
     minimum = float(ctx.threshold("collective.inconclusive_below_gbs"))
     if largest["busbw_gbs"] < minimum:
-        status, hint = (
-            INCONCLUSIVE,
-            f"busbw {largest['busbw_gbs']:.2f} GB/s < {minimum} GB/s: nothing measured",
-        )
+        status, code = INCONCLUSIVE, NOTHING
+        hint = f"busbw {largest['busbw_gbs']:.2f} GB/s < {minimum} GB/s: nothing measured"
     if value["wrong_total"]:
-        status, hint = FAIL, WRONG_HINT.format(wrong=value["wrong_total"])
+        status, code = FAIL, WRONG
+        hint = codes.hint(WRONG, f"all-reduce returned wrong values ({value['wrong_total']} elements)")
     return CheckResult(
         id="collective.allreduce",
         subject=mode,
@@ -156,6 +151,7 @@ def _mode_result(ctx: AgentContext, n: int, mode: str, env: dict, value: dict) -
             "warmup": value["warmup"],
             "versions": value["versions"],
         },
+        code=code,
     )
 
 
@@ -170,6 +166,9 @@ def _gain_result(ctx: AgentContext, on: float, off: float) -> CheckResult:
         value=round(gain, 3),
         unit="x",
         threshold=f"reported only (a note below {below:g})",
-        hint=NO_GAIN_NOTE.format(gain=gain) if gain < below else "reported only: the benefit P2P brings here",
+        hint=codes.hint(NO_GAIN, f"P2P brings no benefit on this platform (gain {gain:.2f}x)")
+        if gain < below
+        else "reported only: the benefit P2P brings here",
         evidence={"busbw_p2p_on_gbs": round(on, 2), "busbw_p2p_off_gbs": round(off, 2)},
+        code=NO_GAIN if gain < below else "REPORTED_ONLY",
     )

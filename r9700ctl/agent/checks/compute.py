@@ -26,15 +26,18 @@ from them:
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 from typing import Any
 
+from r9700ctl.agent import codes
 from r9700ctl.agent import power_budget as power
 from r9700ctl.agent.checks import _measure, pcie, register
 from r9700ctl.agent.checks import power as power_check
 from r9700ctl.agent.checks.pcie import link_result
 from r9700ctl.agent.context import AgentContext
-from r9700ctl.agent.judge import Verdict, judge_against_peers, judge_floor, judge_samples
+from r9700ctl.agent.judge import Verdict, code_for, coded, judge_against_peers, judge_floor, judge_samples
 from r9700ctl.agent.kernels.specs import GemmSpec
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, WRONG_DATA, CheckResult
 
 THRESHOLDS = (
@@ -64,28 +67,14 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "burnin": {"compute.dtypes": "bf16,fp16,fp32", "compute.seconds": 120.0, "compute.n": 8192},
 }
 FAILING_GROUPS = ("thermal", "hw_slowdown", "prochot")
-THROTTLE_HINT = (
-    "THERMAL_THROTTLE: {groups} limits ({reasons}) in {hits}/{n} samples: check airflow, fan curve, slot "
-    "spacing and the card's position in the chassis; compare hotspot temperatures across GPUs"
-)
 POWER_NOTE = "power cap limited clocks in {frac:.0%} of samples (expected under GEMM load, not a fault)"
-POWER_CAP_HINT = (
-    "POWER_CAP_LOWERED: power cap {cap:.0f} W is below the board default {default:.0f} W: someone lowered it "
-    "(amd-smi set / nvidia-smi -pl) or the PSU/12V-2x6 connector is limited; restore the default"
-)
-PEER_HINT = (
-    "{reason}: this GPU computes slower than its siblings under the same load; compare clocks and power"
-)
-FLOOR_HINT = (
-    "{reason}: {value:.0f} TFLOPS is {ratio:.0%} of the {peak:g} TFLOPS dense peak ({source}); healthy cards "
-    "reach more: look at compute.clock and compute.throttle, the power cap and cables, and another "
-    "process on the GPU"
-)
-CLOCK_LOW_HINT = (
-    "CLOCKS_LOW: the median shader clock under load, {sclk:.0f} MHz, is {ratio:.0%} of the {boost:.0f} MHz "
-    "boost clock with no throttle reason reported: check the power cables (12V-2x6) and PSU, a lowered "
-    "power cap or clock lock (amd-smi / nvidia-smi), and the BIOS power limits"
-)
+THERMAL_THROTTLE = "THERMAL_THROTTLE"
+POWER_CAP_LOWERED = "POWER_CAP_LOWERED"
+BELOW_PEAK = "COMPUTE_BELOW_PEAK"
+BELOW_PEERS = "COMPUTE_BELOW_PEERS"
+WRONG_RESULT = "COMPUTE_WRONG_RESULT"
+CLOCKS_LOW = "CLOCKS_LOW"
+HOTSPOT = "HOTSPOT_HIGH"
 CLOCK_POWER_NOTE = (
     "clocks at {ratio:.0%} of boost under load, power-capped (power-cap reason in {frac:.0%} of samples): "
     "expected at the power cap, not a fault"
@@ -98,7 +87,7 @@ CLOCK_THROTTLE_NOTE = (
 @register(
     id="compute",
     family="compute",
-    levels={"quick", "standard", "burnin"},
+    levels=from_level("quick"),
     needs_gpu=True,
     order=60,
     thresholds=THRESHOLDS,
@@ -159,7 +148,8 @@ def _floor(ctx: AgentContext, dtype: str, windows: list[float]) -> tuple[Verdict
     fail = float(ctx.threshold("compute.floor_fail_fraction_of_peak")) * peak
     verdict = _measure.measured(ctx, windows, warn, fail, unit="TFLOPS")
     source = f"{peak:g} TFLOPS dense peak, {ctx.threshold_text(key)}"
-    return Verdict(verdict.status, f"{verdict.threshold} [{source}]", verdict.reason, verdict.applied), peak
+    threshold = f"{verdict.threshold} [{source}]"
+    return Verdict(verdict.status, threshold, verdict.reason, verdict.applied, verdict.code), peak
 
 
 def _tflops(ctx: AgentContext, value: dict, dtypes: list[str]) -> list[CheckResult]:
@@ -175,28 +165,23 @@ def _tflops(ctx: AgentContext, value: dict, dtypes: list[str]) -> list[CheckResu
         for i, entry in value["gpus"].items():
             fig = entry[dtype]
             floor, peak = _floor(ctx, dtype, fig["windows_tflops"])
-            peer = peers[f"gpu{i}"]
-            status, threshold, why = _measure.combine(floor, peer)
+            floor, peer = coded(floor, BELOW_PEAK), coded(peers[f"gpu{i}"], BELOW_PEERS)
+            status, threshold, why, code = _measure.combine(floor, peer)
             hints = []
             if floor.applied and floor.status in (WARN, FAIL) and peak:
-                hints.append(
-                    FLOOR_HINT.format(
-                        reason=floor.reason,
-                        value=fig["tflops"],
-                        ratio=fig["tflops"] / peak,
-                        peak=peak,
-                        source=ctx.threshold_text(f"compute.peak_tflops_{dtype}"),
-                    )
+                source = ctx.threshold_text(f"compute.peak_tflops_{dtype}")
+                said = (
+                    f"{floor.reason}: {fig['tflops']:.0f} TFLOPS is {fig['tflops'] / peak:.0%} of the "
+                    f"{peak:g} TFLOPS dense peak ({source})"
                 )
+                hints.append(codes.hint(BELOW_PEAK, said))
             elif floor.status != PASS and why:
                 hints.append(why)
             if peer.applied and peer.status != PASS:
-                hints.append(PEER_HINT.format(reason=peer.reason))
+                hints.append(codes.hint(BELOW_PEERS, peer.reason))
             if not fig["verified"]:
-                status = FAIL
-                hints.insert(
-                    0, "GEMM result wrong beyond the dtype's rounding: isolate the GPU (compute fault)"
-                )
+                status, code = FAIL, WRONG_RESULT
+                hints.insert(0, codes.hint(WRONG_RESULT, "GEMM result wrong beyond the dtype's rounding"))
             results.append(
                 CheckResult(
                     id=f"compute.tflops_{dtype}",
@@ -220,6 +205,7 @@ def _tflops(ctx: AgentContext, value: dict, dtypes: list[str]) -> list[CheckResu
                         "versions": value["versions"],
                         "device": value["devices"].get(i),
                     },
+                    code=code,
                 )
             )
     return results
@@ -248,20 +234,29 @@ def _clock(ctx: AgentContext, index: int, telemetry: dict, info: dict) -> CheckR
             f"{info['source']} gave no shader clock" if info["source"] else "no telemetry source on this node"
         )
         return CheckResult(
-            "compute.clock", f"gpu{index}", SKIP, "sclk_median", None, "MHz", threshold, why, evidence
+            id="compute.clock",
+            subject=f"gpu{index}",
+            status=SKIP,
+            metric="sclk_median",
+            unit="MHz",
+            threshold=threshold,
+            hint=why,
+            evidence=evidence,
+            code="TELEMETRY_MISSING",
         )
     if not boost:
         verdict = ctx.unjudged("compute.boost_clock_mhz", "no boost clock for this model")
         return CheckResult(
-            "compute.clock",
-            f"gpu{index}",
-            verdict.status,
-            "sclk_median",
-            round(sclk),
-            "MHz",
-            threshold,
-            verdict.reason,
-            evidence,
+            id="compute.clock",
+            subject=f"gpu{index}",
+            status=verdict.status,
+            metric="sclk_median",
+            value=round(sclk),
+            unit="MHz",
+            threshold=threshold,
+            hint=verdict.reason,
+            evidence=evidence,
+            code=verdict.code,
         )
     ratio = sclk / float(boost)
     evidence["fraction_of_boost"] = round(ratio, 3)
@@ -275,9 +270,22 @@ def _clock(ctx: AgentContext, index: int, telemetry: dict, info: dict) -> CheckR
         elif limiting:
             hint = CLOCK_THROTTLE_NOTE.format(ratio=ratio, groups="/".join(limiting))
         else:
-            status, hint = WARN, CLOCK_LOW_HINT.format(sclk=sclk, ratio=ratio, boost=float(boost))
+            said = (
+                f"the median shader clock under load, {sclk:.0f} MHz, is {ratio:.0%} of the "
+                f"{float(boost):.0f} MHz boost clock with no throttle reason reported"
+            )
+            status, hint = WARN, codes.hint(CLOCKS_LOW, said)
     return CheckResult(
-        "compute.clock", f"gpu{index}", status, "sclk_median", round(sclk), "MHz", threshold, hint, evidence
+        id="compute.clock",
+        subject=f"gpu{index}",
+        status=status,
+        metric="sclk_median",
+        value=round(sclk),
+        unit="MHz",
+        threshold=threshold,
+        hint=hint,
+        evidence=evidence,
+        code=CLOCKS_LOW,
     )
 
 
@@ -304,7 +312,15 @@ def _throttle(ctx: AgentContext, index: int, samples: list[dict], telemetry: dic
         if info["source"]:
             why = f"{info['source']} gave no throttle reasons"
         return CheckResult(
-            "compute.throttle", f"gpu{index}", SKIP, "throttle_samples", 0, "", threshold, why, evidence
+            id="compute.throttle",
+            subject=f"gpu{index}",
+            status=SKIP,
+            metric="throttle_samples",
+            value=0,
+            threshold=threshold,
+            hint=why,
+            evidence=evidence,
+            code="TELEMETRY_MISSING",
         )
     flags = [any(g in s.get("groups", []) for g in FAILING_GROUPS) for s in with_bits]
     verdict = judge_samples(
@@ -318,9 +334,8 @@ def _throttle(ctx: AgentContext, index: int, samples: list[dict], telemetry: dic
     if verdict.status in (FAIL, WARN):
         bad = [g for g in FAILING_GROUPS if g in groups]
         reasons = sorted({r for g in bad for r in groups[g]["reasons"]})
-        hint = THROTTLE_HINT.format(
-            groups="/".join(bad), reasons=", ".join(reasons), hits=sum(flags), n=len(flags)
-        )
+        said = f"{'/'.join(bad)} limits ({', '.join(reasons)}) in {sum(flags)}/{len(flags)} samples"
+        hint = codes.hint(THERMAL_THROTTLE, said)
         if verdict.status == WARN:
             hint = "isolated sample(s) only, not a FAIL: " + hint
     notes = []
@@ -335,15 +350,16 @@ def _throttle(ctx: AgentContext, index: int, samples: list[dict], telemetry: dic
     elif notes:
         hint += "; " + "; ".join(notes)
     return CheckResult(
-        "compute.throttle",
-        f"gpu{index}",
-        verdict.status,
-        "throttled_samples",
-        sum(flags),
-        "samples",
-        f"{threshold} ({verdict.reason})",
-        hint,
-        evidence,
+        id="compute.throttle",
+        subject=f"gpu{index}",
+        status=verdict.status,
+        metric="throttled_samples",
+        value=sum(flags),
+        unit="samples",
+        threshold=f"{threshold} ({verdict.reason})",
+        hint=hint,
+        evidence=evidence,
+        code=code_for(verdict, THERMAL_THROTTLE),
     )
 
 
@@ -355,35 +371,40 @@ def _power_cap(ctx: AgentContext, index: int, telemetry: dict) -> list[CheckResu
     # it is held against that policy instead of the board default.
     policy, _ = power.load_policy(ctx.root)
     wanted = policy.caps_w.get(ctx.gpu(index).pci_address or "") if policy else None
+    verdict = partial(
+        CheckResult, id="compute.power_cap", subject=f"gpu{index}", metric="power_cap", value=round(cap, 1)
+    )
+    verdict = partial(verdict, unit="W")
     if wanted is not None:
         applied = abs(cap - wanted) <= 1.0
+        said = f"r9700_power set {wanted:g} W for this card but {cap:g} W is in force"
+        note = f"cap {cap:.0f} W set by r9700_power (board default {default:.0f} W)"
         return [
-            CheckResult(
-                "compute.power_cap",
-                f"gpu{index}",
-                PASS if applied else WARN,
-                "power_cap",
-                round(cap, 1),
-                "W",
-                f"= {wanted:g} W set by r9700_power (WARN otherwise)",
-                f"cap {cap:.0f} W set by r9700_power (board default {default:.0f} W)"
-                if applied
-                else power_check.POLICY_CAP_HINT.format(want=wanted, have=cap),
-                {"power_cap_w": cap, "power_cap_default_w": default, "cap_set_by_r9700_power_w": wanted},
+            verdict(
+                status=PASS if applied else WARN,
+                threshold=f"= {wanted:g} W set by r9700_power (WARN otherwise)",
+                hint=note if applied else codes.hint(power_check.CAP_NOT_APPLIED, said),
+                evidence={
+                    "power_cap_w": cap,
+                    "power_cap_default_w": default,
+                    "cap_set_by_r9700_power_w": wanted,
+                },
+                code=power_check.CAP_NOT_APPLIED,
             )
         ]
     lowered = cap < default * float(ctx.threshold("compute.power_cap_min_fraction_of_default"))
+    said = f"power cap {cap:.0f} W is below the board default {default:.0f} W"
     return [
-        CheckResult(
-            "compute.power_cap",
-            f"gpu{index}",
-            WARN if lowered else PASS,
-            "power_cap",
-            round(cap, 1),
-            "W",
-            f">= board default {default:.0f} W (WARN below)",
-            POWER_CAP_HINT.format(cap=cap, default=default) if lowered else "",
-            {"power_cap_w": cap, "power_cap_default_w": default, "power_w": telemetry.get("power_w")},
+        verdict(
+            status=WARN if lowered else PASS,
+            threshold=f">= board default {default:.0f} W (WARN below)",
+            hint=codes.hint(POWER_CAP_LOWERED, said) if lowered else "",
+            evidence={
+                "power_cap_w": cap,
+                "power_cap_default_w": default,
+                "power_w": telemetry.get("power_w"),
+            },
+            code=POWER_CAP_LOWERED,
         )
     ]
 
@@ -399,18 +420,26 @@ def _temperature(ctx: AgentContext, index: int, telemetry: dict) -> list[CheckRe
         unit="C",
         higher_is_better=False,
     )
-    hint = "" if verdict.status == PASS else f"{verdict.reason}: airflow, fan curve or slot spacing"
+    code = code_for(verdict, HOTSPOT)
+    hint = (
+        ""
+        if verdict.status == PASS
+        else codes.hint(code, verdict.reason)
+        if code == HOTSPOT
+        else verdict.reason
+    )
     return [
         CheckResult(
-            "compute.temperature",
-            f"gpu{index}",
-            verdict.status,
-            "hotspot_max",
-            hotspot,
-            "C",
-            verdict.threshold,
-            hint,
-            {"temperatures": {k: telemetry.get(k) for k in ("temp_c", "hotspot_c", "mem_temp_c")}},
+            id="compute.temperature",
+            subject=f"gpu{index}",
+            status=verdict.status,
+            metric="hotspot_max",
+            value=hotspot,
+            unit="C",
+            threshold=verdict.threshold,
+            hint=hint,
+            evidence={"temperatures": {k: telemetry.get(k) for k in ("temp_c", "hotspot_c", "mem_temp_c")}},
+            code=code,
         )
     ]
 

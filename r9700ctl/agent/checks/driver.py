@@ -10,35 +10,21 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from r9700ctl.agent import sysfs
+from r9700ctl.agent import codes, sysfs
 from r9700ctl.agent.checks import register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.datafiles import load_data
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.parsers import dmesg
 from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult
+from r9700ctl.agent.rules import kernel_log
 from r9700ctl.agent.tools import run_tool
 
 MODULE_FOR_VENDOR = {sysfs.AMD: "amdgpu", sysfs.NVIDIA: "nvidia"}
-
-ACCESS_FIX = (
-    "add the user to the render and video groups (`sudo usermod -aG render,video $USER`), "
-    "then log in again; in containers pass --device=/dev/kfd --device=/dev/dri --group-add render"
-)
-
-# dmesg finding kinds (r9700ctl.agent.parsers.dmesg) that mean the driver or a GPU failed;
-# other "*ERROR*" lines are a warning: some are harmless, so compare with a healthy node.
-DMESG_FAIL_KINDS = (
-    "probe_failed",
-    "init_failed",
-    "firmware",
-    "ring_timeout",
-    "gpu_reset",
-    "page_fault",
-    "mes",
-)
 
 
 def device_access(path: Path, access: Callable[[str, int], bool] = os.access) -> str:
@@ -56,26 +42,18 @@ def _module_results(ctx: AgentContext) -> list[CheckResult]:
             continue
         loaded = (ctx.root / "sys/module" / module).is_dir()
         version = sysfs.read_text(ctx.root / "sys/module" / module / "version")
-        hint = (
-            ""
-            if loaded
-            else (
-                f"the {module} kernel module is not loaded: `sudo modprobe {module}`; if that fails, "
-                "check `dkms status` (built for this kernel?) and Secure Boot (`mokutil --sb-state`: "
-                "enrol the DKMS key)"
-            )
-        )
+        hint = "" if loaded else codes.hint("DRIVER_NOT_LOADED", f"the {module} kernel module is not loaded")
         results.append(
             CheckResult(
-                "driver.module",
-                "node",
-                PASS if loaded else FAIL,
-                "module",
-                module,
-                "",
-                f"{module} loaded",
-                hint,
-                {"version": version},
+                id="driver.module",
+                subject="node",
+                status=PASS if loaded else FAIL,
+                metric="module",
+                value=module,
+                threshold=f"{module} loaded",
+                hint=hint,
+                evidence={"version": version},
+                code="DRIVER_NOT_LOADED",
             )
         )
     for gpu in ctx.discovery.gpus:
@@ -86,23 +64,22 @@ def _module_results(ctx: AgentContext) -> list[CheckResult]:
         hint = (
             ""
             if bound
-            else (
-                f"{gpu.pci_address} is bound to {gpu.driver or 'no driver'}, not {expected}: the driver's "
-                "probe failed or another driver (vfio-pci, nouveau) claimed it; "
-                f"see `dmesg | grep -i {expected}`"
+            else codes.hint(
+                "DRIVER_NOT_BOUND",
+                f"{gpu.pci_address} is bound to {gpu.driver or 'no driver'}, not {expected}",
             )
         )
         results.append(
             CheckResult(
-                "driver.bound",
-                gpu.subject,
-                PASS if bound else FAIL,
-                "driver",
-                gpu.driver or "none",
-                "",
-                f"bound to {expected}",
-                hint,
-                {"pci": gpu.pci_address},
+                id="driver.bound",
+                subject=gpu.subject,
+                status=PASS if bound else FAIL,
+                metric="driver",
+                value=gpu.driver or "none",
+                threshold=f"bound to {expected}",
+                hint=hint,
+                evidence={"pci": gpu.pci_address},
+                code="DRIVER_NOT_BOUND",
             )
         )
     return results
@@ -115,23 +92,27 @@ def _access_results(ctx: AgentContext, access: Callable[[str, int], bool] = os.a
         kfd = ctx.root / "dev/kfd"
         state = device_access(kfd, access)
         status = {"ok": PASS, "missing": FAIL, "restricted": WARN}[state]
+        code = {"ok": "", "missing": "KFD_MISSING", "restricted": "DEVICE_NOT_ACCESSIBLE"}[state]
         hint = {
             "ok": "",
-            "missing": "/dev/kfd is missing: amdgpu is not loaded or has no KFD (compute) support; "
-            "install amdgpu-dkms from repo.radeon.com and reboot",
-            "restricted": f"/dev/kfd exists but this user cannot open it: {ACCESS_FIX}",
+            "missing": codes.hint(
+                code, "/dev/kfd is missing: amdgpu is not loaded or has no KFD (compute) support"
+            )
+            if code == "KFD_MISSING"
+            else "",
+            "restricted": codes.hint(code, "/dev/kfd exists but this user cannot open it") if code else "",
         }[state]
         results.append(
             CheckResult(
-                "driver.access",
-                "node",
-                status,
-                "/dev/kfd",
-                state,
-                "",
-                "present and openable",
-                hint,
-                {"path": "/dev/kfd", "uid": os.getuid()},
+                id="driver.access",
+                subject="node",
+                status=status,
+                metric="/dev/kfd",
+                value=state,
+                threshold="present and openable",
+                hint=hint,
+                evidence={"path": "/dev/kfd", "uid": os.getuid()},
+                code=code,
             )
         )
     for gpu in ctx.discovery.gpus:
@@ -140,92 +121,74 @@ def _access_results(ctx: AgentContext, access: Callable[[str, int], bool] = os.a
         if not gpu.render_node:
             results.append(
                 CheckResult(
-                    "driver.access",
-                    gpu.subject,
-                    FAIL,
-                    "render_node",
-                    "missing",
-                    "",
-                    "present and openable",
-                    "no /dev/dri/renderD* for this GPU: amdgpu did not initialise it; see dmesg",
-                    {"pci": gpu.pci_address},
+                    id="driver.access",
+                    subject=gpu.subject,
+                    status=FAIL,
+                    metric="render_node",
+                    value="missing",
+                    threshold="present and openable",
+                    hint="no /dev/dri/renderD* for this GPU: amdgpu did not initialise it; see dmesg",
+                    evidence={"pci": gpu.pci_address},
+                    code="RENDER_NODE_MISSING",
                 )
             )
             continue
         state = device_access(ctx.root / gpu.render_node.lstrip("/"), access)
         status = {"ok": PASS, "missing": FAIL, "restricted": WARN}[state]
+        code = {"ok": "", "missing": "RENDER_NODE_MISSING", "restricted": "DEVICE_NOT_ACCESSIBLE"}[state]
         hint = {
             "ok": "",
             "missing": f"{gpu.render_node} is missing: see dmesg for amdgpu errors",
-            "restricted": f"{gpu.render_node} exists but this user cannot open it: {ACCESS_FIX}",
+            "restricted": codes.hint(code, f"{gpu.render_node} exists but this user cannot open it")
+            if code
+            else "",
         }[state]
         results.append(
             CheckResult(
-                "driver.access",
-                gpu.subject,
-                status,
-                "render_node",
-                state,
-                "",
-                "present and openable",
-                hint,
-                {"path": gpu.render_node, "pci": gpu.pci_address},
+                id="driver.access",
+                subject=gpu.subject,
+                status=status,
+                metric="render_node",
+                value=state,
+                threshold="present and openable",
+                hint=hint,
+                evidence={"path": gpu.render_node, "pci": gpu.pci_address},
+                code=code,
             )
         )
     return results
 
 
 def _dmesg_result(ctx: AgentContext) -> CheckResult:
+    """amdgpu's trouble since boot, each kind judged by the manifest's kernel-log signatures
+    (rules/kernel_log.py, as doctor --bundle judges a recorded dmesg.txt)."""
     out = run_tool(["dmesg"], ctx.tool_timeout_s)
-    threshold = "no amdgpu errors since boot"
+    verdict = partial(CheckResult, id="driver.dmesg", subject="node", threshold="no amdgpu errors since boot")
+    unreadable = partial(verdict, status=SKIP, metric="kernel_log", code="KERNEL_LOG_UNREADABLE")
     if not out.ok:
-        return CheckResult(
-            "driver.dmesg",
-            "node",
-            SKIP,
-            "kernel_log",
-            threshold=threshold,
-            hint=f"kernel log unreadable ({out.why_not()}): run as root, "
-            "or `sudo sysctl kernel.dmesg_restrict=0`",
+        return unreadable(
+            hint=codes.hint("KERNEL_LOG_UNREADABLE", f"kernel log unreadable ({out.why_not()})")
         )
     log = dmesg.parse(out.stdout, "dmesg")
     if log.error:
-        return CheckResult("driver.dmesg", "node", SKIP, "kernel_log", threshold=threshold, hint=log.error)
-    failures = [f for f in log.findings if f.kind in DMESG_FAIL_KINDS]
-    warnings = log.of_kind("error")
+        return unreadable(hint=log.error)
+    verdicts = kernel_log.judge(log.findings, _manifest().get("kernel_log_signatures") or {})
+    found = [f for v in verdicts for f in v.lines]
     evidence: dict[str, Any] = {
         "kinds": log.kinds,
-        "lines": [f"{f.line}: {f.text}" for f in (failures or warnings)[:20]],
-        "gpus": sorted({f.bdf for f in failures + warnings if f.bdf}),
+        "lines": [f"{f.line}: {f.text}" for f in sorted(found, key=lambda f: f.line)[:20]],
+        "gpus": sorted({f.bdf for f in found if f.bdf}),
+        "verdicts": {v.kind: {"status": v.status, "code": v.code, "lines": len(v.lines)} for v in verdicts},
     }
-    if failures:
-        kinds = ", ".join(sorted({f.kind for f in failures}))
-        return CheckResult(
-            "driver.dmesg",
-            "node",
-            FAIL,
-            "error_lines",
-            len(failures),
-            "lines",
-            threshold,
-            f"the GPU driver logged {kinds} since boot (see evidence): reboot and rerun; if they come back, "
-            "swap the card's slot to see whether the fault follows the card",
-            evidence,
-        )
-    if warnings:
-        return CheckResult(
-            "driver.dmesg",
-            "node",
-            WARN,
-            "error_lines",
-            len(warnings),
-            "lines",
-            threshold,
-            "amdgpu logged *ERROR* lines since boot (see evidence); some are harmless: "
-            "compare with a healthy node",
-            evidence,
-        )
-    return CheckResult("driver.dmesg", "node", PASS, "error_lines", 0, "lines", threshold, "", evidence)
+    counted = partial(verdict, metric="error_lines", unit="lines", evidence=evidence)
+    worst = kernel_log.worst(verdicts)
+    if worst is None:
+        return counted(status=PASS, value=0)
+    same = [v for v in verdicts if v.status == worst.status]
+    kinds = ", ".join(v.kind for v in same)
+    said = f"the GPU driver logged {kinds} since boot (see evidence)"
+    value = sum(len(v.lines) for v in same)
+    return counted(status=worst.status, value=value, hint=codes.hint(worst.code, said), code=worst.code)
 
 
 def _gfx_targets(ctx: AgentContext) -> list[str]:
@@ -237,51 +200,41 @@ def _torch_arch_result(ctx: AgentContext) -> CheckResult | None:
     arch_list = probe.get("arch_list") or []
     if not probe.get("importable") or not probe.get("available") or not arch_list:
         return None
-    threshold = "torch carries kernels for every GPU target"
+    verdict = partial(
+        CheckResult,
+        id="driver.torch_arch",
+        subject="node",
+        threshold="torch carries kernels for every GPU target",
+    )
     if probe.get("hip"):
         targets = _gfx_targets(ctx)
         missing = [t for t in targets if not any(a.split(":")[0] == t for a in arch_list)]
         if missing:
-            return CheckResult(
-                "driver.torch_arch",
-                "node",
-                FAIL,
-                "missing_targets",
-                ", ".join(missing),
-                "",
-                threshold,
-                f"this PyTorch build has no {', '.join(missing)} kernels (it has "
-                f"{', '.join(arch_list)}): install a ROCm build that lists {missing[0]} "
-                "(ROCm 6.4.1 or later for gfx1201), not an HSA_OVERRIDE_GFX_VERSION",
-                {"arch_list": arch_list, "targets": targets},
+            code = "TORCH_NO_KERNELS_FOR_TARGET"
+            said = f"this PyTorch build has no {', '.join(missing)} kernels (it has {', '.join(arch_list)})"
+            evidence = {"arch_list": arch_list, "targets": targets}
+            return verdict(
+                status=FAIL,
+                metric="missing_targets",
+                value=", ".join(missing),
+                hint=codes.hint(code, said),
+                evidence=evidence,
+                code=code,
             )
-        return CheckResult(
-            "driver.torch_arch",
-            "node",
-            PASS,
-            "targets",
-            ", ".join(targets),
-            "",
-            threshold,
-            "",
-            {"arch_list": arch_list},
+        return verdict(
+            status=PASS, metric="targets", value=", ".join(targets), evidence={"arch_list": arch_list}
         )
     caps = sorted({g.compute_capability for g in ctx.discovery.gpus if g.compute_capability})
     missing = [c for c in caps if f"sm_{c.replace('.', '')}" not in arch_list]
-    status = WARN if missing else PASS
-    hint = (
-        f"no sm_ kernels for compute capability {', '.join(missing)}; PTX JIT will be slow" if missing else ""
-    )
-    return CheckResult(
-        "driver.torch_arch",
-        "node",
-        status,
-        "targets",
-        ", ".join(caps),
-        "",
-        threshold,
-        hint,
-        {"arch_list": arch_list},
+    code = "TORCH_NO_SM_KERNELS"
+    hint = codes.hint(code, f"no sm_ kernels for compute capability {', '.join(missing)}") if missing else ""
+    return verdict(
+        status=WARN if missing else PASS,
+        metric="targets",
+        value=", ".join(caps),
+        hint=hint,
+        evidence={"arch_list": arch_list},
+        code=code,
     )
 
 
@@ -301,37 +254,30 @@ def _override_result(ctx: AgentContext) -> CheckResult | None:
         return None
     known = _manifest().get("gfx_targets") or {}
     native = {t: (known.get(t) or {}).get("hsa_version") for t in targets}
-    threshold = "unset (the R9700 and other supported cards need no override)"
     evidence = {"HSA_OVERRIDE_GFX_VERSION": value, "native": native, "set_in": where}
+    verdict = partial(
+        CheckResult,
+        id="driver.hsa_override",
+        subject="node",
+        metric="HSA_OVERRIDE_GFX_VERSION",
+        value=value,
+        threshold="unset (the R9700 and other supported cards need no override)",
+        evidence=evidence,
+    )
     if all(v == value for v in native.values()):
-        return CheckResult(
-            "driver.hsa_override",
-            "node",
-            WARN,
-            "HSA_OVERRIDE_GFX_VERSION",
-            value,
-            "",
-            threshold,
-            "the override equals the cards' own target: it does nothing here but will mislabel "
-            "any other AMD GPU in the box (ROCm/ROCm#5696); remove it",
-            evidence,
+        code, said = (
+            "HSA_OVERRIDE_REDUNDANT",
+            "the override equals the cards' own target: it does nothing here",
         )
+        return verdict(status=WARN, hint=codes.hint(code, said), code=code)
     majors = {str(v).split(".")[0] for v in native.values() if v}
     cross = str(value).split(".")[0] not in majors
-    return CheckResult(
-        "driver.hsa_override",
-        "node",
-        FAIL if cross else WARN,
-        "HSA_OVERRIDE_GFX_VERSION",
-        value,
-        "",
-        threshold,
+    said = (
         f"HSA_OVERRIDE_GFX_VERSION={value} (set in {where}) makes the runtime load code built for another "
-        f"target than {', '.join(targets)}; cross-family overrides have crashed the driver "
-        "(ROCm/rocm-systems#3531) and are now rejected (rocm-systems PR #5686): unset it and "
-        "use a PyTorch build with native kernels",
-        evidence,
+        f"target than {', '.join(targets)}"
     )
+    code = "HSA_OVERRIDE_WRONG_TARGET"
+    return verdict(status=FAIL if cross else WARN, hint=codes.hint(code, said), code=code)
 
 
 def _rocm_result(ctx: AgentContext) -> CheckResult | None:
@@ -345,46 +291,52 @@ def _rocm_result(ctx: AgentContext) -> CheckResult | None:
     threshold = "this ROCm release supports every GPU target (manifest)"
     if release is None:
         return CheckResult(
-            "driver.rocm",
-            "node",
-            PASS,
-            "rocm",
-            version,
-            "",
-            threshold,
-            f"ROCm {version} is not in the manifest: support for {', '.join(targets)} not judged",
-            {"targets": targets},
+            id="driver.rocm",
+            subject="node",
+            status=PASS,
+            metric="rocm",
+            value=version,
+            threshold=threshold,
+            hint=f"ROCm {version} is not in the manifest: support for {', '.join(targets)} not judged",
+            evidence={"targets": targets},
         )
     missing = [t for t in targets if t not in (release.get("gfx") or [])]
     if missing:
         supporting = [v for v, r in releases.items() if all(t in (r.get("gfx") or []) for t in targets)]
         return CheckResult(
-            "driver.rocm",
-            "node",
-            FAIL,
-            "rocm",
-            version,
-            "",
-            threshold,
-            f"ROCm {version} does not support {', '.join(missing)}: upgrade to "
+            id="driver.rocm",
+            subject="node",
+            status=FAIL,
+            metric="rocm",
+            value=version,
+            threshold=threshold,
+            hint=f"ROCm {version} does not support {', '.join(missing)}: upgrade to "
             f"{' or '.join(supporting[:3]) or 'a supporting release'} (r9700ctl provision)",
-            {"targets": targets, "supported": release.get("gfx")},
+            evidence={"targets": targets, "supported": release.get("gfx")},
+            code="ROCM_RELEASE_UNSUPPORTED",
         )
-    return CheckResult("driver.rocm", "node", PASS, "rocm", version, "", threshold, "", {"targets": targets})
+    return CheckResult(
+        id="driver.rocm",
+        subject="node",
+        status=PASS,
+        metric="rocm",
+        value=version,
+        threshold=threshold,
+        evidence={"targets": targets},
+    )
 
 
-@register(
-    id="driver", family="driver", levels={"config", "quick", "standard", "burnin"}, needs_gpu=False, order=11
-)
+@register(id="driver", family="driver", levels=from_level("config"), needs_gpu=False, order=11)
 def run(ctx: AgentContext) -> list[CheckResult]:
     if not ctx.discovery.gpus:
         return [
             CheckResult(
-                "driver.module",
-                "node",
-                SKIP,
+                id="driver.module",
+                subject="node",
+                status=SKIP,
                 threshold="driver loaded for the GPUs found",
                 hint="no GPU found (see inventory.count)",
+                code="NO_GPU",
             )
         ]
     results = _module_results(ctx)

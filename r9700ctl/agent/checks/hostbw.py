@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from r9700ctl.agent import codes
 from r9700ctl.agent.checks import _measure, pcie, register
 from r9700ctl.agent.context import AgentContext
-from r9700ctl.agent.judge import judge_against_peers, not_applied
+from r9700ctl.agent.judge import coded, judge_against_peers, not_applied
 from r9700ctl.agent.kernels.specs import CopySpec
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.result import FAIL, PASS, WARN, WRONG_DATA, CheckResult
 
 THRESHOLDS = (
@@ -39,35 +41,23 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "quick": {"hostbw.size_mib": 256, "hostbw.windows": 3, "hostbw.copies_per_window": 20},
     "standard": {"hostbw.size_mib": 256, "hostbw.windows": 5, "hostbw.copies_per_window": 20},
 }
-SLOW_LINK_HINT = (
-    "{value:.1f} GB/s is what a link of 1/{part} the rate of {link} delivers (one generation lower per "
-    "halving, or half the lanes): check `pcie.link` under load, the slot, riser and BIOS PCIe speed"
-)
-UNKNOWN_SLOT_HINT = (
-    "{value:.1f} GB/s is what a link of 1/{part} the rate of {link} delivers, and the slot's capability "
-    "is not readable (no port above the card in sysfs, as in a VM): a slower slot (a Gen4 or Gen3 "
-    "server) cannot be told from a downtrained link; the host's `lspci -vv` LnkCap of the slot says which"
-)
-CORRUPTION_HINT = (
-    "a copy delivered wrong data (HOSTBW_CORRUPTION): isolate the GPU, check dmesg for PCIe AER errors "
-    "and reseat the card"
-)
-FLOOR_HINT = (
-    "below the floor for a {link} link: check the link under load (`compute.link_under_load`), that the "
-    "host memory is on the GPU's NUMA node (evidence host_memory), and IOMMU mode (iommu=pt)"
-)
-CONCURRENT_HINT = (
-    "with all GPUs copying at once this GPU gets {ratio:.0%} of its bandwidth alone: host memory / "
-    "IO-die bandwidth or a root port shared by several GPUs limits the node"
-)
+SLOW_LINK = "HOSTBW_SLOW_LINK"
+BELOW_FLOOR = "HOSTBW_BELOW_FLOOR"
+BELOW_PEERS = "HOSTBW_BELOW_PEERS"
+CORRUPTION = "HOSTBW_CORRUPTION"
+CONCURRENT = "HOSTBW_CONCURRENT_LIMITED"
 
 
-def _slow_hint(ctx: AgentContext, value: float, link: pcie.ExpectedLink) -> str:
+def _slow_link(ctx: AgentContext, value: float, link: pcie.ExpectedLink) -> str:
     """Name the slower link a figure fits: usable share of half (or a quarter of) the expected rate."""
     usable = float(ctx.threshold("hostbw.usable_fraction_of_link"))
     rate = link.rate_gbs or 0.0
     part = next((part for part in (4, 2) if value <= usable * rate / part), None)
-    return SLOW_LINK_HINT.format(value=value, part=part, link=link.text()) if part else ""
+    return _fits(value, part, link) if part else ""
+
+
+def _fits(value: float, part: int, link: pcie.ExpectedLink) -> str:
+    return f"{value:.1f} GB/s is what a link of 1/{part} the rate of {link.text()} delivers"
 
 
 def _healthy_on_a_slower_slot(ctx: AgentContext, value: float, link: pcie.ExpectedLink) -> int | None:
@@ -99,26 +89,32 @@ def _direction_result(
         if floor.status in (WARN, FAIL) and not link.slot_known and part:
             # Without the slot's LnkCap the card's maximum is only an upper bound of what both
             # ends support: a figure a slower slot explains is not judged (pcie.link says the same).
-            why_not = UNKNOWN_SLOT_HINT.format(value=value, part=part, link=link.text())
-            floor = not_applied(floor.threshold, why_not)
+            said = f"{_fits(value, part, link)}, and the slot's capability is not readable"
+            floor = not_applied(
+                floor.threshold, codes.hint("PCIE_SLOT_UNKNOWN", said), code="PCIE_SLOT_UNKNOWN"
+            )
     else:
         floor = not_applied(
-            "no link-derived floor", "the card's link speed and width are not readable in sysfs"
+            "no link-derived floor",
+            "the card's link speed and width are not readable in sysfs",
+            code="PCIE_LINK_UNREADABLE",
         )
-    peer = peers[f"gpu{index}"]
-    status, threshold, why = _measure.combine(floor, peer)
+    slower = _slow_link(ctx, value, link) if rate else ""
+    floor = coded(floor, SLOW_LINK if slower else BELOW_FLOOR)
+    peer = coded(peers[f"gpu{index}"], BELOW_PEERS)
+    status, threshold, why, code = _measure.combine(floor, peer)
     if rate:
         threshold += f" [{link.text()}: {rate:.1f} GB/s raw]"
     hints = []
     if not figure["verified"]:
-        status = FAIL
-        hints.append(CORRUPTION_HINT)
+        status, code = FAIL, CORRUPTION
+        hints.append(codes.hint(CORRUPTION, "a copy delivered wrong data"))
     if floor.applied and floor.status in (WARN, FAIL):
-        hints.append(_slow_hint(ctx, value, link) or FLOOR_HINT.format(link=link.text()))
+        hints.append(codes.hint(floor.code, slower or f"below the floor for a {link.text()} link"))
     elif floor.status != PASS and why:
         hints.append(why)
     if peer.applied and peer.status != PASS:
-        hints.append(f"{peer.reason}: this GPU is slower than its siblings; compare its link and NUMA node")
+        hints.append(codes.hint(BELOW_PEERS, peer.reason))
     if status == PASS and link.note:
         hints.append(link.note)
     return CheckResult(
@@ -142,13 +138,14 @@ def _direction_result(
             WRONG_DATA: not figure["verified"],
             "host_memory": figure["host_memory"],
         },
+        code=code,
     )
 
 
 @register(
     id="hostbw",
     family="hostbw",
-    levels={"quick", "standard", "burnin"},
+    levels=from_level("quick"),
     needs_gpu=True,
     order=40,
     thresholds=THRESHOLDS,
@@ -238,9 +235,12 @@ def _concurrent(
         ratios = {d: fig[f"{d}_gbs"] / alone[index][f"{d}_gbs"] for d in ("h2d", "d2h")}
         worst = min(ratios.values())
         status = PASS if worst >= limit else WARN
-        hint = CONCURRENT_HINT.format(ratio=worst) if status == WARN else ""
+        code = CONCURRENT
+        said = f"with all GPUs copying at once this GPU gets {worst:.0%} of its bandwidth alone"
+        hint = codes.hint(code, said) if status == WARN else ""
         if not fig["verified"]:
-            status, hint = FAIL, CORRUPTION_HINT
+            status, code = FAIL, CORRUPTION
+            hint = codes.hint(code, "a copy delivered wrong data")
         results.append(
             CheckResult(
                 id="hostbw.concurrent",
@@ -261,6 +261,7 @@ def _concurrent(
                     "verify": fig["verify"],
                     WRONG_DATA: not fig["verified"],
                 },
+                code=code,
             )
         )
     return results

@@ -9,22 +9,20 @@ from __future__ import annotations
 
 import contextlib
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from r9700ctl.agent import codes
 from r9700ctl.agent.atomic import write_atomic
 from r9700ctl.agent.checks import register
 from r9700ctl.agent.context import AgentContext
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, CheckResult
 
 INVENTORY_FILE = "last-inventory.json"
 MIB = 2**20
 THRESHOLDS = ("inventory.vram_healthy_mib", "inventory.vram_min_fraction_of_healthy")
-
-MISSING_HINT = (
-    "a card is not visible on the PCI bus: reseat it and its power cables (12V-2x6), check the "
-    "riser and the BIOS slot/bifurcation settings, then `lspci -nn | grep -i -e vga -e display`"
-)
 
 
 def _last_inventory(state_dir: Path | None) -> list[str]:
@@ -52,66 +50,27 @@ def _count_result(ctx: AgentContext, addresses: list[str]) -> CheckResult:
     evidence: dict[str, Any] = {"pci_addresses": addresses, "last_inventory": previous}
     if ctx.discovery.ignored:
         evidence["integrated_not_counted"] = [g.pci_address for g in ctx.discovery.ignored]
-    if expected is None:
-        threshold = ">= 1 (no --expected-gpus)"
-        if count == 0:
-            return CheckResult(
-                "inventory.count",
-                "node",
-                FAIL,
-                "gpu_count",
-                0,
-                "GPUs",
-                threshold,
-                "no AMD or NVIDIA GPU on the PCI bus; " + MISSING_HINT,
-                evidence,
-            )
-        if missing_now:
-            return CheckResult(
-                "inventory.count",
-                "node",
-                FAIL,
-                "gpu_count",
-                count,
-                "GPUs",
-                threshold,
-                f"GPU(s) at {', '.join(missing_now)} were present in the last run and are gone; "
-                + MISSING_HINT,
-                evidence,
-            )
-        _save_inventory(ctx.state_dir, addresses)
-        return CheckResult(
-            "inventory.count", "node", PASS, "gpu_count", count, "GPUs", threshold, "", evidence
-        )
-    threshold = f"== {expected}"
-    if count < expected:
+    threshold = ">= 1 (no --expected-gpus)" if expected is None else f"== {expected}"
+    verdict = partial(
+        CheckResult, id="inventory.count", subject="node", metric="gpu_count", value=count, unit="GPUs"
+    )
+    verdict = partial(verdict, threshold=threshold, evidence=evidence)
+    if expected is None and count == 0:
+        said = "no AMD or NVIDIA GPU on the PCI bus"
+        return verdict(status=FAIL, hint=codes.hint("GPU_MISSING", said), code="GPU_MISSING")
+    if expected is None and missing_now:
+        said = f"GPU(s) at {', '.join(missing_now)} were present in the last run and are gone"
+        return verdict(status=FAIL, hint=codes.hint("GPU_MISSING", said), code="GPU_MISSING")
+    if expected is not None and count < expected:
         named = f" (missing since the last run: {', '.join(missing_now)})" if missing_now else ""
-        return CheckResult(
-            "inventory.count",
-            "node",
-            FAIL,
-            "gpu_count",
-            count,
-            "GPUs",
-            threshold,
-            f"{expected - count} of {expected} GPU(s) missing{named}; " + MISSING_HINT,
-            evidence,
-        )
+        said = f"{expected - count} of {expected} GPU(s) missing{named}"
+        return verdict(status=FAIL, hint=codes.hint("GPU_MISSING", said), code="GPU_MISSING")
     _save_inventory(ctx.state_dir, addresses)
-    if count > expected:
-        return CheckResult(
-            "inventory.count",
-            "node",
-            WARN,
-            "gpu_count",
-            count,
-            "GPUs",
-            threshold,
-            f"{count} GPUs found, {expected} expected: update r9700_expected_gpus "
-            "(--expected-gpus) or check the node is the one you meant",
-            evidence,
-        )
-    return CheckResult("inventory.count", "node", PASS, "gpu_count", count, "GPUs", threshold, "", evidence)
+    if expected is not None and count > expected:
+        said = f"{count} GPUs found, {expected} expected"
+        code = "GPU_COUNT_ABOVE_EXPECTED"
+        return verdict(status=WARN, hint=codes.hint(code, said), code=code)
+    return verdict(status=PASS)
 
 
 def _torch_result(ctx: AgentContext, sysfs_count: int) -> CheckResult:
@@ -119,70 +78,34 @@ def _torch_result(ctx: AgentContext, sysfs_count: int) -> CheckResult:
     visible = {k: v for k, v in ctx.environment.get("variables", {}).items() if k.endswith("VISIBLE_DEVICES")}
     evidence: dict[str, Any] = {"torch": probe.get("torch"), "visible_devices_variables": visible}
     threshold = f"== {sysfs_count} (GPUs on the PCI bus)"
+    verdict = partial(
+        CheckResult, id="inventory.torch", subject="node", metric="torch_devices", threshold=threshold
+    )
     if not probe:
-        return CheckResult(
-            "inventory.torch",
-            "node",
-            SKIP,
-            "torch_devices",
-            threshold=threshold,
-            hint="torch was not probed",
-            evidence=evidence,
-        )
+        return verdict(status=SKIP, hint="torch was not probed", evidence=evidence, code="TORCH_NOT_USABLE")
     if not probe.get("importable", True) or probe.get("status") in ("timeout", "error"):
         reason = probe.get("error") or "torch is not importable"
         status = FAIL if probe.get("status") == "timeout" else SKIP
-        hint = (
-            "importing torch / creating a GPU context hung: check dmesg for amdgpu errors"
-            if status == FAIL
-            else f"{reason}; install PyTorch for ROCm (or run in the rocm/pytorch image) "
-            "to count devices and to run the measurement levels"
-        )
-        return CheckResult(
-            "inventory.torch",
-            "node",
-            status,
-            "torch_devices",
-            threshold=threshold,
-            hint=hint,
-            evidence={**evidence, "error": reason},
+        code = "TORCH_PROBE_HUNG" if status == FAIL else "TORCH_NOT_USABLE"
+        said = "importing torch / creating a GPU context hung" if status == FAIL else reason
+        return verdict(
+            status=status, hint=codes.hint(code, said), evidence={**evidence, "error": reason}, code=code
         )
     seen = int(probe.get("device_count") or 0)
     evidence["devices"] = probe.get("devices", [])
+    counted = partial(verdict, value=seen, unit="GPUs", evidence=evidence, code="TORCH_SEES_FEWER_GPUS")
     if seen == sysfs_count:
-        return CheckResult(
-            "inventory.torch", "node", PASS, "torch_devices", seen, "GPUs", threshold, "", evidence
-        )
+        return counted(status=PASS)
     if visible and seen < sysfs_count:
-        return CheckResult(
-            "inventory.torch",
-            "node",
-            WARN,
-            "torch_devices",
-            seen,
-            "GPUs",
-            threshold,
-            f"torch sees {seen} of {sysfs_count} GPUs because {', '.join(visible)} is set; "
-            "unset it to validate every card",
-            evidence,
-        )
+        said = f"torch sees {seen} of {sysfs_count} GPUs because {', '.join(visible)} is set"
+        return counted(status=WARN, hint=f"{said}; unset it to validate every card")
     hint = (
         f"torch sees {seen} of {sysfs_count} GPUs: the driver did not initialise some cards or this user "
         "lacks access (driver.access); check `dmesg | grep -i amdgpu` and `rocminfo`"
     )
     if probe.get("error"):
         hint += f" (torch: {probe['error']})"
-    return CheckResult(
-        "inventory.torch",
-        "node",
-        FAIL if seen < sysfs_count else WARN,
-        "torch_devices",
-        seen,
-        "GPUs",
-        threshold,
-        hint,
-        evidence,
-    )
+    return counted(status=FAIL if seen < sysfs_count else WARN, hint=hint)
 
 
 def _uniform_result(ctx: AgentContext) -> CheckResult:
@@ -196,37 +119,27 @@ def _uniform_result(ctx: AgentContext) -> CheckResult:
         "vbios": {g.pci_address or g.subject: g.vbios for g in gpus},
     }
     threshold = "one model, one target, one VBIOS across the node"
+    verdict = partial(
+        CheckResult, id="inventory.uniform", subject="node", threshold=threshold, evidence=evidence
+    )
     if not gpus:
-        return CheckResult(
-            "inventory.uniform", "node", SKIP, threshold=threshold, hint="no GPU found", evidence=evidence
-        )
+        return verdict(status=SKIP, hint="no GPU found", code="NO_GPU")
     if len(models) > 1 or len(targets) > 1:
-        return CheckResult(
-            "inventory.uniform",
-            "node",
-            WARN,
-            "models",
-            ", ".join(models),
-            "",
-            threshold,
-            "mixed GPU models: multi-GPU runs go at the slowest card's pace and thresholds "
-            "fall back to the strictest defaults",
-            evidence,
+        code = "GPU_MODELS_MIXED"
+        return verdict(
+            status=WARN,
+            metric="models",
+            value=", ".join(models),
+            hint=codes.hint(code, "mixed GPU models"),
+            code=code,
         )
     if len(vbioses) > 1:
-        return CheckResult(
-            "inventory.uniform",
-            "node",
-            WARN,
-            "vbios",
-            ", ".join(vbioses),
-            "",
-            threshold,
-            "VBIOS differs between cards: a firmware mismatch explains odd one-card results; "
-            "flash all cards to the same VBIOS",
-            evidence,
+        code = "VBIOS_MISMATCH"
+        said = "VBIOS differs between cards"
+        return verdict(
+            status=WARN, metric="vbios", value=", ".join(vbioses), hint=codes.hint(code, said), code=code
         )
-    return CheckResult("inventory.uniform", "node", PASS, "models", models[0], "", threshold, "", evidence)
+    return verdict(status=PASS, metric="models", value=models[0])
 
 
 def _vram_results(ctx: AgentContext) -> list[CheckResult]:
@@ -241,15 +154,15 @@ def _vram_results(ctx: AgentContext) -> list[CheckResult]:
         if mib is None:
             results.append(
                 CheckResult(
-                    "inventory.vram",
-                    gpu.subject,
-                    INCONCLUSIVE,
-                    "vram",
-                    None,
-                    "MiB",
-                    "reported VRAM of a healthy card of the model",
-                    "no source reported the memory size (sysfs mem_info_vram_total, torch)",
-                    evidence,
+                    id="inventory.vram",
+                    subject=gpu.subject,
+                    status=INCONCLUSIVE,
+                    metric="vram",
+                    unit="MiB",
+                    threshold="reported VRAM of a healthy card of the model",
+                    hint="no source reported the memory size (sysfs mem_info_vram_total, torch)",
+                    evidence=evidence,
+                    code="VRAM_UNKNOWN",
                 )
             )
             continue
@@ -262,15 +175,16 @@ def _vram_results(ctx: AgentContext) -> list[CheckResult]:
             verdict = ctx.unjudged("inventory.vram_healthy_mib", why)
             results.append(
                 CheckResult(
-                    "inventory.vram",
-                    gpu.subject,
-                    verdict.status,
-                    "vram",
-                    mib,
-                    "MiB",
-                    verdict.threshold,
-                    verdict.reason,
-                    evidence,
+                    id="inventory.vram",
+                    subject=gpu.subject,
+                    status=verdict.status,
+                    metric="vram",
+                    value=mib,
+                    unit="MiB",
+                    threshold=verdict.threshold,
+                    hint=verdict.reason,
+                    evidence=evidence,
+                    code=verdict.code,
                 )
             )
             continue
@@ -279,23 +193,23 @@ def _vram_results(ctx: AgentContext) -> list[CheckResult]:
         hint = (
             ""
             if status == PASS
-            else (
-                f"reports {mib:.0f} MiB where healthy cards of this model report {float(healthy):.0f}: check "
-                "amdgpu.vramlimit / kernel parameters, then the card itself (swap slots to see if the "
-                "deficit follows the card)"
+            else codes.hint(
+                "VRAM_BELOW_HEALTHY",
+                f"reports {mib:.0f} MiB where healthy cards of this model report {float(healthy):.0f}",
             )
         )
         results.append(
             CheckResult(
-                "inventory.vram",
-                gpu.subject,
-                status,
-                "vram",
-                mib,
-                "MiB",
-                f">= {fraction:g} x {float(healthy):g} MiB, what healthy cards report ({source})",
-                hint,
-                evidence,
+                id="inventory.vram",
+                subject=gpu.subject,
+                status=status,
+                metric="vram",
+                value=mib,
+                unit="MiB",
+                threshold=f">= {fraction:g} x {float(healthy):g} MiB, what healthy cards report ({source})",
+                hint=hint,
+                evidence=evidence,
+                code="VRAM_BELOW_HEALTHY",
             )
         )
     return results
@@ -304,7 +218,7 @@ def _vram_results(ctx: AgentContext) -> list[CheckResult]:
 @register(
     id="inventory",
     family="inventory",
-    levels={"config", "quick", "standard", "burnin"},
+    levels=from_level("config"),
     needs_gpu=False,
     order=10,
     thresholds=THRESHOLDS,

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from r9700ctl.agent import codes
 from r9700ctl.agent.checks import _measure, register
 from r9700ctl.agent.context import AgentContext
-from r9700ctl.agent.judge import judge_against_peers
+from r9700ctl.agent.judge import coded, judge_against_peers
 from r9700ctl.agent.kernels.specs import MemorySpec
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.result import FAIL, PASS, WARN, WRONG_DATA, CheckResult
 
 THRESHOLDS = (
@@ -31,17 +33,15 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "quick": {"memory.array_mib": 1024, "memory.windows": 3, "memory.calls_per_window": 20},
     "standard": {"memory.array_mib": 1024, "memory.windows": 5, "memory.calls_per_window": 20},
 }
-SPEC_HINT = (
-    "memory bandwidth {value:.0f} GB/s is {ratio:.0%} of the {spec:.0f} GB/s spec: check memory clocks under "
-    "load (`compute.throttle` evidence, mclk), memory temperature, and another process using the GPU"
-)
-CORRUPTION_HINT = "memory kernel produced wrong results: isolate the GPU and run a memory pattern test"
+BELOW_SPEC = "MEMORY_BELOW_SPEC"
+BELOW_PEERS = "MEMORY_BELOW_PEERS"
+CORRUPTION = "MEMORY_CORRUPTION"
 
 
 @register(
     id="memory",
     family="memory",
-    levels={"quick", "standard", "burnin"},
+    levels=from_level("quick"),
     needs_gpu=True,
     order=50,
     thresholds=THRESHOLDS,
@@ -89,18 +89,19 @@ def run(ctx: AgentContext) -> list[CheckResult]:
                 floor = _measure.measured(ctx, fig[f"{kernel}_windows_gbs"], warn, fail, unit="GB/s")
             else:
                 floor = ctx.unjudged("memory.spec_gbs", "no memory bandwidth spec for this model")
-            peer = peers[f"gpu{i}"]
-            status, threshold, why = _measure.combine(floor, peer)
+            floor, peer = coded(floor, BELOW_SPEC), coded(peers[f"gpu{i}"], BELOW_PEERS)
+            status, threshold, why, code = _measure.combine(floor, peer)
             hints = []
             if floor.applied and floor.status in (WARN, FAIL):
-                hints.append(SPEC_HINT.format(value=value, ratio=value / spec, spec=spec))
+                said = f"memory bandwidth {value:.0f} GB/s is {value / spec:.0%} of the {spec:.0f} GB/s spec"
+                hints.append(codes.hint(BELOW_SPEC, said))
             elif floor.status != PASS and why:
                 hints.append(why)
             if peer.applied and peer.status != PASS:
                 hints.append(f"{peer.reason}: slower than its siblings")
             if not fig["verify"][kernel]["ok"]:
-                status = FAIL
-                hints.append(CORRUPTION_HINT)
+                status, code = FAIL, CORRUPTION
+                hints.append(codes.hint(CORRUPTION, "memory kernel produced wrong results"))
             results.append(
                 CheckResult(
                     id=f"memory.{kernel}",
@@ -125,6 +126,7 @@ def run(ctx: AgentContext) -> list[CheckResult]:
                         "method": fig["method"],
                         "versions": fig["versions"],
                     },
+                    code=code,
                 )
             )
     return results

@@ -21,10 +21,12 @@ from __future__ import annotations
 from itertools import combinations
 from typing import Any
 
+from r9700ctl.agent import codes
 from r9700ctl.agent.checks import _measure, pcie, register
 from r9700ctl.agent.context import AgentContext
-from r9700ctl.agent.judge import Verdict, judge_against_peers, not_applied
+from r9700ctl.agent.judge import Verdict, coded, judge_against_peers, not_applied
 from r9700ctl.agent.kernels.specs import PairSpec
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, WRONG_DATA, CheckResult
 
 THRESHOLDS = (
@@ -41,35 +43,18 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "quick": {"p2p.size_mib": 256, "p2p.windows": 3, "p2p.copies_per_window": 5},
     "standard": {"p2p.size_mib": 256, "p2p.windows": 5, "p2p.copies_per_window": 10},
 }
-NOT_EFFECTIVE_HINT = (
-    "P2P_NOT_EFFECTIVE: direct copies ({p2p:.1f} GB/s) are no faster than bouncing through host memory "
-    "({bounce:.1f} GB/s): ACS redirects peer traffic through the root complex (disable ACS in BIOS or "
-    "setpci), "
-    "the IOMMU is in translated mode (add iommu=pt), or the BAR is small (enable Resizable BAR)"
-)
-UNKNOWN_SLOT_HINT = (
-    "{value:.1f} GB/s is below the floor for {link} but above it for a link of half that rate, and the "
-    "slot's capability is not readable (no port above the card in sysfs, as in a VM): a slower slot "
-    "cannot be told from a downtrained link"
-)
-NO_PEER_HINT = (
-    "the runtime reports no peer access {pair}: copies are staged through host memory; check large BAR "
-    "(BAR0 >= VRAM), IOMMU/ACS, and that both GPUs sit under the same root complex"
-)
-ASYMMETRY_HINT = (
-    "{pair} reaches {ratio:.0%} of the opposite direction: a link or switch port trained differently"
-)
-CORRUPTION_HINT = (
-    "P2P_CORRUPTION: a peer copy delivered wrong data; isolate the pair, run workloads with "
-    "NCCL_P2P_DISABLE=1 and check dmesg for AER/IOMMU faults"
-)
-PEER_HINT = "{reason}: this pair is slower than the node's other pairs; compare their root ports and links"
+CORRUPTION = "P2P_CORRUPTION"
+BELOW_FLOOR = "P2P_BELOW_FLOOR"
+BELOW_PEERS = "P2P_BELOW_PEERS"
+NOT_EFFECTIVE = "P2P_NOT_EFFECTIVE"
+ASYMMETRIC = "P2P_ASYMMETRIC"
+NO_PEER_ACCESS = "P2P_NO_PEER_ACCESS"
 
 
 @register(
     id="p2p",
     family="p2p",
-    levels={"quick", "standard", "burnin"},
+    levels=from_level("quick"),
     needs_gpu=True,
     order=100,
     runs_last=True,
@@ -134,40 +119,59 @@ def _pair_result(
         if floor.status == WARN and slot_unknown and value >= fraction * rate / 2:
             # As for host<->device: without the slot's capability (a VM) a slot of half the rate
             # would explain the figure, so it is not judged against the card's own maximum.
-            why_not = UNKNOWN_SLOT_HINT.format(value=value, link=slower.text())
-            floor = not_applied(floor.threshold, why_not)
+            said = (
+                f"{value:.1f} GB/s is below the floor for {slower.text()} but above it for a link of half "
+                "that rate, and the slot's capability is not readable"
+            )
+            floor = not_applied(
+                floor.threshold, codes.hint("PCIE_SLOT_UNKNOWN", said), code="PCIE_SLOT_UNKNOWN"
+            )
     else:
-        floor = not_applied("no link-derived floor", "the cards' link speed and width are not readable")
+        floor = not_applied(
+            "no link-derived floor",
+            "the cards' link speed and width are not readable",
+            code="PCIE_LINK_UNREADABLE",
+        )
+    floor, peer = coded(floor, BELOW_FLOOR), coded(peer, BELOW_PEERS)
     verdicts = [floor, peer]
     hints = []
     if floor.applied and floor.status != PASS:
         hints.append(f"{floor.reason} ({slower.text() if slower else 'unknown'} link)")
     if peer.applied and peer.status != PASS:
-        hints.append(PEER_HINT.format(reason=peer.reason))
+        hints.append(codes.hint(BELOW_PEERS, peer.reason))
     ratio_limit = float(ctx.threshold("p2p.not_effective_ratio"))
     bounce = fig.get("host_bounce_gbs")
     if bounce:
         effective = value > ratio_limit * bounce
-        verdicts.append(Verdict(PASS if effective else WARN, f"> {ratio_limit:g} x host bounce"))
+        threshold_text = f"> {ratio_limit:g} x host bounce"
+        verdicts.append(Verdict(PASS if effective else WARN, threshold_text, code=NOT_EFFECTIVE))
         if not effective:
-            hints.append(NOT_EFFECTIVE_HINT.format(p2p=value, bounce=bounce))
+            said = (
+                f"direct copies ({value:.1f} GB/s) are no faster than bouncing through host memory "
+                f"({bounce:.1f} GB/s)"
+            )
+            hints.append(codes.hint(NOT_EFFECTIVE, said))
     asymmetry = None
     if reverse:
         asymmetry = value / reverse["unidirectional_gbs"]
         limit = float(ctx.threshold("p2p.asymmetry_warn"))
         ok = asymmetry >= limit
-        verdicts.append(Verdict(PASS if ok else WARN, f"i->j / j->i >= {limit:g}"))
+        verdicts.append(Verdict(PASS if ok else WARN, f"i->j / j->i >= {limit:g}", code=ASYMMETRIC))
         if not ok:
-            hints.append(ASYMMETRY_HINT.format(pair=subject, ratio=asymmetry))
+            hints.append(
+                codes.hint(ASYMMETRIC, f"{subject} reaches {asymmetry:.0%} of the opposite direction")
+            )
     if not fig["can_access_peer"]:
-        verdicts.append(Verdict(WARN, "can_access_peer"))
-        hints.append(NO_PEER_HINT.format(pair=subject))
-    status, threshold, why = _measure.combine(*verdicts)
+        verdicts.append(Verdict(WARN, "can_access_peer", code=NO_PEER_ACCESS))
+        hints.append(codes.hint(NO_PEER_ACCESS, f"the runtime reports no peer access {subject}"))
+    status, threshold, why, code = _measure.combine(*verdicts)
+    found = sorted({v.code for v in verdicts if v.applied and v.status not in (PASS, SKIP) and v.code})
     if not floor.applied and status in (INCONCLUSIVE, SKIP) and why:
         hints.append(why)
     if not fig["verified"]:
-        status = FAIL
-        hints.insert(0, CORRUPTION_HINT)
+        status, code = FAIL, CORRUPTION
+        found.insert(0, CORRUPTION)
+        hints.insert(0, codes.hint(CORRUPTION, "a peer copy delivered wrong data"))
     common = fig["common"]
     return CheckResult(
         id="p2p.bandwidth",
@@ -194,5 +198,7 @@ def _pair_result(
             "copies_per_window": common["copies_per_window"],
             "method": common["method"],
             "versions": common["versions"],
+            "codes": found,
         },
+        code=code,
     )

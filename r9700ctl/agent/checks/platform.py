@@ -1,172 +1,108 @@
 """C3 platform P2P prerequisites: IOMMU mode, ACS redirect between GPUs, large BAR, NUMA map.
 
-- IOMMU: the IOMMU group type of each GPU ("identity" = passthrough), else the command line.
-  RCCL warns without iommu=pt: "can lead to system instability or hang" (ROCm/vllm#390).
-- ACS: request/completion redirect on a bridge between two GPUs sends their peer traffic up
-  through the root complex. Bridges of the card itself (its on-card switch) are on the path
-  anyway and are not judged; GPUs under different root ports cross the root complex by design.
-- BAR: the kernel enables AMD P2P only between GPUs whose BAR exposes the whole VRAM
-  (CONFIG_HSA_AMD_P2P): BAR0 >= VRAM, else FAIL.
+The rules are the shared judges of r9700ctl/agent/rules (the bundle diagnosis and preflight's P2P
+decision call the same ones); here they get the live node's facts from sysfs:
+- IOMMU (rules/iommu.py): the IOMMU group type of each GPU, the IOMMUs registered, the command line.
+- ACS (rules/acs.py): the redirect controls of the switch ports two GPUs share.
+- BAR (rules/bar.py): the largest prefetchable BAR against the VRAM (CONFIG_HSA_AMD_P2P).
 - Topology: NUMA node and root port per GPU (reported only, SKIP: it explains cross-socket pairs).
 """
 
 from __future__ import annotations
 
-from itertools import combinations
 from typing import Any
 
-from r9700ctl.agent import sysfs
+from r9700ctl.agent import codes, sysfs
 from r9700ctl.agent.checks import register
 from r9700ctl.agent.context import AgentContext
-from r9700ctl.agent.gpus import GpuInfo
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.parsers import cmdline
-from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult
-from r9700ctl.agent.units import size_text
+from r9700ctl.agent.result import PASS, SKIP, CheckResult
+from r9700ctl.agent.rules import acs, bar, iommu
 
-IOMMU_HINT = (
-    "IOMMU in translated mode: add iommu=pt to GRUB_CMDLINE_LINUX in /etc/default/grub, run update-grub "
-    "and reboot (RCCL warns that without it the system can hang; r9700ctl provision sets it)"
-)
-ACS_HINT = (
-    "ACS redirect is on for bridge(s) {bridges} between GPUs {pairs}: peer traffic detours through the root "
-    "complex; disable ACS in the BIOS, boot with pci=noacs, or `setpci -s <bdf> ECAP_ACS+6.w=0000` (as root)"
-)
-BAR_HINT = (
-    "the GPU's BAR is smaller than its VRAM: enable 'Above 4G Decoding' and 'Resizable BAR' in the BIOS; "
-    "the kernel enables AMD PCIe P2P only with a large BAR that exposes the whole VRAM"
-)
 GIB = 2**30
 
 
-def _iommu_result(ctx: AgentContext) -> CheckResult:
+def _cmdline(ctx: AgentContext) -> cmdline.KernelCmdline:
     text = ctx.environment.get("cmdline") or sysfs.read_text(ctx.root / "proc/cmdline") or ""
-    kernel_cmdline = cmdline.parse(text, "/proc/cmdline")
-    passthrough_flag = kernel_cmdline.iommu_passthrough or kernel_cmdline.amd_iommu == "pt"
-    disabled_flag = kernel_cmdline.iommu_disabled
-    types = {g.subject: g.iommu_group_type for g in ctx.gpus if g.pci_address}
+    return cmdline.parse(text, "/proc/cmdline")
+
+
+def _iommu_result(ctx: AgentContext) -> CheckResult:
+    kernel_cmdline = _cmdline(ctx)
+    types = {g.subject: g.iommu_group_type or "" for g in ctx.gpus if g.pci_address}
     units = sysfs.iommu_units(ctx.root)
-    evidence: dict[str, Any] = {
-        "group_types": types,
-        "iommu_units": units,
-        "cmdline_iommu": [t for t in kernel_cmdline.tokens if "iommu" in t],
-    }
-    expected = bool(ctx.threshold("platform.iommu_passthrough_expected"))
-    threshold = "passthrough (iommu=pt) or IOMMU off"
-    known = {s: t for s, t in types.items() if t}
-    translated = sorted(s for s, t in known.items() if t.upper().startswith("DMA") or t == "unmanaged")
-    if translated:
-        status = WARN if expected else PASS
-        return CheckResult(
-            "platform.iommu",
-            "node",
-            status,
-            "iommu_mode",
-            "translated",
-            "",
-            threshold,
-            IOMMU_HINT + f" (GPUs in translated domains: {', '.join(translated)})",
-            evidence,
-        )
-    if known:
-        return CheckResult(
-            "platform.iommu", "node", PASS, "iommu_mode", "passthrough", "", threshold, "", evidence
-        )
-    if not units or disabled_flag:
-        return CheckResult("platform.iommu", "node", PASS, "iommu_mode", "off", "", threshold, "", evidence)
-    if passthrough_flag:
-        return CheckResult(
-            "platform.iommu", "node", PASS, "iommu_mode", "passthrough (cmdline)", "", threshold, "", evidence
-        )
+    facts = iommu.IommuFacts(
+        gpus=len(ctx.gpus),
+        passthrough_param=kernel_cmdline.iommu_passthrough or kernel_cmdline.amd_iommu == "pt",
+        disabled_param=kernel_cmdline.iommu_disabled,
+        group_types=types,
+        units=tuple(units),
+    )
+    verdict = iommu.judge(facts, expected=bool(ctx.threshold("platform.iommu_passthrough_expected")))
     return CheckResult(
-        "platform.iommu",
-        "node",
-        WARN if expected else PASS,
-        "iommu_mode",
-        "unknown",
-        "",
-        threshold,
-        "an IOMMU is active and iommu=pt is not on the kernel command line; " + IOMMU_HINT,
-        evidence,
+        id="platform.iommu",
+        subject="node",
+        status=verdict.status,
+        metric="iommu_mode",
+        value=verdict.mode,
+        threshold=iommu.THRESHOLD,
+        hint=codes.hint(verdict.code, verdict.reason) if verdict.status != PASS else "",
+        evidence={
+            "group_types": {s: t or None for s, t in types.items()},
+            "iommu_units": units,
+            "cmdline_iommu": [t for t in kernel_cmdline.tokens if "iommu" in t],
+        },
+        code=verdict.code,
     )
 
 
-def _card_bridges(ctx: AgentContext, gpu: GpuInfo) -> set[str]:
-    """The card's own bridges (on-card switch ports) from its upstream port down."""
-    chain = sysfs.bridge_chain(ctx.root, gpu.pci_address)
-    top = gpu.link.at or gpu.pci_address
-    return set(chain[chain.index(top) :]) if top in chain else set()
-
-
 def _acs_result(ctx: AgentContext) -> CheckResult:
-    threshold = "no ACS redirect on bridges between GPUs"
     gpus = [g for g in ctx.gpus if g.pci_address]
-    if len(gpus) < 2:
-        return CheckResult("platform.acs", "node", SKIP, threshold=threshold, hint="needs >= 2 GPUs")
     chains = {g.subject: sysfs.bridge_chain(ctx.root, g.pci_address) for g in gpus}
-    own = {g.subject: _card_bridges(ctx, g) for g in gpus}
-    judged: dict[str, dict[str, bool] | None] = {}
-    redirecting: dict[str, list[str]] = {}
-    shared_pairs = 0
-    for a, b in combinations(gpus, 2):
-        chain_a = [x for x in chains[a.subject] if x not in own[a.subject]]
-        chain_b = [x for x in chains[b.subject] if x not in own[b.subject]]
-        common = [x for x in chain_a if x in chain_b]
-        if not common:
-            continue  # different root ports: the path crosses the root complex whatever ACS says
-        shared_pairs += 1
-        lowest = common[-1]
-        between = chain_a[chain_a.index(lowest) + 1 :] + chain_b[chain_b.index(lowest) + 1 :]
-        for bridge in between:
-            if bridge not in judged:
-                judged[bridge] = sysfs.acs_control(ctx.root, bridge)
-            flags = judged[bridge]
-            if flags and (flags.get("ReqRedir") or flags.get("CmpltRedir")):
-                redirecting.setdefault(bridge, []).append(f"{a.subject}-{b.subject}")
-    evidence: dict[str, Any] = {"chains": chains, "acs": judged}
-    if shared_pairs == 0:
-        return CheckResult(
-            "platform.acs",
-            "node",
-            PASS,
-            "pairs_behind_a_shared_switch",
-            0,
-            "pairs",
-            threshold,
-            "",
-            {
-                **evidence,
-                "note": "every GPU has its own root port: peer traffic crosses the root complex by design",
-            },
-        )
-    unreadable = sorted(b for b, f in judged.items() if f is None)
-    if redirecting:
-        pairs = sorted({p for ps in redirecting.values() for p in ps})
-        return CheckResult(
-            "platform.acs",
-            "node",
-            WARN,
-            "redirecting_bridges",
-            len(redirecting),
-            "bridges",
-            threshold,
-            ACS_HINT.format(bridges=", ".join(sorted(redirecting)), pairs=", ".join(pairs)),
-            {**evidence, "redirecting": redirecting},
-        )
-    if unreadable:
-        return CheckResult(
-            "platform.acs",
-            "node",
-            SKIP,
-            "redirecting_bridges",
-            None,
-            "bridges",
-            threshold,
-            f"cannot read the ACS control of {', '.join(unreadable)}: extended PCI config space "
-            "needs root (rerun as root)",
-            evidence,
-        )
+    paths = {g.subject: [*chains[g.subject], g.pci_address] for g in gpus}
+    read: dict[str, dict[str, bool] | None] = {}
+    states: dict[str, acs.PortAcs] = {}
+    for path in paths.values():
+        for port in path[:-1]:
+            if port not in read:
+                read[port] = sysfs.acs_control(ctx.root, port)
+                flags = read[port]
+                states[port] = (
+                    acs.PortAcs(readable=False, why_unreadable="extended PCI config space needs root")
+                    if flags is None
+                    else acs.PortAcs(tuple(f for f in acs.REDIRECT_FLAGS if flags.get(f)))
+                )
+    verdict = acs.judge(paths, states, noacs_param=_cmdline(ctx).pci_noacs)
+    evidence: dict[str, Any] = {"chains": chains, "acs": read}
+    if verdict.redirecting:
+        evidence["redirecting"] = verdict.redirecting
+    if verdict.status == PASS and verdict.reason:
+        evidence["note"] = verdict.reason
+    metric, value, unit = "redirecting_bridges", len(verdict.redirecting), "bridges"
+    if verdict.status == PASS and verdict.shared_pairs == 0:
+        metric, value, unit = "pairs_behind_a_shared_switch", 0, "pairs"
+    elif verdict.code == acs.UNREADABLE_CODE:
+        value = None
+    elif verdict.code == acs.NOT_APPLICABLE:
+        metric, value, unit = "", None, ""
+    port = next(iter(sorted(verdict.redirecting)), "<port>")
+    hint = ""
+    if verdict.code == acs.CODE:
+        hint = codes.hint(verdict.code, verdict.reason, port=port)
+    elif verdict.status != PASS:
+        hint = verdict.reason
     return CheckResult(
-        "platform.acs", "node", PASS, "redirecting_bridges", 0, "bridges", threshold, "", evidence
+        id="platform.acs",
+        subject="node",
+        status=verdict.status,
+        metric=metric,
+        value=value,
+        unit=unit,
+        threshold=acs.THRESHOLD,
+        hint=hint,
+        evidence=evidence,
+        code=verdict.code,
     )
 
 
@@ -176,51 +112,40 @@ def _bar_results(ctx: AgentContext) -> list[CheckResult]:
     for gpu in ctx.gpus:
         bar_gib = round(gpu.bar0_bytes / GIB, 3) if gpu.bar0_bytes else None
         evidence = {"pci": gpu.pci_address, "bar_bytes": gpu.bar0_bytes, "vram_bytes": gpu.vram_bytes}
-        if gpu.bar0_bytes is None or not gpu.vram_bytes:
-            results.append(
-                CheckResult(
-                    "platform.bar",
-                    gpu.subject,
-                    SKIP,
-                    "bar0",
-                    bar_gib,
-                    "GiB",
-                    "BAR0 >= VRAM",
-                    "BAR or VRAM size unknown (no sysfs resource file or memory size)",
-                    evidence,
-                )
-            )
-            continue
-        if fraction is None:
+        common = {
+            "id": "platform.bar",
+            "subject": gpu.subject,
+            "metric": "bar0",
+            "value": bar_gib,
+            "unit": "GiB",
+        }
+        if fraction is None and gpu.bar0_bytes is not None and gpu.vram_bytes:
             verdict = ctx.unjudged("platform.bar_min_fraction_of_vram", "the large-BAR rule")
             results.append(
                 CheckResult(
-                    "platform.bar",
-                    gpu.subject,
-                    verdict.status,
-                    "bar0",
-                    bar_gib,
-                    "GiB",
-                    verdict.threshold,
-                    verdict.reason,
-                    evidence,
+                    **common,
+                    status=verdict.status,
+                    threshold=verdict.threshold,
+                    hint=verdict.reason,
+                    evidence=evidence,
+                    code=verdict.code,
                 )
             )
             continue
-        # The BAR is a power of two; VRAM as reported is slightly below the nominal size.
-        needed = float(fraction) * gpu.vram_bytes
-        status = PASS if gpu.bar0_bytes >= needed else FAIL
+        judged = bar.judge(gpu.bar0_bytes, gpu.vram_bytes, float(fraction if fraction is not None else 1.0))
+        hint = ""
+        if judged.code == bar.CODE:
+            hint = codes.hint(judged.code, judged.reason)
+        elif judged.status != PASS:
+            hint = f"{judged.reason} (no sysfs resource file or memory size)"
         results.append(
             CheckResult(
-                "platform.bar",
-                gpu.subject,
-                status,
-                "bar0",
-                bar_gib,
-                "GiB",
-                f">= {float(fraction):g} x VRAM ({size_text(gpu.vram_bytes)})",
-                "" if status == PASS else BAR_HINT,
-                evidence,
+                **common,
+                status=judged.status,
+                threshold=judged.threshold,
+                hint=hint,
+                evidence=evidence,
+                code=judged.code,
             )
         )
     return results
@@ -245,15 +170,15 @@ def _topology_result(ctx: AgentContext) -> CheckResult:
             "they are compared within their class"
         )
     return CheckResult(
-        "platform.topology",
-        "node",
-        SKIP,
-        "numa_nodes",
-        len(numa_nodes) or None,
-        "",
-        "reported only",
-        note or "reported only: where each GPU sits (NUMA node, root port)",
-        {"gpus": rows, "root_ports": root_ports, "numa_nodes": numa_nodes},
+        id="platform.topology",
+        subject="node",
+        status=SKIP,
+        metric="numa_nodes",
+        value=len(numa_nodes) or None,
+        threshold="reported only",
+        hint=note or "reported only: where each GPU sits (NUMA node, root port)",
+        evidence={"gpus": rows, "root_ports": root_ports, "numa_nodes": numa_nodes},
+        code="NUMA_SPAN" if note else "REPORTED_ONLY",
     )
 
 
@@ -267,29 +192,38 @@ def _p2p_env_result(ctx: AgentContext) -> CheckResult:
     if found.get("NCCL_P2P_DISABLE") == "1":
         notes.append("P2P is disabled for this environment: stable on R9700 (rocm-systems#11348), slower")
     return CheckResult(
-        "platform.p2p_env",
-        "node",
-        SKIP,
-        "variables",
-        len(found),
-        "",
-        "reported only",
-        "; ".join(notes) or "reported only: the P2P-related variables of this environment",
-        {"variables": found},
+        id="platform.p2p_env",
+        subject="node",
+        status=SKIP,
+        metric="variables",
+        value=len(found),
+        threshold="reported only",
+        hint="; ".join(notes) or "reported only: the P2P-related variables of this environment",
+        evidence={"variables": found},
+        code="P2P_ENV_NOTE",
     )
 
 
 @register(
     id="platform",
     family="platform",
-    levels={"config", "quick", "standard", "burnin"},
+    levels=from_level("config"),
     needs_gpu=False,
     order=12,
     thresholds=("platform.iommu_passthrough_expected", "platform.bar_min_fraction_of_vram"),
 )
 def run(ctx: AgentContext) -> list[CheckResult]:
     if not ctx.gpus:
-        return [CheckResult("platform.iommu", "node", SKIP, threshold="GPUs to judge", hint="no GPU found")]
+        return [
+            CheckResult(
+                id="platform.iommu",
+                subject="node",
+                status=SKIP,
+                threshold="GPUs to judge",
+                hint="no GPU found",
+                code="NO_GPU",
+            )
+        ]
     return [
         _iommu_result(ctx),
         _acs_result(ctx),

@@ -19,13 +19,15 @@ power of every GPU sampled at >= 10 Hz (kernels/power.py), then judged:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
+from r9700ctl.agent import codes, stats, thermal
 from r9700ctl.agent import power_budget as power
-from r9700ctl.agent import stats, thermal
 from r9700ctl.agent.checks import _measure, register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.kernels.specs import PowerSpec
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, CheckResult
 
 THRESHOLDS = (
@@ -48,20 +50,14 @@ SENSOR_CHECKS = {
     "mem_temp_c": "power.temp_memory",
     "temp_c": "power.temp_edge",
 }
-CAP_HINT = (
-    "CAP_NOT_HELD: the card's sustained draw is above its cap: power telemetry or the cap itself is "
-    "not what it claims; compare with a meter at the wall and check the card's firmware"
-)
-POLICY_CAP_HINT = (
-    "CAP_NOT_APPLIED: r9700_power set {want:g} W for this card but {have:g} W is in force: see "
-    "`systemctl status r9700-power-cap` and run `sudo r9700-power-cap apply` (or provision again)"
-)
+CAP_NOT_HELD = "CAP_NOT_HELD"
+CAP_NOT_APPLIED = "CAP_NOT_APPLIED"
 
 
 @register(
     id="power",
     family="power",
-    levels={"standard", "burnin"},
+    levels=from_level("standard"),
     needs_gpu=True,
     order=65,
     thresholds=THRESHOLDS,
@@ -153,24 +149,29 @@ def _sampling(
         "timeline": timeline(samples),
     }
     threshold = f">= {hz_min:g} Hz per GPU ({ctx.threshold_text('power.sample_hz_min')})"
+    verdict = partial(
+        CheckResult,
+        id="power.sampling",
+        subject="node",
+        metric="sample_rate_hz",
+        unit="Hz",
+        threshold=threshold,
+    )
+    verdict = partial(verdict, evidence=evidence)
     if not sampler.get("source") or not rates:
-        return CheckResult(
-            "power.sampling", "node", INCONCLUSIVE, "sample_rate_hz", None, "Hz", threshold,
+        said = (
             "no power telemetry on this node (amdgpu hwmon, NVML or nvidia-smi): nothing of the power "
-            "phase can be judged",
-            evidence,
-        )  # fmt: skip
+            "phase can be judged"
+        )
+        return verdict(status=INCONCLUSIVE, hint=said, code="TELEMETRY_MISSING")
     slowest = min(rates.values())
     if slowest < hz_min:
-        return CheckResult(
-            "power.sampling", "node", INCONCLUSIVE, "sample_rate_hz", round(slowest, 1), "Hz", threshold,
+        said = (
             f"power sampled at {slowest:.1f} Hz, below {hz_min:g} Hz: short peaks fall between samples, so "
-            "the peaks are not judged (a slow sysfs or NVML read; fewer GPUs per run reads faster)",
-            evidence,
-        )  # fmt: skip
-    return CheckResult(
-        "power.sampling", "node", PASS, "sample_rate_hz", round(slowest, 1), "Hz", threshold, "", evidence
-    )
+            "the peaks are not judged (a slow sysfs or NVML read; fewer GPUs per run reads faster)"
+        )
+        return verdict(status=INCONCLUSIVE, value=round(slowest, 1), hint=said, code="POWER_SAMPLING_SLOW")
+    return verdict(status=PASS, value=round(slowest, 1))
 
 
 def _node_totals(ctx: AgentContext, samples: list[Mapping[str, Any]]) -> list[tuple[float, float]]:
@@ -207,9 +208,16 @@ def _cap(
     threshold = f"sustained draw <= cap x {exceed:g}; the cap r9700_power set is the one in force"
     if not caps:
         return CheckResult(
-            "power.cap", f"gpu{index}", SKIP, "power_cap", None, "W", threshold,
-            "the card reports no power cap (hwmon power1_cap, NVML enforced limit)", evidence,
-        )  # fmt: skip
+            id="power.cap",
+            subject=f"gpu{index}",
+            status=SKIP,
+            metric="power_cap",
+            unit="W",
+            threshold=threshold,
+            hint="the card reports no power cap (hwmon power1_cap, NVML enforced limit)",
+            evidence=evidence,
+            code="TELEMETRY_MISSING",
+        )
     cap = caps[-1]
     held = [v for v in (evidence["sustained_alone_w"], evidence["sustained_all_w"]) if v is not None]
     sustained = max(held) if held else None
@@ -218,17 +226,44 @@ def _cap(
         beside += f", {sustained:.0f} W sustained over {window_s:g} s"
     if wanted is not None and abs(cap - wanted) > 1.0:
         return CheckResult(
-            "power.cap", f"gpu{index}", WARN, "power_cap", round(cap, 1), "W", threshold,
-            POLICY_CAP_HINT.format(want=wanted, have=cap) + f" ({beside})", evidence,
-        )  # fmt: skip
+            id="power.cap",
+            subject=f"gpu{index}",
+            status=WARN,
+            metric="power_cap",
+            value=round(cap, 1),
+            unit="W",
+            threshold=threshold,
+            hint=codes.hint(
+                CAP_NOT_APPLIED, f"r9700_power set {wanted:g} W for this card but {cap:g} W is in force"
+            )
+            + f" ({beside})",
+            evidence=evidence,
+            code=CAP_NOT_APPLIED,
+        )
     if sustained is not None and sustained > cap * exceed:
         return CheckResult(
-            "power.cap", f"gpu{index}", WARN, "power_cap", round(cap, 1), "W", threshold,
-            f"{CAP_HINT} ({beside})", evidence,
-        )  # fmt: skip
+            id="power.cap",
+            subject=f"gpu{index}",
+            status=WARN,
+            metric="power_cap",
+            value=round(cap, 1),
+            unit="W",
+            threshold=threshold,
+            hint=codes.hint(CAP_NOT_HELD, "the card's sustained draw is above its cap") + f" ({beside})",
+            evidence=evidence,
+            code=CAP_NOT_HELD,
+        )
     note = beside + (" (set by r9700_power)" if wanted is not None else "")
     return CheckResult(
-        "power.cap", f"gpu{index}", PASS, "power_cap", round(cap, 1), "W", threshold, note, evidence
+        id="power.cap",
+        subject=f"gpu{index}",
+        status=PASS,
+        metric="power_cap",
+        value=round(cap, 1),
+        unit="W",
+        threshold=threshold,
+        hint=note,
+        evidence=evidence,
     )
 
 
@@ -244,18 +279,19 @@ def _psus(
     if policy_error:
         return [
             CheckResult(
-                "power.psu",
-                "node",
-                INCONCLUSIVE,
+                id="power.psu",
+                subject="node",
+                status=INCONCLUSIVE,
                 hint=f"the node's power policy is unreadable: {policy_error}",
+                code="POWER_POLICY_UNREADABLE",
             )
         ]
     if policy is None or not policy.psus:
         return [
             CheckResult(
-                "power.psu", "node", SKIP,
+                id="power.psu", subject="node", status=SKIP,
                 hint="no PSU map on this node (r9700_psus, written to /etc/r9700ctl/power.json by "
-                "provision): the draw per PSU is not judged",
+                "provision): the draw per PSU is not judged", code="PSU_MAP_MISSING",
             )
         ]  # fmt: skip
     index_of = {g.pci_address: g.index for g in ctx.gpus if g.pci_address}
@@ -277,7 +313,15 @@ def _psus(
             check_id = f"power.psu.{psu.name}"
             results.append(
                 CheckResult(
-                    check_id, psu.name, INCONCLUSIVE, "psu_sustained_w", None, "W", threshold, hint, evidence
+                    id=check_id,
+                    subject=psu.name,
+                    status=INCONCLUSIVE,
+                    metric="psu_sustained_w",
+                    unit="W",
+                    threshold=threshold,
+                    hint=hint,
+                    evidence=evidence,
+                    code="NOT_MEASURED",
                 )
             )
             continue
@@ -285,14 +329,25 @@ def _psus(
         line = power.judge_draw(psu, peak, sustained, policy.margin, window_s)
         evidence = {"psu": psu.to_dict(), "draw": line.to_dict(), "samples": len(series)}
         status, hint = line.status, (f"{line.detail}; fix: {line.fix}" if line.fix else line.detail)
+        code = line.code
         if not fast_enough:
-            status = INCONCLUSIVE
+            status, code = INCONCLUSIVE, "POWER_SAMPLING_SLOW"
             hint = f"{line.detail}; not judged: power sampled at {rate_hz} Hz, below power.sample_hz_min"
         figure = round(sustained, 1)
         results.append(
-            CheckResult(f"power.psu.{psu.name}", psu.name, status, "psu_sustained_w", figure, "W", threshold,
-                        hint, evidence)
-        )  # fmt: skip
+            CheckResult(
+                id=f"power.psu.{psu.name}",
+                subject=psu.name,
+                status=status,
+                metric="psu_sustained_w",
+                value=figure,
+                unit="W",
+                threshold=threshold,
+                hint=hint,
+                evidence=evidence,
+                code=code,
+            )
+        )
     return results
 
 
@@ -312,7 +367,7 @@ def _thermal(
     untrusted = sensors.evidence.get("untrusted", [])
     fan = _result("power.fan", subject, thermal.fan(series, lim, untrusted))
     if fan.status == FAIL:  # the manifest's known issue (stopped R9700 fans) and its workaround
-        fan.hint = "; ".join([fan.hint, *_measure.known_issue_hints(ctx, "power.fan", fan.hint)])
+        fan.hint = "; ".join([fan.hint, *_measure.known_issue_hints(ctx, "power.fan", fan.hint, fan.code)])
     out = [_result("power.sensors", subject, sensors), fan]
     driver = limits.get(str(index)) or {}
     manifest = ctx.model_spec.get("temp_crit_c") or {}
@@ -332,7 +387,18 @@ def _result(check_id: str, subject: str, verdict: thermal.Verdict) -> CheckResul
         verdict.reason if verdict.status in (PASS, SKIP) else f"{verdict.reason}; {verdict.hint}".rstrip("; ")
     )
     v = verdict
-    return CheckResult(check_id, subject, v.status, v.metric, v.value, v.unit, v.threshold, hint, v.evidence)
+    return CheckResult(
+        id=check_id,
+        subject=subject,
+        status=v.status,
+        metric=v.metric,
+        value=v.value,
+        unit=v.unit,
+        threshold=v.threshold,
+        hint=hint,
+        evidence=v.evidence,
+        code=v.code,
+    )
 
 
 def timeline(samples: list[Mapping[str, Any]], bin_s: float = TIMELINE_BIN_S) -> dict[str, Any]:

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from r9700ctl.agent import codes
 from r9700ctl.agent.checks import _measure, register
 from r9700ctl.agent.checks.collective import p2p_on_env
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.judge import judge_repeats
 from r9700ctl.agent.kernels.figures import scaling_table, world_sizes
 from r9700ctl.agent.kernels.specs import StepSpec
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, SKIP, WARN, CheckResult
 
 THRESHOLDS = ("scaling.expectation_margin", "scaling.comm_share_warn_n4", "judging.min_repeats")
@@ -31,16 +33,11 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "scaling.p2p_off": True,
     },
 }
-EXPECT_HINT = (
-    "speedup {got:.2f}x on {n} GPUs is below 0.9 x the expected {want:g}x: the node does not reach the "
-    "scaling it was held to; see the comm share and the collective/p2p checks"
-)
-COMM_HINT = (
-    "{share:.0%} of the step is communication at n=4: PCIe-bound; check P2P (p2p) and busbw (collective)"
-)
+BELOW_EXPECTED = "SCALING_BELOW_EXPECTED"
+COMM_BOUND = "SCALING_COMM_BOUND"
 
 
-@register(id="scaling", family="scaling", levels={"standard", "burnin"}, order=80, thresholds=THRESHOLDS)
+@register(id="scaling", family="scaling", levels=from_level("standard"), order=80, thresholds=THRESHOLDS)
 def run(ctx: AgentContext) -> list[CheckResult]:
     skip = _measure.skip_single_gpu(ctx, "scaling.tp")
     if skip:
@@ -97,6 +94,7 @@ def _rows(ctx: AgentContext, mode: str, table: list[dict], raw: dict[int, dict])
         if n == 1:
             continue
         status, hints, rules = SKIP, ["reported only: no --expect-scaling for this n"], ["reported only"]
+        code = "REPORTED_ONLY"
         want = ctx.expect_scaling.get(n)
         value = raw[n]
         if want is not None and mode == "p2p_on":
@@ -105,20 +103,24 @@ def _rows(ctx: AgentContext, mode: str, table: list[dict], raw: dict[int, dict])
                 [r["step_ms"] for r in value["repeats"]], int(ctx.threshold("judging.min_repeats"))
             )
             if too_few is not None:
-                status = INCONCLUSIVE
+                status, code = INCONCLUSIVE, too_few.code
                 hints.append(f"{too_few.reason}: too few repeats to hold the speedup to {want:g}x")
             elif row["speedup"] < margin * want:
-                status = FAIL
-                hints.append(EXPECT_HINT.format(got=row["speedup"], n=n, want=want))
+                status, code = FAIL, BELOW_EXPECTED
+                said = (
+                    f"speedup {row['speedup']:.2f}x on {n} GPUs is below {margin:g} x the expected {want:g}x"
+                )
+                hints.append(codes.hint(BELOW_EXPECTED, said))
             else:
                 status = PASS
         if n == 4:
             rules.append(f"comm share <= {comm_limit:.0%} at n=4 (WARN above)")
             if row.get("comm_share", 0) > comm_limit:
                 if status in (PASS, SKIP):
-                    status = WARN
+                    status, code = WARN, COMM_BOUND
                 hints = [h for h in hints if not h.startswith("reported only")]
-                hints.append(COMM_HINT.format(share=row["comm_share"]))
+                said = f"{row['comm_share']:.0%} of the step is communication at n=4"
+                hints.append(codes.hint(COMM_BOUND, said))
             elif status == SKIP:
                 status = PASS
                 hints = []
@@ -147,6 +149,7 @@ def _rows(ctx: AgentContext, mode: str, table: list[dict], raw: dict[int, dict])
                     "repeats": value["repeats"],
                     "versions": value["versions"],
                 },
+                code=code,
             )
         )
     return out

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from r9700ctl.agent import codes
 from r9700ctl.agent.checks import _measure, register
 from r9700ctl.agent.context import AgentContext
-from r9700ctl.agent.judge import judge_floor, judge_repeats
+from r9700ctl.agent.judge import coded, judge_floor, judge_repeats
 from r9700ctl.agent.kernels.specs import StepSpec
+from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.result import INCONCLUSIVE, CheckResult
 
 THRESHOLDS = (
@@ -30,16 +32,11 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 # Untimed load before the first repeat: an H200 measured here drifted 14% within the first
 # repeat (boost clock falling to its power-cap clock) and < 2% once warm (docs/benchmarks.md).
 WARMUP_S = 5.0
-TAIL_HINT = (
-    "p99/p50 = {ratio:.2f}: some steps take much longer than the typical one: another process on the GPU, "
-    "CPU contention or power/thermal throttling (compute.throttle); on several GPUs also PCIe/P2P stalls"
-)
-DRIFT_HINT = (
-    "steps got {drift:.0%} slower from the first to the last 10%: thermal soak or clocks falling under load"
-)
+TAIL = "LATENCY_TAIL"
+DRIFT = "LATENCY_DRIFT"
 
 
-@register(id="stability", family="stability", levels={"standard", "burnin"}, order=90, thresholds=THRESHOLDS)
+@register(id="stability", family="stability", levels=from_level("standard"), order=90, thresholds=THRESHOLDS)
 def run(ctx: AgentContext) -> list[CheckResult]:
     spec = StepSpec(
         tokens=int(_measure.param(ctx, "stability.tokens", DEFAULTS)),
@@ -77,18 +74,25 @@ def run(ctx: AgentContext) -> list[CheckResult]:
         ctx.threshold("stability.drift_fail"),
         higher_is_better=False,
     )
-    status, _, _ = _measure.combine(tail, drift)
+    tail, drift = coded(tail, TAIL), coded(drift, DRIFT)
+    status, _, _, code = _measure.combine(tail, drift)
     hints = []
     too_few = judge_repeats(
         [r["p50_ms"] for r in value["repeats"]], int(ctx.threshold("judging.min_repeats"))
     )
     if too_few is not None:
-        status = INCONCLUSIVE
+        status, code = INCONCLUSIVE, too_few.code
         hints.append(f"{too_few.reason}: too few repeats to judge the tail and drift")
     if tail.status != "PASS":
-        hints.append(TAIL_HINT.format(ratio=med["tail_ratio"]))
+        hints.append(
+            codes.hint(
+                TAIL, f"p99/p50 = {med['tail_ratio']:.2f}: some steps take much longer than the typical one"
+            )
+        )
     if drift.status != "PASS":
-        hints.append(DRIFT_HINT.format(drift=med["drift"] - 1))
+        hints.append(
+            codes.hint(DRIFT, f"steps got {med['drift'] - 1:.0%} slower from the first to the last 10%")
+        )
     return [
         CheckResult(
             id="stability.latency",
@@ -112,5 +116,6 @@ def run(ctx: AgentContext) -> list[CheckResult]:
                 "warmup": value["warmup"],
                 "versions": value["versions"],
             },
+            code=code,
         )
     ]

@@ -44,13 +44,13 @@ class AmdSmiGpu:
     index: int | None = None
     bdf: str | None = None
     uuid: str | None = None
-    market_name: str | None = None
+    name: str | None = None
     gfx_target: str | None = None
     vendor_id: str | None = None
     device_id: str | None = None
     subsystem_id: str | None = None
     rev_id: str | None = None
-    asic_serial: str | None = None
+    serial: str | None = None
     num_compute_units: int | None = None
     hip_id: int | None = None
     kfd_id: int | None = None
@@ -69,7 +69,7 @@ class AmdSmiGpu:
     temperature_edge_c: float | None = None
     temperature_hotspot_c: float | None = None
     temperature_mem_c: float | None = None
-    socket_power_w: float | None = None
+    power_w: float | None = None
     power_cap_w: float | None = None
     # The range `amd-smi set --power-cap` accepts, from `static --limit` (None where not printed).
     power_cap_min_w: float | None = None
@@ -233,12 +233,12 @@ def _gts(value: Any) -> float | None:
 
 
 def _read_asic(gpu: AmdSmiGpu, asic: dict[str, Any]) -> None:
-    gpu.market_name = text_value(asic.get("market_name"))
+    gpu.name = text_value(asic.get("market_name"))
     gpu.vendor_id = _hex_id(asic.get("vendor_id"))
     gpu.device_id = _hex_id(asic.get("device_id"))
     gpu.subsystem_id = _hex_id(asic.get("subsystem_id"))
     gpu.rev_id = _hex_id(asic.get("rev_id"))
-    gpu.asic_serial = text_value(asic.get("asic_serial"))
+    gpu.serial = text_value(asic.get("asic_serial"))
     gpu.num_compute_units = _int(asic.get("num_compute_units"))
     target = text_value(asic.get("target_graphics_version"))
     # Some builds append features ("gfx1201:xnack-"); the target is what precedes them.
@@ -314,7 +314,7 @@ def _read_usage(gpu: AmdSmiGpu, usage: dict[str, Any]) -> None:
 
 
 def _read_power(gpu: AmdSmiGpu, power: dict[str, Any]) -> None:
-    gpu.socket_power_w = _float(power.get("socket_power"))
+    gpu.power_w = _float(power.get("socket_power"))
     if gpu.power_cap_w is None:
         gpu.power_cap_w = _float(power.get("power_cap") or power.get("power_limit"))
     status = power.get("throttle_status")
@@ -505,10 +505,10 @@ def parse_table(text: str, source: str = "amd-smi.txt") -> AmdSmiReport:
 
 
 def _gpu_from_row1(left: re.Match[str], right: re.Match[str]) -> AmdSmiGpu:
-    gpu = AmdSmiGpu(bdf=normalise_bdf(left.group("bdf")), market_name=left.group("name").strip())
+    gpu = AmdSmiGpu(bdf=normalise_bdf(left.group("bdf")), name=left.group("name").strip())
     gpu.temperature_edge_c = _float(right.group("temp").replace("°", " ").replace("C", "").strip())
     used, _, cap = right.group("power").rpartition("/")
-    gpu.socket_power_w = _float(used)
+    gpu.power_w = _float(used)
     gpu.power_cap_w = _float(cap) or None  # "N/A/0 W" is an iGPU without a cap
     return gpu
 

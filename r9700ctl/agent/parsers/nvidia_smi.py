@@ -44,23 +44,23 @@ EVENT_REASON_BITS = {name: bit for bit, (name, _) in EVENT_REASONS.items()}
 class NvidiaGpu:
     bus_id: str | None = None
     bdf: str | None = None
-    product_name: str | None = None
+    name: str | None = None
     uuid: str | None = None
     serial: str | None = None
     vbios_version: str | None = None
-    pcie_gen_current: int | None = None
-    pcie_gen_max: int | None = None
-    pcie_width_current: int | None = None
-    pcie_width_max: int | None = None
+    pcie_gen: int | None = None
+    pcie_max_gen: int | None = None
+    pcie_width: int | None = None
+    pcie_max_width: int | None = None
     clocks_mhz: dict[str, float] = field(default_factory=dict)
     max_clocks_mhz: dict[str, float] = field(default_factory=dict)
-    power_draw_w: float | None = None
-    power_limit_w: float | None = None
-    default_power_limit_w: float | None = None
-    max_power_limit_w: float | None = None
+    power_w: float | None = None
+    power_cap_w: float | None = None
+    power_cap_default_w: float | None = None
+    power_cap_max_w: float | None = None
     temperature_gpu_c: float | None = None
-    temperature_memory_c: float | None = None
-    memory_total_mib: float | None = None
+    temperature_mem_c: float | None = None
+    vram_total_mib: float | None = None
     bar1_total_mib: float | None = None
     performance_state: str | None = None
     mig_mode: str | None = None
@@ -136,15 +136,15 @@ def _int(node: ET.Element | None) -> int | None:
 def _gpu(node: ET.Element) -> NvidiaGpu:
     gpu = NvidiaGpu(bus_id=node.get("id") or _text(node.find("pci/pci_bus_id")))
     gpu.bdf = normalise_bdf(gpu.bus_id)
-    gpu.product_name = _text(node.find("product_name"))
+    gpu.name = _text(node.find("product_name"))
     gpu.uuid = _text(node.find("uuid"))
     gpu.serial = _text(node.find("serial"))
     gpu.vbios_version = _text(node.find("vbios_version"))
     link = "pci/pci_gpu_link_info"
-    gpu.pcie_gen_current = _int(node.find(f"{link}/pcie_gen/current_link_gen"))
-    gpu.pcie_gen_max = _int(node.find(f"{link}/pcie_gen/max_link_gen"))
-    gpu.pcie_width_current = _int(node.find(f"{link}/link_widths/current_link_width"))
-    gpu.pcie_width_max = _int(node.find(f"{link}/link_widths/max_link_width"))
+    gpu.pcie_gen = _int(node.find(f"{link}/pcie_gen/current_link_gen"))
+    gpu.pcie_max_gen = _int(node.find(f"{link}/pcie_gen/max_link_gen"))
+    gpu.pcie_width = _int(node.find(f"{link}/link_widths/current_link_width"))
+    gpu.pcie_max_width = _int(node.find(f"{link}/link_widths/max_link_width"))
     for section, target in (("clocks", gpu.clocks_mhz), ("max_clocks", gpu.max_clocks_mhz)):
         holder = node.find(section)
         for child in list(holder) if holder is not None else []:
@@ -156,13 +156,13 @@ def _gpu(node: ET.Element) -> NvidiaGpu:
     if power is None:
         power = node.find("power_readings")
     if power is not None:
-        gpu.power_draw_w = _num(power.find("power_draw")) or _num(power.find("instant_power_draw"))
-        gpu.power_limit_w = _num(power.find("current_power_limit")) or _num(power.find("power_limit"))
-        gpu.default_power_limit_w = _num(power.find("default_power_limit"))
-        gpu.max_power_limit_w = _num(power.find("max_power_limit"))
+        gpu.power_w = _num(power.find("power_draw")) or _num(power.find("instant_power_draw"))
+        gpu.power_cap_w = _num(power.find("current_power_limit")) or _num(power.find("power_limit"))
+        gpu.power_cap_default_w = _num(power.find("default_power_limit"))
+        gpu.power_cap_max_w = _num(power.find("max_power_limit"))
     gpu.temperature_gpu_c = _num(node.find("temperature/gpu_temp"))
-    gpu.temperature_memory_c = _num(node.find("temperature/memory_temp"))
-    gpu.memory_total_mib = _num(node.find("fb_memory_usage/total"))
+    gpu.temperature_mem_c = _num(node.find("temperature/memory_temp"))
+    gpu.vram_total_mib = _num(node.find("fb_memory_usage/total"))
     gpu.bar1_total_mib = _num(node.find("bar1_memory_usage/total"))
     gpu.performance_state = _text(node.find("performance_state"))
     gpu.mig_mode = _text(node.find("mig_mode/current_mig"))

@@ -45,7 +45,7 @@ class RocmSmiCard:
     serial: str | None = None
     vbios_version: str | None = None
     temperature_edge_c: float | None = None
-    temperature_junction_c: float | None = None
+    temperature_hotspot_c: float | None = None
     temperature_mem_c: float | None = None
     power_w: float | None = None
     power_cap_w: float | None = None
@@ -141,7 +141,7 @@ def _card(index: int, raw: dict[str, Any]) -> RocmSmiCard:
     card.serial = _get(fields, "Serial Number")
     card.vbios_version = _get(fields, "VBIOS version")
     card.temperature_edge_c = _float(_get(fields, "Temperature (Sensor edge) (C)"))
-    card.temperature_junction_c = _float(
+    card.temperature_hotspot_c = _float(
         _get(fields, "Temperature (Sensor junction) (C)", "Temperature (Sensor hotspot) (C)")
     )
     card.temperature_mem_c = _float(_get(fields, "Temperature (Sensor memory) (C)"))

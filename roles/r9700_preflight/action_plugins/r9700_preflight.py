@@ -93,6 +93,7 @@ class ActionModule(ActionBase):
         try:
             from r9700ctl import agentpack, nodeenv, preflight
             from r9700ctl import manifest as manifest_module
+            from r9700ctl.agent.result import one_line
         except ImportError as exc:
             raise AnsibleActionFail(
                 f"r9700ctl is not importable by this ansible-playbook's Python ({exc}): run the playbook "
@@ -103,7 +104,7 @@ class ActionModule(ActionBase):
         # The lock wait is needed before the judge runs: take it as the spec converts it.
         wait, bad = preflight.checked_vars({"r9700_apt_lock_timeout": args["apt_lock_timeout"]})
         if bad:
-            raise AnsibleActionFail(f"{host}: preflight refused, nothing changed: {bad[0].one_line()}")
+            raise AnsibleActionFail(f"{host}: preflight refused, nothing changed: {one_line(bad[0])}")
         lock_wait = wait["r9700_apt_lock_timeout"]
         lock_wait = 600.0 if lock_wait in (None, "") else lock_wait
         fact_args = {"apt_update": args["apt_update"], "lock_wait_s": lock_wait}
@@ -144,14 +145,18 @@ class ActionModule(ActionBase):
         knobs = {**OTHER_ROLES_KNOBS, **ENV_KNOBS, **POWER_KNOBS, **CLUSTER_KNOBS}
         host_vars.update({name: args[arg] for arg, name in knobs.items() if args[arg] is not None})
         verdict = preflight.judge(facts, host_vars, manifest_module.load())
-        checks = [{"id": c.id, "status": c.status, "detail": c.detail, "fix": c.fix} for c in verdict.checks]
+        # id, status, detail and fix as before; the reason code beside them (r9700ctl explain CODE)
+        checks = [
+            {"id": c.id, "status": c.status, "detail": c.detail, "fix": c.hint, "code": c.code}
+            for c in verdict.checks
+        ]
         result["changed"] = False
         result["ansible_facts"] = {
             "r9700_resolved": verdict.resolved.to_dict(),
             "r9700_preflight": {"ok": verdict.ok, "checks": checks, "facts": facts},
         }
         result["checks"] = checks
-        warnings = [f"{host}: {c.id}: {c.one_line()}" for c in verdict.warnings]
+        warnings = [f"{host}: {c.id}: {one_line(c)}" for c in verdict.warnings]
         if warnings:
             result["warnings"] = warnings
         if not verdict.ok:

@@ -24,7 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, no install
 
-from r9700ctl.agent import power, stats, thresholds
+from r9700ctl.agent import power_budget as power
+from r9700ctl.agent import stats, thresholds
 from r9700ctl.agent.checks import power as power_check
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.gpus import GpuInfo

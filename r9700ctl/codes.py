@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import difflib
 
+from r9700ctl.agent import schemas
 from r9700ctl.agent.codes import ACTIONS, Code, catalogue, next_step
 
 DOC_PATH = "docs/codes.md"
-SCHEMA = "r9700ctl.codes/1"
+SCHEMA = schemas.CODES
 
 __all__ = [
     "ACTIONS",

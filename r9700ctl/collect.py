@@ -4,7 +4,7 @@ playbooks/collect.yml (role r9700_collect) runs every diagnostic tool that exist
 never failing on one that is absent, and fetches the outputs with collect.json (each command, its
 exit status, why a file is missing) and MISSING.txt. Here: the inventory is checked first (bad
 input touches no host), stale bundle files of an earlier collect are removed so an old output
-cannot pass for a new one, the playbook runs through runner.py, and a host that could not be
+cannot pass for a new one, the playbook runs through ansible_run.py, and a host that could not be
 reached gets a MISSING.txt saying so. Library code: progress goes through a callback.
 """
 
@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r9700ctl.agent import schemas
 from r9700ctl.bundle import BUNDLE_FILES, COLLECT_MANIFEST, MISSING_LIST
-from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, BadInput, CannotRun
+from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, BadInput
 
-SCHEMA = "r9700ctl.collect/1"
+SCHEMA = schemas.COLLECT
 # Hosts collected at once; each mostly waits on its tools and on file transfers.
-MAX_FORKS = 50
 
 COLLECTED = "COLLECTED"
 UNREACHABLE = "UNREACHABLE"
@@ -92,7 +92,7 @@ def collect_inventory(
     progress: Callable[[Any], None] | None = None,
 ) -> CollectReport:
     """Check the inventory and DIR, run playbooks/collect.yml, and say per host what was gathered."""
-    from r9700ctl import paths, runner
+    from r9700ctl import ansible_run, paths
     from r9700ctl.inventory import load_inventory
 
     inventory = load_inventory(inventory_path, group, limit=limit)
@@ -100,20 +100,14 @@ def collect_inventory(
     for host in inventory.hosts:
         remove_stale_bundle(out / host.name)
 
-    request = runner.RunRequest(
+    request = ansible_run.RunRequest(
         playbook=paths.playbook("collect.yml"),
         inventory=Path(inventory_path),
         limit=limit,
-        forks=max(1, min(len(inventory.hosts), MAX_FORKS)),
+        hosts=len(inventory.hosts),
         extra_vars={"r9700_group": group, "r9700_collect_dest": str(out)},
     )
-    result = runner.run_playbook(request, on_progress=progress)
-    if not result.hosts and result.status != "successful":
-        raise CannotRun(
-            what=f"ansible-playbook stopped before any host: {result.error or result.status}",
-            where=str(result.artifact_dir),
-            hint="its full output is in the stdout file there",
-        )
+    result = ansible_run.run_playbook(request, on_progress=progress).require_a_host()
 
     bundles = []
     for host in inventory.hosts:

@@ -1,7 +1,7 @@
 """`r9700ctl doctor`: can the tool reach and work on these hosts, and what will stop it?
 
 Per host, in parallel threads: the SSH checks of sshcheck.py (resolve, connect, host key, login,
-shell, sudo, python3), then the preflight that the r9700_preflight role runs: nodefacts.py is streamed
+shell, sudo, python3), then the preflight that the r9700_preflight role runs: agent/nodefacts.py is streamed
 to the node's python3 over the same SSH session and its JSON facts are judged by r9700ctl/preflight/ on this
 machine. One implementation for both, so the doctor and the role cannot drift apart.
 
@@ -19,11 +19,12 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from r9700ctl import sshcheck
+from r9700ctl.agent import schemas
 from r9700ctl.agent.result import ERROR, PASS, SKIP, WARN, CheckResult, exit_code_for, finding, overall
 from r9700ctl.errors import EXIT_CANNOT_RUN
 from r9700ctl.preflight import check_dict
 
-SCHEMA = "r9700ctl.doctor/1"
+SCHEMA = schemas.DOCTOR
 # Hosts checked at once: each is one SSH connection doing little; more would only queue on the network.
 MAX_PARALLEL_HOSTS = 32
 # nodefacts reads sysfs, os-release and apt's cache: seconds on a healthy node.
@@ -246,20 +247,21 @@ def _checks_once_logged_in(
 def run_preflight(
     session: sshcheck.Session, host_vars: Mapping[str, Any], as_root: bool
 ) -> tuple[list[CheckResult], dict[str, Any]]:
-    """Stream nodefacts.py to the node's python3, then judge its JSON facts with r9700ctl/preflight.
+    """Stream agent/nodefacts.py (and the node-package modules it imports) to the node's python3,
+    then judge its JSON facts with r9700ctl/preflight.
 
     Returns the checks and what preflight resolved (ROCm release, suite, gfx targets). As the role's
     preflight does, apt's package lists are refreshed first (r9700_preflight_apt_update, default
     true: only /var/lib/apt/lists changes), else "no headers candidate" would be a stale answer; an
     apt lock holder is named at once instead of waited for.
     """
-    from r9700ctl import manifest, nodeenv, nodefacts, preflight
+    from r9700ctl import agentpack, manifest, nodeenv, preflight
 
     target = session.target
     apt_update = _truthy(host_vars.get("r9700_preflight_apt_update", True)) and as_root
     args: dict[str, Any] = {"lock_wait_s": 0, "apt_update": apt_update}
     args.update(nodeenv.fact_args(host_vars, target.user))
-    command, script = nodefacts.invocation(args, python=target.python)
+    command, script = agentpack.stdin_invocation("r9700ctl.agent.nodefacts", args, python=target.python)
     if as_root and not target.is_root:
         command = f"sudo -n {command}"
     try:

@@ -29,11 +29,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from r9700ctl import p2p
+from r9700ctl import p2p_policy as p2p
 from r9700ctl.agent.result import FAIL, PASS, WARN, CheckResult, finding
 from r9700ctl.agent.units import GIB
+from r9700ctl.judging import HSA_VERSION, Gpu
 from r9700ctl.manifest import Manifest
-from r9700ctl.preflight import HSA_VERSION, Gpu
 
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Values every one of the three files carries literally: no shell quoting problem in profile.d,

@@ -1,7 +1,7 @@
 """Known issues for the controller: look-ups, the `auto` release choice, JSON and Markdown.
 
 The entries live in data/manifest.yaml (`known_issues`, `kernel_log_signatures`); matching a node
-is r9700ctl.agent.known_issues (shared with the agent). Here: filters for `r9700ctl known-issues`,
+is r9700ctl.agent.known_issue_match (shared with the agent). Here: filters for `r9700ctl known-issues`,
 the release `auto` picks when known issues block newer ones, and docs/known-issues.md.
 """
 
@@ -11,12 +11,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from r9700ctl.agent.known_issues import KnownIssue, Match, NodeView, applicable, load, version_tuple
+from r9700ctl.agent import schemas
+from r9700ctl.agent.known_issue_match import KnownIssue, Match, NodeView, applicable, load, version_tuple
 from r9700ctl.errors import BadInput
 from r9700ctl.manifest import Manifest
-from r9700ctl.report import schema
 
-SCHEMA = schema("known-issues", 1)
+SCHEMA = schemas.KNOWN_ISSUES
 DOC_PATH = "docs/known-issues.md"
 
 __all__ = [
@@ -29,7 +29,6 @@ __all__ = [
     "applicable",
     "auto_release",
     "issues",
-    "render_markdown",
     "select",
     "signatures",
     "to_document",
@@ -175,6 +174,31 @@ def to_document(selected: Sequence[KnownIssue], filters: dict[str, Any]) -> dict
     }
 
 
+@dataclass
+class Listing:
+    """`r9700ctl known-issues`: the entries that pass the filters, and the filters as said."""
+
+    issues: list[KnownIssue]
+    gpu_label: str  # the --gpu filter as the text names it ("" without one)
+    rocm: str | None  # the --rocm release, checked against the manifest
+
+    gpu: str | None = None  # --gpu as given
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_document(self.issues, {"gpu": self.gpu, "rocm": self.rocm})
+
+
+def listing(manifest: Manifest, gpu: str | None = None, rocm: str | None = None) -> Listing:
+    """The known issues of a GPU (PCI id, gfx target or model name) and a release; bad filters are
+    bad input (exit 64)."""
+    pci_ids = gfx = None
+    label = ""
+    if gpu is not None:
+        pci_ids, gfx, label = gpu_filter(gpu, manifest)
+    version = check_version(rocm, manifest.release_names()) if rocm is not None else None
+    return Listing(select(issues(manifest), pci_ids, gfx, version), label, version, gpu)
+
+
 # ---------------------------------------------------------------- the `auto` release choice
 
 
@@ -208,109 +232,3 @@ def auto_release(
     if not candidates:
         return AutoChoice(None)
     return AutoChoice(candidates[-1], tuple(skipped[1:]), all_blocked=True)
-
-
-# ---------------------------------------------------------------- docs/known-issues.md
-
-
-def render_markdown(manifest: Manifest) -> str:
-    """docs/known-issues.md: one section per issue with its sources, then the kernel-log signatures."""
-    known = issues(manifest)
-    lines = [
-        "# Known issues",
-        "",
-        "What owners of R9700 (gfx1201) machines found out the hard way, each with the public threads",
-        "that show it, how r9700ctl detects it and the workaround. `r9700ctl provision` applies the",
-        "workarounds marked *applied by default* and records in /etc/r9700ctl/node.json which issues",
-        "apply to the node; `r9700ctl doctor` lists them per node; `r9700ctl validate` names them in",
-        "its hints; `r9700_rocm_version: auto` skips a release where a *blocking* issue applies.",
-        "",
-        "This page is generated from `r9700ctl/data/manifest.yaml` (`r9700ctl known-issues --markdown`);",
-        "edit the manifest, not this page (a test keeps the two equal).",
-        "",
-        "| id | issue | applies to | releases | workaround | by default |",
-        "|---|---|---|---|---|---|",
-    ]
-    for issue in known:
-        lines.append(
-            f"| [{issue.id}](#{issue.id}) | {_cell(issue.title)} | {_cell(issue.gpus_text())} | "
-            f"{_cell(issue.releases_text())} | {_cell(_table_workaround(issue))} | "
-            f"{'yes' if issue.applied_by_default else 'no'} |"
-        )
-    for issue in known:
-        lines += ["", f"## {issue.id}", "", f"**{issue.title}**", ""]
-        lines += _applies_lines(issue)
-        lines += [f"- **Effect:** {issue.effect}"]
-        lines += [f"- **Detection:** {_flat(issue.detection.get('how', ''))} ({_where(issue)})"]
-        lines += _workaround_lines(issue)
-        lines += ["- **Sources:**"] + [f"  - <{url}>" for url in issue.sources]
-    lines += [
-        "",
-        "## Kernel log signatures",
-        "",
-        "`r9700ctl doctor` counts these amdgpu lines in a bundle's dmesg.txt per GPU and explains them.",
-        "",
-        "| kind | severity | code | meaning | action | sources |",
-        "|---|---|---|---|---|---|",
-    ]
-    for sig in signatures(manifest).values():
-        links = ", ".join(f"<{u}>" for u in sig.sources)
-        severity = "never alone" if sig.severity == "none" else sig.severity
-        code = f"[`{sig.code}`](codes.md#kernel-log)"
-        lines.append(
-            f"| {sig.kind} | {severity} | {code} | {_cell(sig.meaning)} | {_cell(sig.action)} | {links} |"
-        )
-    return "\n".join(lines) + "\n"
-
-
-def _table_workaround(issue: KnownIssue) -> str:
-    if issue.workaround_env or issue.workaround.get("release"):
-        return issue.workaround_short()
-    return "advice, see below"
-
-
-def _applies_lines(issue: KnownIssue) -> list[str]:
-    text = f"- **Applies to:** {issue.gpus_text()}; {issue.releases_text()}"
-    if issue.trigger_env:
-        text += "; when " + " and ".join(f"`{k}={v}`" for k, v in issue.trigger_env.items()) + " is set"
-    flags = [name for name, on in (("blocking", issue.blocking), ("false signal", issue.false_signal)) if on]
-    return [text + (f" ({', '.join(flags)})" if flags else "")]
-
-
-def _where(issue: KnownIssue) -> str:
-    det = issue.detection
-    places = []
-    if det.get("preflight"):
-        places.append("preflight, from the node's GPUs and release")
-    if det.get("bundle"):
-        places.append("doctor, in " + ", ".join(det["bundle"]))
-    if det.get("detector"):
-        places.append(f"detector {det['detector']['name']}")
-    if det.get("agent"):
-        codes = det["agent"].get("codes") or []
-        named = f" with code {', '.join(f'`{c}`' for c in codes)}" if codes else ""
-        places.append("validate, checks " + ", ".join(det["agent"]["checks"]) + named)
-    return "; ".join(places)
-
-
-def _workaround_lines(issue: KnownIssue) -> list[str]:
-    w = issue.workaround
-    lines = [f"- **Workaround:** {_flat(w.get('advice', ''))}"]
-    if issue.workaround_env:
-        lines.append("  - environment: " + ", ".join(f"`{k}={v}`" for k, v in issue.workaround_env.items()))
-    if w.get("release"):
-        lines.append(f"  - release: ROCm {w['release']}")
-    if w.get("package_pin"):
-        lines.append(f"  - package pin: {_flat(w['package_pin'])}")
-    by = f" (through `{issue.policy}`)" if issue.policy else ""
-    default = "yes" if issue.applied_by_default else "no"
-    lines.append(f"  - applied by `r9700ctl provision` by default: {default}{by}")
-    return lines
-
-
-def _flat(text: Any) -> str:
-    return " ".join(str(text).split())
-
-
-def _cell(text: str) -> str:
-    return _flat(text).replace("|", "\\|")

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from r9700ctl.agent.known_issues import version_tuple
+from r9700ctl.agent.known_issue_match import version_tuple
 from r9700ctl.paths import data_file
 
 AMD_PCI_VENDOR = "1002"

@@ -28,7 +28,7 @@ from r9700ctl.envlist import (
     EnvPlan,
     EnvTarget,
 )
-from r9700ctl.preflight import Gpu
+from r9700ctl.judging import Gpu
 
 CHECK_ID = "env.node_sources"
 OPT_IN = "r9700_env_comment_out_conflicts"

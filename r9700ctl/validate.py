@@ -19,17 +19,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from r9700ctl import fleet as fleet_judge
-from r9700ctl.agent import levels
+from r9700ctl.agent import levels, schemas
 from r9700ctl.agent.result import ERROR, STATUSES, CheckResult, exit_code_for, overall, worst
-from r9700ctl.errors import EXIT_CANNOT_RUN, CannotRun
+from r9700ctl.errors import EXIT_CANNOT_RUN
 from r9700ctl.fleet import FleetJudgement
 
 if TYPE_CHECKING:
     from r9700ctl.history.runs import HistoryPlan
 
-SCHEMA = "r9700ctl.validate-fleet/1"
-AGENT_SCHEMA = "r9700ctl.validate/1"
-MAX_FORKS = 50
+SCHEMA = schemas.VALIDATE_FLEET
+AGENT_SCHEMA = schemas.VALIDATE
 UNREACHABLE = "UNREACHABLE"
 NO_REPORT = "NO_REPORT"  # reached, but the agent wrote no report: it could not run
 
@@ -154,9 +153,11 @@ def validate_inventory(
 ) -> FleetReport:
     """Check the inventory, run playbooks/validate.yml on its nodes, judge what they reported,
     then compare with the history and record the run there (`history`, when given)."""
-    from r9700ctl import agentpack, paths, runner
+    from r9700ctl import agentpack, ansible_run, paths
     from r9700ctl.inventory import load_inventory
 
+    if history is not None:
+        history.check()  # a wrong history file or baseline name: bad input, before any host
     inventory = load_inventory(inventory_path, group, limit=limit)
     started = datetime.now(timezone.utc)
     reports_dir = new_reports_dir(reports_root or paths.state_dir() / "validate", started)
@@ -173,20 +174,14 @@ def validate_inventory(
     }
     if expected_gpus is not None:
         extra_vars["r9700_expected_gpus"] = expected_gpus
-    request = runner.RunRequest(
+    request = ansible_run.RunRequest(
         playbook=paths.playbook("validate.yml"),
         inventory=Path(inventory_path),
         limit=limit,
-        forks=max(1, min(len(inventory.hosts), MAX_FORKS)),
+        hosts=len(inventory.hosts),
         extra_vars=extra_vars,
     )
-    result = runner.run_playbook(request, on_progress=progress)
-    if not result.hosts and result.status != "successful":
-        raise CannotRun(
-            what=f"ansible-playbook stopped before any host: {result.error or result.status}",
-            where=str(result.artifact_dir),
-            hint="its full output is in the stdout file there",
-        )
+    result = ansible_run.run_playbook(request, on_progress=progress).require_a_host()
 
     nodes = [read_node(host.name, reports_dir, result.hosts.get(host.name)) for host in inventory.hosts]
     reports = {n.host: n.report for n in nodes if n.report is not None}
@@ -248,11 +243,3 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return document if isinstance(document, dict) else None
-
-
-def fleet_results(report: FleetReport) -> list[CheckResult]:
-    """Fleet findings worst first (PASS rows are kept in the JSON, not shown)."""
-    from r9700ctl.agent.result import SEVERITY
-
-    shown = [r for r in report.fleet.results if r.status != "PASS"]
-    return sorted(shown, key=lambda r: -SEVERITY[r.status])

@@ -66,7 +66,7 @@ def _first(problems: list[str], fix: str) -> Problem | None:
     return Problem(problems[0], fix) if problems else None
 
 
-# --- r9700_power: caps and PSU budgets (the model in r9700ctl/agent/power.py) ---------------------
+# --- r9700_power: caps and PSU budgets (the model in r9700ctl/agent/power_budget.py) ---------------------
 
 _QUOTE_ADDRESSES = "; quote each PCI address: YAML 1.1 reads an unquoted 0000:03:00.0 as a number"
 
@@ -78,7 +78,7 @@ def _read_as_number(key: Any) -> bool:
 
 @rule("r9700_power_cap_w")
 def _power_cap(value: Any) -> Problem | None:
-    from r9700ctl.agent import power
+    from r9700ctl.agent import power_budget as power
 
     _, _, problems = power.parse_caps(value, None)
     return _first(
@@ -88,7 +88,7 @@ def _power_cap(value: Any) -> Problem | None:
 
 @rule("r9700_power_cap_w_by_gpu")
 def _power_cap_by_gpu(value: Any) -> Problem | None:
-    from r9700ctl.agent import power
+    from r9700ctl.agent import power_budget as power
 
     _, _, problems = power.parse_caps(None, value)
     fix = "map each GPU's PCI address to whole watts, e.g. {'0000:03:00.0': 250}"
@@ -99,7 +99,7 @@ def _power_cap_by_gpu(value: Any) -> Problem | None:
 
 @rule("r9700_psus")
 def _psus(value: Any) -> Problem | None:
-    from r9700ctl.agent import power
+    from r9700ctl.agent import power_budget as power
 
     _, problems = power.parse_psus(value)
     fix = (
@@ -119,7 +119,7 @@ def _psus(value: Any) -> Problem | None:
 
 @rule("r9700_psu_margin")
 def _psu_margin(value: Any) -> Problem | None:
-    from r9700ctl.agent import power
+    from r9700ctl.agent import power_budget as power
 
     _, problems = power.parse_margin(value)
     return _first(problems, "set r9700_psu_margin to a fraction such as 0.1")
@@ -336,7 +336,7 @@ def _environment(value: Any) -> Problem | None:
 
 @rule("r9700_hsa_override_gfx_version")
 def _hsa_override(value: Any) -> Problem | None:
-    from r9700ctl.preflight import HSA_VERSION
+    from r9700ctl.envlist import HSA_VERSION
 
     if HSA_VERSION.match(str(value).strip()):
         return None

@@ -42,6 +42,7 @@ CONTROLLER_SET: dict[str, str] = {
     "r9700_validate_dest": "r9700ctl validate (a fresh directory per run)",
     "r9700_validate_agent_archive": "r9700ctl validate (packed from its own package)",
     "r9700_monitoring_agent_archive": "r9700ctl provision (packed from its own package)",
+    "r9700_node_program": "r9700ctl's node package (agentpack.node_program: r9700-run, r9700-lifecycle ...)",
     "r9700_validate_cluster_phase": "r9700ctl validate --cluster (one run per phase)",
     "r9700_validate_cluster_plans": "r9700ctl validate --cluster (each node's plan of the phase)",
     "r9700_validate_cluster_timeout": "r9700ctl validate --cluster (the phase's wall clock)",

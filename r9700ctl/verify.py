@@ -22,9 +22,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r9700ctl.agent import schemas
 from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, CannotRun
 
-SCHEMA = "r9700ctl.verify/1"  # r9700ctl.report.schema("verify")
+SCHEMA = schemas.VERIFY
 # pytest's own exit codes that mean "the suite did not run" rather than "a test failed".
 PYTEST_COULD_NOT_RUN = {2: "interrupted", 3: "internal error", 4: "usage error", 5: "no tests collected"}
 

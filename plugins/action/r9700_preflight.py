@@ -1,6 +1,7 @@
 """Action plugin: judge a node before anything changes on it (runs on the controller).
 
-It sends r9700ctl/nodefacts.py to the node on stdin (``python3 - ARGS``, with become when
+It sends r9700ctl/agent/nodefacts.py, with the node-package modules it imports, to the node on
+stdin (``python3 - ARGS``, r9700ctl.agentpack.stdin_invocation; with become when
 the play uses it), reads the JSON facts, and judges them with r9700ctl.preflight against
 r9700ctl's manifest: the same code `r9700ctl doctor` runs over paramiko. It returns the
 values later roles act on as the host fact ``r9700_resolved`` and the checks as
@@ -22,12 +23,14 @@ from ansible_collections.r9700ctl.nodes.plugins.plugin_utils.r9700ctl_package im
 # starts and preflight.judge checks again with the same validator (doctor runs no role).
 ARGUMENT_SPEC = {
     "python": {"type": "str", "default": "python3"},
-    "rocm_version": {"type": "raw", "default": "auto"},
+    # The release and the driver's source are r9700_rocm's and r9700_driver's variables, read here
+    # to judge them first. None = not given (a play without those roles): the judge's default.
+    "rocm_version": {"type": "raw", "default": None},
     "allow_unsupported": {"type": "raw", "default": False},
     "hsa_override_gfx_version": {"type": "raw", "default": ""},
     "expected_gpus": {"type": "raw", "default": None},
     "min_free_gb": {"type": "raw", "default": 30.0},
-    "driver_source": {"type": "raw", "default": "dkms"},
+    "driver_source": {"type": "raw", "default": None},
     "apt_lock_timeout": {"type": "raw", "default": 600.0},
     "apt_update": {"type": "bool", "default": True},
     "apply_runtime": {"type": "raw", "default": "auto"},
@@ -61,6 +64,10 @@ ENV_KNOBS = {
     "p2p": "r9700_p2p",
     "env_comment_out_conflicts": "r9700_env_comment_out_conflicts",
 }
+OTHER_ROLES_KNOBS = {
+    "rocm_version": "r9700_rocm_version",
+    "driver_source": "r9700_driver_source",
+}
 CLUSTER_KNOBS = {
     "cluster_network": "r9700_cluster_network",
     "cluster_rdma": "r9700_cluster_rdma",
@@ -84,12 +91,12 @@ class ActionModule(ActionBase):
         del tmp
         task_vars = task_vars or {}
         args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]  # (validator result, arguments)
-        package, manifest_module, nodeenv, nodefacts, preflight, result_module = require(
+        package, agentpack, manifest_module, nodeenv, preflight, result_module = require(
             AnsibleActionFail,
             "r9700ctl",
+            "r9700ctl.agentpack",
             "r9700ctl.manifest",
             "r9700ctl.nodeenv",
-            "r9700ctl.nodefacts",
             "r9700ctl.preflight",
             "r9700ctl.agent.result",
         )
@@ -109,7 +116,7 @@ class ActionModule(ActionBase):
         python = args["python"]
         if python.startswith("auto"):  # Ansible's interpreter discovery keywords
             python = "python3"
-        command, script = nodefacts.invocation(fact_args, python=python)
+        command, script = agentpack.stdin_invocation("r9700ctl.agent.nodefacts", fact_args, python=python)
         before = time.time()
         out = self._low_level_execute_command(command, sudoable=True, in_data=script)
         after = time.time()
@@ -127,19 +134,17 @@ class ActionModule(ActionBase):
             ) from exc
 
         host_vars = {
-            "r9700_rocm_version": args["rocm_version"],
             "r9700_allow_unsupported": args["allow_unsupported"],
             "r9700_hsa_override_gfx_version": args["hsa_override_gfx_version"],
             "r9700_expected_gpus": args["expected_gpus"],
             "r9700_min_free_gb": args["min_free_gb"],
-            "r9700_driver_source": args["driver_source"],
             "r9700_apt_lock_timeout": args["apt_lock_timeout"],
             "r9700_apply_runtime": args["apply_runtime"],
             "r9700_known_issue_workarounds_skip": args["known_issue_workarounds_skip"],
         }
         # The controller's clock around the facts call: the node's own reading lies in between.
         facts["controller_clock"] = {"before": before, "after": after}
-        knobs = {**ENV_KNOBS, **POWER_KNOBS, **CLUSTER_KNOBS}
+        knobs = {**OTHER_ROLES_KNOBS, **ENV_KNOBS, **POWER_KNOBS, **CLUSTER_KNOBS}
         host_vars.update({name: args[arg] for arg, name in knobs.items() if args[arg] is not None})
         verdict = preflight.judge(facts, host_vars, manifest_module.load())
         # id, status, detail and fix as before; the reason code beside them (r9700ctl explain CODE)

@@ -84,9 +84,10 @@ def r9700_container_environment(
 
     environment: r9700_environment. gpus: r9700_resolved.gpus (every AMD GPU, PCI order, with
     `discrete`). With `devices` access and render_nodes "gpus" the container gets only the discrete
-    GPUs' render nodes (files/r9700-run device_args), and ROCR_VISIBLE_DEVICES is renumbered for what
-    it sees (r9700ctl.envlist.container_visible_devices); all of /dev/dri, or CDI's amd.com/gpu=all
-    (every GPU bound to amdgpu: ROCm/container-toolkit internal/amdgpu), keep the host's numbers.
+    GPUs' render nodes (r9700ctl/agent/container_run.py device_args), and ROCR_VISIBLE_DEVICES is
+    renumbered for what it sees (r9700ctl.envlist.container_visible_devices); all of /dev/dri, or
+    CDI's amd.com/gpu=all (every GPU bound to amdgpu: ROCm/container-toolkit internal/amdgpu), keep
+    the host's numbers.
     """
     (envlist,) = require(AnsibleFilterError, "r9700ctl.envlist")
     visible = envlist.VISIBLE

@@ -1,5 +1,5 @@
 """Filter r9700_power_plan: each GPU's cap from the inventory, checked against the card's own
-range in `amd-smi static --json`, and the node's policy file (r9700ctl/agent/power.py).
+range in `amd-smi static --json`, and the node's policy file (r9700ctl/agent/power_budget.py).
 
 Runs on the controller, like r9700_preflight's action plugin: r9700ctl must be importable by
 Ansible's Python (plugin_utils/r9700ctl_package.py says so in one line when it is not).
@@ -20,7 +20,9 @@ def r9700_power_plan(
 
     `static` is the registered result of `amd-smi static --json` (skipped when no cap is set).
     """
-    power, amdsmi = require(AnsibleFilterError, "r9700ctl.agent.power", "r9700ctl.agent.parsers.amdsmi")
+    power, amdsmi = require(
+        AnsibleFilterError, "r9700ctl.agent.power_budget", "r9700ctl.agent.parsers.amdsmi"
+    )
 
     node_cap, caps_by_gpu, problems = power.parse_caps(cap_w, by_gpu)
     psu_list, psu_problems = power.parse_psus(psus)

@@ -11,8 +11,8 @@ import signal
 import sys
 from pathlib import Path
 
-from r9700ctl.agent import checks, levels, report
-from r9700ctl.agent.runner import EXIT_BAD_INPUT, EXIT_CANNOT_RUN, AgentExit, Options, run
+from r9700ctl.agent import checks, levels, report, schemas
+from r9700ctl.agent.check_run import EXIT_BAD_INPUT, EXIT_CANNOT_RUN, AgentExit, Options, run
 
 DESCRIPTION = """\
 Validate this node's GPUs: inventory, driver, platform and PCIe links (level config, no GPU
@@ -112,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--json",
         type=Path,
         metavar="PATH",
-        help="also write the report as JSON (schema r9700ctl.validate/1), atomically",
+        help=f"also write the report as JSON (schema {schemas.VALIDATE}), atomically",
     )
     parser.add_argument(
         "--expected-gpus",

@@ -1,4 +1,5 @@
-"""The one atomic file writer (standard library only: the agent ships it to nodes).
+"""The one atomic file writer, and the one JSON writer on it (standard library only: the agent
+ships it to nodes).
 
 A temporary file beside the target, fsync'd, then renamed over it: a reader (a scraper, CI, the
 next run, `lab down` after a crash) sees the old file or the new one, never half of one.
@@ -7,8 +8,10 @@ next run, `lab down` after a crash) sees the old file or the new one, never half
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 
 def write_atomic(path: Path | str, data: str | bytes, mode: int | None = None) -> Path:
@@ -37,3 +40,14 @@ def write_atomic(path: Path | str, data: str | bytes, mode: int | None = None) -
             tmp.unlink()
         raise
     return path
+
+
+def write_json(path: Path | str, document: Any, mode: int | None = None) -> Path:
+    """`document` as indented JSON (keys in their order, what JSON cannot hold as its text),
+    written atomically: every JSON file r9700ctl writes goes through here."""
+    return write_atomic(path, json_text(document), mode=mode)
+
+
+def json_text(document: Any) -> str:
+    """The text of a JSON document as r9700ctl writes it, to a file or to standard output."""
+    return json.dumps(document, indent=2, default=str) + "\n"

@@ -44,10 +44,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from r9700ctl.agent import codes, stats
+from r9700ctl.agent import codes, schemas, stats
 from r9700ctl.agent.result import ERROR, FAIL, INCONCLUSIVE, PASS, SKIP, CheckResult
 
-SCHEMA = "r9700ctl.validate/1"  # the report.py schema this module reads
+SCHEMA = schemas.VALIDATE  # the report.py schema this module reads
 MiB = 1 << 20
 
 REGRESSION = "REGRESSION"

@@ -58,7 +58,6 @@ class Code:
 
 
 _parsed: dict[int, dict[str, Code]] = {}
-_from_source: dict[str, Any] = {}
 
 
 def records(document: Any) -> dict[str, Code]:
@@ -86,18 +85,10 @@ def records(document: Any) -> dict[str, Code]:
 
 
 def _document() -> Any:
-    """codes.yaml as the agent reads it: the packed JSON on a node (and in a staged agent); on the
-    controller, where nothing is packed, the YAML source through the controller's own reader."""
-    try:
-        return datafiles.load_data("codes")
-    except datafiles.DataFileError:
-        if not (datafiles.DATA_DIR.parent / "agentpack.py").is_file():
-            raise  # a node without its packed data: the error says how to pack
-        if "yaml" not in _from_source:
-            from r9700ctl import agentpack  # the controller's (PyYAML), never reached on a node
-
-            _from_source["yaml"] = agentpack.data_document("codes")
-        return _from_source["yaml"]
+    """codes.yaml as the agent reads it, as JSON: packed beside the agent on a node, and kept in
+    r9700ctl/data/codes.json on the controller (agentpack writes it from the YAML; a test keeps the
+    two equal), so both sides read the catalogue with the standard library alone."""
+    return datafiles.load_data("codes")
 
 
 def catalogue() -> dict[str, Code]:

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from r9700ctl.agent import aer, codes, watchdog
+from r9700ctl.agent import aer_counters as aer
+from r9700ctl.agent import codes, watchdog
 from r9700ctl.agent.gpus import Discovery, GpuInfo
 from r9700ctl.agent.journal import Journal
 from r9700ctl.agent.judge import Verdict, not_applied

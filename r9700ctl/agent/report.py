@@ -9,17 +9,16 @@ columns, grouped by family.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from r9700ctl.agent.atomic import write_atomic
+from r9700ctl.agent import atomic, schemas
 from r9700ctl.agent.result import SEVERITY, CheckResult, exit_code_for, overall
 
-SCHEMA = "r9700ctl.validate/1"
+SCHEMA = schemas.VALIDATE
 EXIT_MEANING = {
     0: "all good",
     1: "warnings only",
@@ -91,7 +90,7 @@ def _json_safe(value: Any) -> Any:
 
 def write_json(path: Path, report: dict[str, Any]) -> None:
     """Write atomically (r9700ctl.agent.atomic)."""
-    write_atomic(path, json.dumps(_json_safe(report), indent=2, sort_keys=False, default=str) + "\n")
+    atomic.write_json(path, _json_safe(report))
 
 
 def remove_stale(path: Path) -> None:

@@ -23,7 +23,7 @@ STATUSES = (PASS, WARN, FAIL, SKIP, ERROR, INCONCLUSIVE)
 
 # Evidence key of a measurement whose output was wrong (a copy, GEMM, memory kernel or all-reduce
 # that did not return the expected data): a fault of the hardware or its driver, not a figure,
-# so another process on the GPU does not make it INCONCLUSIVE (agent/runner.py).
+# so another process on the GPU does not make it INCONCLUSIVE (agent/check_run.py).
 WRONG_DATA = "wrong_data"
 
 # The one severity order, worst first, for every verdict (a node's overall status, the fleet, a

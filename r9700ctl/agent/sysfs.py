@@ -26,6 +26,18 @@ _BDF = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 DISPLAY_CLASSES = {0x0300, 0x0302, 0x0380}
 BRIDGE_CLASS = 0x0604
 
+# The ids of a display device as node records and preflight's facts carry them.
+DISPLAY_FIELDS = ("vendor", "device", "class", "subsystem_vendor", "subsystem_device", "revision")
+# Who makes the display devices a GPU server may carry (pci.ids: https://pci-ids.ucw.cz/read/PC/);
+# BMC graphics count too.
+VENDOR_NAMES = {
+    "0x1002": "AMD",
+    "0x10de": "NVIDIA",
+    "0x8086": "Intel",
+    "0x1a03": "ASPEED",
+    "0x102b": "Matrox",
+}
+
 # Resource flags of /sys/bus/pci/devices/*/resource (include/linux/ioport.h).
 IORESOURCE_MEM = 0x00000200
 IORESOURCE_PREFETCH = 0x00002000
@@ -181,6 +193,32 @@ def list_addresses(root: Path) -> list[str]:
         return []
 
 
+def display_devices(root: Path) -> list[dict[str, Any]]:
+    """Every display-class (0x03xxxx: VGA, 3D, display controller) PCI function, whoever made it,
+    by address: ids as sysfs writes them (lower-case 0x... text), its driver, whether it is the
+    boot VGA device, and its maker's name. Preflight's facts and the node record both read this."""
+    devices = []
+    for address in list_addresses(root):
+        base = device_dir(root, address)
+        ids = {name: (read_text(base / name) or "").lower() for name in DISPLAY_FIELDS}
+        if not ids["class"].startswith("0x03"):
+            continue
+        try:
+            driver = os.path.basename(os.readlink(base / "driver"))
+        except OSError:
+            driver = ""
+        devices.append(
+            {
+                "address": address,
+                **ids,
+                "driver": driver,
+                "boot_vga": read_text(base / "boot_vga") == "1",
+                "vendor_name": VENDOR_NAMES.get(ids["vendor"], "unknown"),
+            }
+        )
+    return devices
+
+
 def gpu_devices(root: Path) -> list[PciDevice]:
     """Display-class PCI functions of AMD or NVIDIA, by address."""
     found = []
@@ -271,17 +309,27 @@ def acs_control(root: Path, address: str) -> dict[str, bool] | None:
         return None
     if len(config) < 0x104:
         return None
+    words = acs_words(config)
+    if words is None:
+        return {}
+    return {name: bool(words[1] & bit) for name, bit in ACS_BITS.items()}
+
+
+def acs_words(config: bytes) -> tuple[int, int] | None:
+    """(capability, control) of the ACS extended capability in a config-space dump, None without
+    one: the chain of extended capabilities from 0x100 (PCIe base spec 7.6.3), each header's next
+    pointer in its top 12 bits."""
     offset, seen = 0x100, set()
     while offset and offset not in seen and offset + 8 <= len(config):
         seen.add(offset)
         header = int.from_bytes(config[offset : offset + 4], "little")
         if header in (0, 0xFFFFFFFF):
-            return {}
+            return None
         if header & 0xFFFF == ACS_EXT_CAP_ID:
-            control = int.from_bytes(config[offset + 6 : offset + 8], "little")
-            return {name: bool(control & bit) for name, bit in ACS_BITS.items()}
+            capability = int.from_bytes(config[offset + 4 : offset + 6], "little")
+            return capability, int.from_bytes(config[offset + 6 : offset + 8], "little")
         offset = (header >> 20) & 0xFFC
-    return {}
+    return None
 
 
 # amdgpu attributes of the GPU function.

@@ -6,11 +6,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r9700ctl.agent import schemas
 from r9700ctl.agent.result import EXIT_CODES, FAIL, INCONCLUSIVE, PASS, SEVERITY, SKIP, WARN, CheckResult
 from r9700ctl.agent.result import finding as result_finding
 from r9700ctl.agent.units import MIB, size_text
 
-SCHEMA = "r9700ctl.doctor/1"
+SCHEMA = schemas.DOCTOR
 
 # The files a bundle may hold (all optional), as `r9700ctl collect` names them (roles/r9700_collect).
 BUNDLE_FILES = (

@@ -335,10 +335,10 @@ def _judge_acs(d: Diagnosis, report: Any, gpus: list[Any]) -> None:
 def rule_aer(d: Diagnosis) -> None:
     """PCIe AER counters since boot on each AMD GPU's path up to its root port (aer.txt).
 
-    The same rule as the agent's before/after check (r9700ctl/agent/aer.py), over the whole
+    The same rule as the agent's before/after check (r9700ctl/agent/aer_counters.py), over the whole
     uptime: an uncorrectable (nonfatal or fatal) error is a FAIL, corrected errors a WARN.
     """
-    from r9700ctl.agent import aer
+    from r9700ctl.agent import aer_counters as aer
     from r9700ctl.agent.parsers import aer as aer_parser
 
     if not d.bundle.has("aer.txt"):

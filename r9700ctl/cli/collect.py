@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
+from r9700ctl.agent import schemas
 from r9700ctl.cli.app import Application
-from r9700ctl.cli.options import check_json_path, group_option, inventory_argument, limit_option
-
-if TYPE_CHECKING:
-    from rich.table import Table
-
-    from r9700ctl.collect import CollectReport
+from r9700ctl.cli.options import group_option, inventory_argument, limit_option
+from r9700ctl.cli.output import Output, json_option
 
 
 @click.command()
@@ -30,13 +25,7 @@ if TYPE_CHECKING:
 )
 @group_option
 @limit_option
-@click.option(
-    "--json",
-    "json_path",
-    metavar="PATH",
-    help="Also write what was collected as JSON (schema r9700ctl.collect/1) to PATH; '-' prints it "
-    "instead of the table.",
-)
+@json_option("what was collected", schemas.COLLECT)
 @click.option(
     "--verbose", "-v", count=True, help="Every task result in the progress (-vv: Ansible's output)."
 )
@@ -78,56 +67,11 @@ def collect(
     64 bad input (nothing was contacted).
     """
     from r9700ctl.collect import collect_inventory
-    from r9700ctl.report import print_plain, write_json
-    from r9700ctl.report.progress import renderer as progress_renderer
+    from r9700ctl.report import collect as text
 
-    json_to_stdout = json_path == "-"
-    check_json_path(json_path)  # before any host is contacted
-    console = app.console(stderr=json_to_stdout)
-    renderer = progress_renderer(console, plain=app.plain or json_to_stdout, verbosity=verbose)
-    with renderer:
-        report = collect_inventory(inventory, group, out_dir, limit=limit, progress=renderer)
-
-    document = report.to_dict()
-    if json_to_stdout:
-        click.echo(json.dumps(document, indent=2))
-    else:
-        table = _summary_table(report)
-        print_plain(console, table) if app.plain else console.print(table)
-        if json_path:
-            write_json(json_path, document)
-        console.print(_closing_line(report), markup=False, highlight=False, soft_wrap=True)
-    click.get_current_context().exit(report.exit_code)
-
-
-def _summary_table(report: CollectReport) -> Table:
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("host", no_wrap=True)
-    table.add_column("status", no_wrap=True)
-    table.add_column("files", justify="right", no_wrap=True)
-    table.add_column("not recorded", overflow="fold", ratio=1)
-    for host in report.hosts:
-        if host.status == "COLLECTED":
-            missing = ", ".join(sorted(host.missing)) or "-"
-        else:
-            missing = host.error or host.status.lower()
-        table.add_row(host.host, host.status, str(len(host.files)), Text(missing))
-    return table
-
-
-def _closing_line(report: CollectReport) -> str:
-    out = report.out_dir
-    if not any(host.files for host in report.hosts):
-        # Nothing recorded anywhere: doctor --bundle would only say so again, host by host.
-        return (
-            f"no file recorded on any host (MISSING.txt in {out}/<host>/ says why); "
-            "`r9700ctl doctor INVENTORY` checks reachability and sudo"
-        )
-    return (
-        f"bundles in {out}/<host>/ (MISSING.txt says why a file is missing); "
-        f"next: r9700ctl doctor --bundle {out}"
-    )
+    out = Output(app, json_path)  # before any host is contacted
+    with out.progress(verbose) as progress:
+        report = collect_inventory(inventory, group, out_dir, limit=limit, progress=progress)
+    out.table(text.summary_table(report))
+    out.line(text.closing_line(report))
+    out.finish(report.to_dict(), report.exit_code)

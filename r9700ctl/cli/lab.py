@@ -7,7 +7,9 @@ from pathlib import Path
 
 import click
 
+from r9700ctl.agent import schemas
 from r9700ctl.cli.app import Application
+from r9700ctl.cli.output import Output, json_option
 from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK
 
 # Same limits as r9700ctl.lab (a unit test keeps them equal); repeated so --help imports no lab code.
@@ -185,13 +187,7 @@ def _render_up(info, seconds: float) -> None:
 
 @lab.command()
 @dir_option
-@click.option(
-    "--json",
-    "json_path",
-    metavar="PATH",
-    help="Also write the status as JSON (schema r9700ctl.lab.status/1) to PATH; '-' prints it "
-    "instead of the text.",
-)
+@json_option("the status", schemas.LAB_STATUS, replaces_text=True)
 @click.pass_obj
 def status(app: Application, *, directory: Path, json_path: str | None) -> None:
     """Show what of the lab in DIR is running.
@@ -205,25 +201,13 @@ def status(app: Application, *, directory: Path, json_path: str | None) -> None:
       r9700ctl lab status --dir /tmp/lab --json status.json  # the text, and JSON in a file
     """
     from r9700ctl import lab as lab_api
-    from r9700ctl.cli.options import check_json_path, write_json_output
+    from r9700ctl.report.lab import status_lines
 
-    check_json_path(json_path)
+    out = Output(app, json_path, replaces_text=True)
     result = lab_api.status(directory)
-    write_json_output(json_path, result.to_json())
-    if json_path != "-":  # '-': the JSON alone, so it can be piped
-        _render_status(result)
+    out.lines(status_lines(result))
     code = EXIT_OK if result.healthy else (EXIT_FAIL if result.exists else EXIT_CANNOT_RUN)
-    raise click.exceptions.Exit(code)
-
-
-def _render_status(result) -> None:
-    if not result.exists:
-        click.echo(f"no lab in {result.directory} (start one: sudo r9700ctl lab up --dir {result.directory})")
-        return
-    verdict = "up" if result.healthy else f"NOT healthy (phase {result.phase})"
-    click.echo(f"lab r97l{result.lab_id} in {result.directory}: {verdict}, subnet {result.subnet}")
-    for component in result.components:
-        click.echo(f"  {component.name:<8} {component.state:<5} {component.detail}")
+    out.finish(result.to_json(), code)
 
 
 @lab.command()

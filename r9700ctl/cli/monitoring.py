@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import click
 
 from r9700ctl.cli.app import Application
-from r9700ctl.cli.options import check_output_path, group_option, inventory_argument, limit_option
+from r9700ctl.cli.options import group_option, inventory_argument, limit_option
+from r9700ctl.cli.output import Output, check_output_path, file_option, write_output
 
 
 @click.group()
@@ -45,13 +45,7 @@ def monitoring() -> None:
     show_default=True,
     help="Scrape interval (a Prometheus duration: 15s, 1m). The metrics change every timer run.",
 )
-@click.option(
-    "--output",
-    "-o",
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="PATH",
-    help="Write to PATH (atomically) instead of stdout.",
-)
+@file_option("--output", "-o", help="Write to PATH (atomically) instead of stdout.")
 @click.pass_obj
 def scrape_config(
     app: Application,
@@ -78,25 +72,14 @@ def scrape_config(
     \b
     Exit codes: 0 printed; 64 bad inventory or option (nothing was contacted).
     """
-    from r9700ctl import __version__
-    from r9700ctl.errors import BadInput
-    from r9700ctl.inventory import load_inventory
-    from r9700ctl.monitoring.scrape import render
+    from r9700ctl.monitoring.scrape import for_inventory
 
-    if not re.fullmatch(r"([0-9]+(ms|s|m|h|d|w|y))+", interval) or not re.search(r"[1-9]", interval):
-        raise BadInput(
-            what=f"--interval {interval!r}: not a Prometheus duration above zero",
-            hint="e.g. 15s, 1m or 1h30m",
-        )
-    if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_-]*", job_name):
-        raise BadInput(what=f"--job-name {job_name!r}: use letters, digits, '_' or '-'")
+    out = Output(app, None)
     if output is not None:
         check_output_path("--output", output)
-    checked = load_inventory(inventory, group, limit=limit)
-    text = render(checked, job=job_name, interval=interval, version=__version__)
+    text = for_inventory(inventory, group, limit=limit, job=job_name, interval=interval)
     if output is None:
-        click.echo(text, nl=False)
-        return
-    from r9700ctl.cli.options import write_output
-
-    write_output("--output", output, text)
+        out.echo(text, nl=False)
+    else:
+        write_output("--output", output, text)
+    out.finish(None)

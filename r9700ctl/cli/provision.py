@@ -6,8 +6,10 @@ from pathlib import Path
 
 import click
 
+from r9700ctl.agent import schemas
 from r9700ctl.cli.app import Application
-from r9700ctl.cli.options import check_json_path, group_option, inventory_argument, limit_option, not_empty
+from r9700ctl.cli.options import group_option, inventory_argument, limit_option, not_empty
+from r9700ctl.cli.output import Output, json_option
 
 
 @click.command()
@@ -53,13 +55,7 @@ from r9700ctl.cli.options import check_json_path, group_option, inventory_argume
     help="Prompt for the sudo password of the remote user. It goes to ansible-playbook's prompt "
     "only: never on a command line, in the environment or in any file.",
 )
-@click.option(
-    "--json",
-    "json_path",
-    metavar="PATH",
-    help="Also write the run report as JSON (schema r9700ctl.provision/1) to PATH; '-' prints it "
-    "to stdout instead of the table (progress then goes to stderr).",
-)
+@json_option("the run report", schemas.PROVISION)
 @click.option(
     "--verbose",
     "-v",
@@ -119,12 +115,9 @@ def provision(
     """
     from r9700ctl.provision import ProvisionOptions
     from r9700ctl.provision import provision as run_provision
-    from r9700ctl.report import print_plain, write_json
-    from r9700ctl.report import provision as provision_report
-    from r9700ctl.report.progress import renderer as progress_renderer
+    from r9700ctl.report import provision as text
 
-    json_to_stdout = json_path == "-"
-    check_json_path(json_path)  # before anything runs: a long provision must not end in 'cannot write'
+    out = Output(app, json_path)  # before anything runs: a long provision must not end in 'cannot write'
     options = ProvisionOptions(
         inventory=inventory,
         group=group,
@@ -137,41 +130,18 @@ def provision(
         forks=forks,
         verbosity=verbose,
     )
-    console = app.console(stderr=json_to_stdout)
-    renderer = progress_renderer(console, plain=app.plain or json_to_stdout, verbosity=verbose)
 
     def ask_password() -> str:
         return click.prompt("BECOME password", hide_input=True, err=True)
 
-    with renderer:
+    with out.progress(verbose) as progress:
         outcome = run_provision(
             options,
-            on_progress=renderer,
+            on_progress=progress,
             ask_become_password=ask_password if ask_become_pass else None,
         )
-
-    document = provision_report.document(outcome)
-    if json_to_stdout:
-        click.echo(_dumps(document))
-    else:
-        table = provision_report.summary_table(outcome, plain=app.plain, width=console.width)
-        print_plain(console, table) if app.plain else console.print(table)
-        if json_path:
-            write_json(json_path, document)
-    err = app.console(stderr=True)
-    for line in provision_report.closing_lines(outcome):
-        (err if json_to_stdout else console).print(line, markup=False, highlight=False, soft_wrap=True)
+    out.table(text.summary_table(outcome, plain=out.app.plain, width=out.console.width))
+    out.lines(text.closing_lines(outcome))
     if outcome.run.error:
-        err.print(
-            f"error: ansible-playbook stopped outside any host: {outcome.run.error}",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
-    click.get_current_context().exit(outcome.exit_code)
-
-
-def _dumps(document: object) -> str:
-    import json
-
-    return json.dumps(document, indent=2)
+        out.note(f"error: ansible-playbook stopped outside any host: {outcome.run.error}")
+    out.finish(outcome.to_dict(), outcome.exit_code)

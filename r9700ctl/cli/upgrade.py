@@ -7,9 +7,11 @@ from typing import Any
 
 import click
 
+from r9700ctl.agent import schemas
 from r9700ctl.agent.levels import LEVEL_NAMES
 from r9700ctl.cli.app import Application
-from r9700ctl.cli.options import check_json_path, group_option, inventory_argument, limit_option
+from r9700ctl.cli.options import group_option, inventory_argument, limit_option
+from r9700ctl.cli.output import Output, json_option
 
 GATE_LEVELS = LEVEL_NAMES
 
@@ -74,13 +76,7 @@ def batch_options(command: Callable[..., Any]) -> Callable[..., Any]:
                 help="Run on this machine after a node passed validation, e.g. "
                 "'scontrol update nodename={node} state=resume'.",
             ),
-            click.option(
-                "--json",
-                "json_path",
-                metavar="PATH",
-                help="Also write the plan and the outcome per node as JSON (schema r9700ctl.lifecycle/1); "
-                "'-' prints it instead of the text.",
-            ),
+            json_option("the plan and the outcome per node", schemas.LIFECYCLE),
         ]
     ):
         command = decorator(command)
@@ -186,21 +182,10 @@ def kernel_upgrade(app: Application, **options: Any) -> None:
 
 
 def _run(app: Application, mode: str, **given: Any) -> None:
-    from r9700ctl.cli.options import write_json_output
     from r9700ctl.lifecycle.service import LifecycleOptions, run
     from r9700ctl.report.lifecycle import plan_lines, summary_lines
 
-    json_path = given.pop("json_path", None)
-    check_json_path(json_path)
-    options = LifecycleOptions(mode=mode, **given)
-    to_stdout = json_path == "-"
-    console = app.console(stderr=to_stdout)
-
-    def say(line: str) -> None:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-
-    outcome = run(options, progress=say)
-    for line in plan_lines(outcome) + summary_lines(outcome):
-        say(line)
-    write_json_output(json_path, outcome.to_dict())
-    click.get_current_context().exit(outcome.exit_code)
+    out = Output(app, given.pop("json_path", None))
+    outcome = run(LifecycleOptions(mode=mode, **given), progress=out.line)
+    out.lines(plan_lines(outcome) + summary_lines(outcome))
+    out.finish(outcome.to_dict(), outcome.exit_code)

@@ -6,24 +6,21 @@ through Ansible (r9700ctl.validate) and the fleet is judged as a whole (r9700ctl
 
 from __future__ import annotations
 
-import json
 import sys
-import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from r9700ctl.agent import schemas
 from r9700ctl.agent.levels import LEVEL_NAMES
 from r9700ctl.cli.app import Application
-from r9700ctl.cli.options import check_output_path, group_option, limit_option
+from r9700ctl.cli.options import group_option, limit_option
+from r9700ctl.cli.output import Output, check_output_path, file_option, json_option, write_output
 from r9700ctl.errors import BadInput
 
 if TYPE_CHECKING:
-    from rich.table import Table
-
     from r9700ctl.history.runs import HistoryPlan
-    from r9700ctl.validate import FleetReport, NodeOutcome
 
 LEVELS = LEVEL_NAMES
 
@@ -85,7 +82,7 @@ inventory (then no host was contacted)."""
     is_flag=True,
     help="INVENTORY as one cluster: can its nodes run one job together? Phases facts, network pairs, "
     "rendezvous, pairwise collective, each stopping early with the cause and naming the bad node or "
-    "link (needs r9700_cluster_network; docs/cluster.md). JSON schema r9700ctl.validate-cluster/1.",
+    f"link (needs r9700_cluster_network; docs/cluster.md). JSON schema {schemas.VALIDATE_CLUSTER}.",
 )
 @group_option
 @limit_option
@@ -100,37 +97,26 @@ inventory (then no host was contacted)."""
 @click.option(
     "--duration", type=click.FloatRange(min=1), metavar="S", help="burnin only: soak length in seconds."
 )
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="PATH",
-    help="Also write the report as JSON: schema r9700ctl.validate/1 with --local, "
-    "r9700ctl.validate-fleet/1 (every node's report + fleet results) with INVENTORY; '-' for "
-    "standard output (everything else then goes to standard error).",
+@json_option(
+    "the report (with INVENTORY: every node's report and the fleet's results)",
+    f"{schemas.VALIDATE} with --local, {schemas.VALIDATE_FLEET} with INVENTORY",
 )
-@click.option(
+@file_option(
     "--html",
     "html_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="PATH",
     help="Also write a self-contained HTML page: per node its checks, worst first, and the environment.",
 )
-@click.option(
+@file_option(
     "--prom",
     "prom_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="PATH",
     help="Also write a Prometheus textfile (node_exporter textfile collector; name it *.prom): "
     "r9700_check_status (0 PASS, 1 WARN, 2 FAIL, 3 ERROR, 4 INCONCLUSIVE, -1 SKIP), r9700_check_value, "
     "r9700_node_status, r9700_last_run_timestamp_seconds and per GPU link, temperature, clocks, power, "
     "VRAM (docs/monitoring.md).",
 )
-@click.option(
+@file_option(
     "--junit",
     "junit_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="PATH",
     help="Also write JUnit XML for CI: a testsuite per node, a testcase per check result.",
 )
 @click.option(
@@ -209,7 +195,7 @@ inventory (then no host was contacted)."""
 )
 @click.pass_obj
 def validate(
-    app: Application, inventory: Path | None, local: bool, group: str, limit: str | None, **options: object
+    app: Application, inventory: Path | None, local: bool, group: str, limit: str | None, **options: Any
 ) -> None:
     """Measure every GPU, link and node and judge the figures.
 
@@ -239,85 +225,98 @@ def validate(
             what="nothing to validate",
             hint="give an INVENTORY for the nodes, or --local for this machine; see r9700ctl validate --help",
         )
-    to_stdout = options.get("json_path") == Path("-")
-    if to_stdout:  # the document alone on stdout: written to a scratch file, printed at the end
-        options = {**options, "json_path": None, "json_stdout": True}
-    _check_output_dirs(options)
-    plan = _history_plan(options)
+    out = Output(app, options["json_path"])
+    formats = _wanted_formats(options)
+    plan = _history_plan(options, want_trends="html" in formats)
     if inventory is not None and options.get("cluster"):
         from r9700ctl.cli.validate_cluster import validate_cluster
 
-        validate_cluster(app, inventory, group, limit, options, plan)
+        validate_cluster(out, inventory, group, limit, options, plan, formats)
         return
     if inventory is not None:
-        _validate_fleet(app, inventory, group, limit, options, plan)
+        _validate_fleet(out, inventory, group, limit, options, plan, formats)
         return
     if limit is not None:
         raise BadInput(what="--limit applies to an INVENTORY, not --local", hint="drop --limit")
-    if options["duration"] is not None and options["level"] != "burnin":
-        raise BadInput(what="--duration applies to --level burnin only", hint="add --level burnin")
-    if options["baseline"] is not None and plan.compare_with:
-        raise BadInput(
-            what="--baseline FILE and --compare NAME both name a baseline", hint="give one of them"
+    _validate_local(out, options, plan, formats)
+
+
+def _validate_local(
+    out: Output, options: dict[str, Any], plan: HistoryPlan, formats: dict[str, Path]
+) -> None:
+    """--local: the agent streams its own table; the controller adds the history's comparisons."""
+    from r9700ctl.report.validate import local_lines
+    from r9700ctl.validate_local import LocalRequest, validate_local
+
+    json_path = options["json_path"]
+    request = LocalRequest(
+        level=str(options["level"]),
+        duration=options["duration"],
+        report_path=None if json_path is None or out.to_stdout else Path(json_path),
+        expected_gpus=options["expected_gpus"],
+        expect_scaling=options["expect_scaling"],
+        only=options["only"],
+        skip=options["skip"],
+        gpus=options["gpus"],
+        journal_dir=options["journal_dir"],
+        thresholds=options["thresholds"],
+        baseline=options["baseline"],
+        allow_busy=bool(options["allow_busy"]),
+        runtime=str(options["runtime"]),
+        verbose=not out.app.plain and sys.stderr.isatty(),
+        history=plan,
+    )
+    outcome = validate_local(request, on_stdout=out.echo, on_stderr=out.note)
+    if outcome.report is not None:
+        for line in local_lines(outcome.report, outcome.comparisons):
+            out.echo(line)
+    _write_formats(out, outcome.report, formats, plan)
+    _say_history(out, plan)
+    out.finish(outcome.report, outcome.exit_code)
+
+
+def _validate_fleet(
+    out: Output,
+    inventory: Path,
+    group: str,
+    limit: str | None,
+    options: dict[str, Any],
+    plan: HistoryPlan,
+    formats: dict[str, Path],
+) -> None:
+    """INVENTORY: the agent on every node through Ansible, then a table per node and the fleet findings."""
+    from r9700ctl.report import validate as text
+    from r9700ctl.validate import validate_inventory
+    from r9700ctl.validate_local import AGENT_FLAGS, LOCAL_ONLY
+
+    for key in LOCAL_ONLY:
+        flag = AGENT_FLAGS[key]
+        if options.get(key) is not None:
+            raise BadInput(
+                what=f"{flag} applies to --local only", hint=f"drop {flag} when giving an INVENTORY"
+            )
+    with out.progress(int(options.get("verbose") or 0)) as progress:
+        report = validate_inventory(
+            inventory,
+            group,
+            level=str(options["level"]),
+            limit=limit,
+            expected_gpus=options.get("expected_gpus"),
+            allow_busy=bool(options.get("allow_busy")),
+            runtime=str(options.get("runtime") or "auto"),
+            progress=progress,
+            history=plan,
         )
-    plan.check()
-
-    from r9700ctl.launch import run_agent
-    from r9700ctl.runtime import choose
-
-    runtime = choose(str(options["runtime"]), str(options["level"]))
-
-    with tempfile.TemporaryDirectory(prefix="r9700ctl-validate-") as scratch:
-        given_json = options.get("json_path")
-        if (_wanted_formats(options) or plan.enabled or options.get("json_stdout")) and given_json is None:
-            # The formats and the history read the agent's report.
-            options = {**options, "json_path": Path(scratch) / "report.json"}
-        if isinstance(options.get("thresholds"), Path):
-            from r9700ctl.agentpack import convert_thresholds
-
-            converted = convert_thresholds(options["thresholds"], Path(scratch) / "thresholds.json")
-            options = {**options, "thresholds": converted}
-        args = _agent_args(options, verbose=not app.plain and sys.stderr.isatty())
-        if runtime.name == "container":
-            click.echo(f"r9700ctl: the agent runs in {runtime.image} (r9700-run)", err=True)
-        to_stdout = bool(options.get("json_stdout"))
-        code = run_agent(
-            args,
-            on_stdout=lambda line: click.echo(line, err=to_stdout),
-            on_stderr=lambda line: click.echo(line, err=True),
-            runtime=runtime,
-            mounts=_path_dirs(options),
-        )
-        report = _read_agent_report(options)
-        if report is not None:
-            report.update(runtime.to_dict())
-            from r9700ctl.agent.report import write_json
-
-            json_path = options["json_path"]
-            assert isinstance(json_path, Path)
-            write_json(json_path.expanduser(), report)  # which runtime and image judged this node
-            code = _local_history(report, plan, options, code, source=str(given_json or ""))
-        _write_formats_from_report(report, options, plan)
-        if to_stdout and report is not None:
-            click.echo(json.dumps(report, indent=2))
-    _say_history(plan)
-    click.get_current_context().exit(code)
+    out.table(text.nodes_table(report))
+    out.lines(text.fleet_text(report))
+    document = report.to_dict()
+    _write_formats(out, document, formats, plan)
+    out.line(text.fleet_closing(report))
+    _say_history(out, plan)
+    out.finish(document, report.exit_code)
 
 
-def _path_dirs(options: dict[str, object]) -> list[Path]:
-    """The directories of every path the agent reads or writes (mounted when it runs in the image)."""
-    dirs = []
-    for key in ("json_path", "thresholds", "baseline"):
-        value = options.get(key)
-        if isinstance(value, Path):
-            dirs.append(value.expanduser().resolve().parent)
-    journal = options.get("journal_dir")
-    if isinstance(journal, Path):
-        dirs.append(journal.expanduser().resolve())
-    return dirs
-
-
-def _history_plan(options: dict[str, object]) -> HistoryPlan:
+def _history_plan(options: dict[str, Any], want_trends: bool) -> HistoryPlan:
     from r9700ctl.history.runs import HistoryPlan
 
     save_as, compare_with = options.get("save_baseline"), options.get("compare_with")
@@ -326,58 +325,13 @@ def _history_plan(options: dict[str, object]) -> HistoryPlan:
         # '' is a value given (and refused by HistoryPlan.check), not the option left out.
         compare_with=None if compare_with is None else str(compare_with),
         save_as=None if save_as is None else str(save_as),
+        want_trends=want_trends,
     )
 
 
-def _local_history(
-    report: dict, plan: HistoryPlan, options: dict[str, object], code: int, source: str
-) -> int:
-    """--local: compare with the history (results printed below the agent's table), record, save."""
-    node = str(report.get("node") or "localhost")
-    json_path = options["json_path"]
-    assert isinstance(json_path, Path)
-    if report.get("status") == "ERROR" and not report.get("gpus"):
-        # The agent could not run (exit 3) and found no GPU: it measured nothing. The history
-        # holds validations to compare and trend; a run of nothing would only become the
-        # "previous run" that the next --compare last finds nothing in, and a row in
-        # `r9700ctl history` that looks like a broken node. So it is not recorded, and the
-        # user is told so (a node that lost its GPUs in a fleet run is still recorded there,
-        # beside the nodes that ran).
-        if plan.enabled:
-            plan.notes.append("history: not recorded: the agent found no GPU and measured nothing")
-        return code
-    comparisons = plan.after_run({node: report}, lambda: report, scope="local", source=source)
-    if not comparisons:
-        return code
-    from r9700ctl.agent.report import write_json
-
-    write_json(json_path.expanduser(), report)  # the --json file carries the comparison too
-    err = bool(options.get("json_stdout"))
-    for line in _comparison_lines(comparisons):
-        click.echo(line, err=err)
-    click.echo(
-        f"node {node} with the history comparison: {report['status']} (exit {report['exit_code']})", err=err
-    )
-    return int(report["exit_code"])
-
-
-def _comparison_lines(comparisons: dict) -> list[str]:
-    """One line per comparison that did not pass, then how many figures were compared per node."""
-    lines = []
-    for node, results in comparisons.items():
-        for r in results:
-            if r.status != "PASS" and r.id != "baseline.coverage":
-                lines.append(f"{node} {r.id} {r.subject}: {r.status}; {r.hint}")
-        coverage = next((r for r in results if r.id == "baseline.coverage"), None)
-        if coverage is not None:
-            text = f"{node} baseline.coverage: {coverage.status}, {coverage.value} figure(s) compared"
-            lines.append(f"{text}; {coverage.hint}" if coverage.hint else text)
-    return lines
-
-
-def _say_history(plan: HistoryPlan) -> None:
+def _say_history(out: Output, plan: HistoryPlan) -> None:
     for note in plan.notes:
-        click.echo(note, err=True)
+        out.note(note)
 
 
 FORMAT_OPTIONS = {
@@ -387,228 +341,33 @@ FORMAT_OPTIONS = {
 }
 
 
-def _wanted_formats(options: dict[str, object]) -> dict[str, Path]:
-    """The extra report formats asked for: renderer name -> output path."""
-    return {
-        name: value
-        for name, (key, _) in FORMAT_OPTIONS.items()
-        if isinstance(value := options.get(key), Path)
-    }
-
-
-def _check_output_dirs(options: dict[str, object]) -> None:
-    """Bad output paths are refused before anything runs (a 15-minute run must not end in 'no such dir')."""
-    outputs = {"--json": options.get("json_path")}
-    outputs.update({flag: options.get(key) for key, flag in FORMAT_OPTIONS.values()})
-    for flag, path in outputs.items():
-        if flag != "--json" and path == Path("-"):  # never a file named '-'
+def _wanted_formats(options: dict[str, Any]) -> dict[str, Path]:
+    """The extra report formats asked for (renderer name -> output path), refused before anything
+    runs when they cannot be written (a 15-minute run must not end in 'no such directory')."""
+    wanted = {}
+    for name, (key, flag) in FORMAT_OPTIONS.items():
+        path = options.get(key)
+        if path == Path("-"):  # never a file named '-'
             raise BadInput(
                 what=f"{flag} writes a file, not standard output", where="-", hint=f"give {flag} a file name"
             )
-        if path is not None and str(path) != "-":
-            check_output_path(flag, Path(str(path)))
+        if isinstance(path, Path):
+            check_output_path(flag, path)
+            wanted[name] = path
+    return wanted
 
 
-def _write_formats(report: dict, options: dict[str, object], plan: HistoryPlan) -> None:
-    from r9700ctl.history.runs import trends_for
-    from r9700ctl.report.formats import RENDERERS, render_html, write_text
-
-    for name, path in _wanted_formats(options).items():
-        if name == "html":
-            text = render_html(report, trends=trends_for(plan, _node_reports(report)))
-        else:
-            text = RENDERERS[name](report)
-        write_text(path.expanduser(), text)
-
-
-def _node_reports(document: dict) -> dict[str, dict]:
-    """node name -> agent report, for either schema."""
-    if document.get("schema") == "r9700ctl.validate/1":
-        return {str(document.get("node") or "localhost"): document}
-    return {
-        str(n.get("host")): n["report"]
-        for n in document.get("nodes") or []
-        if isinstance(n.get("report"), dict)
-    }
-
-
-def _read_agent_report(options: dict[str, object]) -> dict | None:
-    """--local: the agent's JSON report, or None when it wrote none (bad option, no GPU ...)."""
-    json_path = options.get("json_path")
-    if not isinstance(json_path, Path):
-        return None
-    try:
-        report = json.loads(json_path.expanduser().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return report if isinstance(report, dict) else None
-
-
-def _write_formats_from_report(report: dict | None, options: dict[str, object], plan: HistoryPlan) -> None:
-    """--local: the agent's JSON report is the source; without one there is nothing to render."""
-    if not _wanted_formats(options):
-        return
-    if report is None:
-        flags = ", ".join(flag for key, flag in FORMAT_OPTIONS.values() if options.get(key) is not None)
-        click.echo(f"r9700ctl: the agent wrote no report, so {flags} not written", err=True)
-        return
-    _write_formats(report, options, plan)
-
-
-LOCAL_ONLY = {
-    "duration": "--duration",
-    "expect_scaling": "--expect-scaling",
-    "only": "--only",
-    "skip": "--skip",
-    "gpus": "--gpus",
-    "journal_dir": "--journal-dir",
-    "thresholds": "--thresholds",
-    "baseline": "--baseline",
-}
-
-
-def _validate_fleet(
-    app: Application, inventory: Path, group: str, limit: str | None, options: dict, plan: HistoryPlan
+def _write_formats(
+    out: Output, document: dict[str, Any] | None, formats: dict[str, Path], plan: HistoryPlan
 ) -> None:
-    """INVENTORY: the agent on every node through Ansible, then a table per node and the fleet findings."""
-    for key, flag in LOCAL_ONLY.items():
-        if options.get(key) is not None:
-            raise BadInput(
-                what=f"{flag} applies to --local only", hint=f"drop {flag} when giving an INVENTORY"
-            )
-    plan.check()
-    json_path = options.get("json_path")
-    from r9700ctl.report import print_plain, write_json
-    from r9700ctl.report.progress import renderer as progress_renderer
-    from r9700ctl.validate import validate_inventory
+    """--html, --prom, --junit from the run's document; without one there is nothing to render."""
+    from r9700ctl.report.formats import render
 
-    to_stdout = bool(options.get("json_stdout"))
-    console = app.console(stderr=to_stdout)
-    verbosity = int(options.get("verbose") or 0)
-    renderer = progress_renderer(console, plain=app.plain or to_stdout, verbosity=verbosity)
-    expected = options.get("expected_gpus")
-    with renderer:
-        report = validate_inventory(
-            inventory,
-            group,
-            level=str(options["level"]),
-            limit=limit,
-            expected_gpus=int(expected) if isinstance(expected, int) else None,
-            allow_busy=bool(options.get("allow_busy")),
-            runtime=str(options.get("runtime") or "auto"),
-            progress=renderer,
-            history=plan,
-        )
-    table = _nodes_table(report)
-    print_plain(console, table) if app.plain else console.print(table)
-    for line in _image_lines(report) + _fleet_lines(report) + _comparison_lines(report.comparisons):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-    if isinstance(json_path, Path):
-        write_json(json_path, report.to_dict())
-    _write_formats(report.to_dict(), options, plan)
-    if to_stdout:
-        click.echo(json.dumps(report.to_dict(), indent=2))
-    closing = f"fleet: {report.status} (exit {report.exit_code})"
-    if any(node.report for node in report.nodes):
-        closing += f"; reports in {report.reports_dir}/<host>.json"
-    else:  # no node wrote one: pointing at the directory would send the user to nothing
-        closing += "; no node wrote a report (`r9700ctl doctor INVENTORY` checks reachability and sudo)"
-    console.print(
-        closing,
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
-    )
-    _say_history(plan)
-    click.get_current_context().exit(report.exit_code)
-
-
-def _nodes_table(report: FleetReport) -> Table:
-    from rich import box
-    from rich.table import Table
-    from rich.text import Text
-
-    # The image's full name (70 characters) would crowd node, status and finding out of an
-    # 80-column table: the column says where the agent ran, _image_lines() which image.
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    table.add_column("node", no_wrap=True, min_width=max([4, *(len(n.host) for n in report.nodes)]))
-    table.add_column("status", no_wrap=True, min_width=max([6, *(len(n.status) for n in report.nodes)]))
-    table.add_column("runtime", no_wrap=True)
-    table.add_column("pass/warn/\nfail/inconclusive", justify="right", no_wrap=True)
-    table.add_column("worst finding", overflow="fold", ratio=1, min_width=20)
-    for node in report.nodes:
-        counts = node.counts
-        numbers = (
-            f"{counts['passed']}/{counts['warn']}/{counts['fail']}/{counts['inconclusive']}"
-            if node.report
-            else "-"
-        )
-        table.add_row(node.host, node.status, node.runtime or "-", numbers, Text(_worst_text(node)))
-    return table
-
-
-def _image_lines(report: FleetReport) -> list[str]:
-    """Which container image judged which nodes (the table's runtime column says only 'container')."""
-    by_image: dict[str, list[str]] = {}
-    for node in report.nodes:
-        if node.runtime == "container" and node.image:
-            by_image.setdefault(node.image, []).append(node.host)
-    return [f"{', '.join(hosts)}: the agent ran in {image}" for image, hosts in by_image.items()]
-
-
-def _worst_text(node: NodeOutcome) -> str:
-    if node.report is None:
-        return node.error
-    finding = node.worst_finding()
-    if finding is None:
-        return "-"
-    text = f"{finding.get('id')} {finding.get('subject')}: {finding.get('status')}"
-    if finding.get("code"):
-        text += f" {finding['code']}"
-    if finding.get("value") not in (None, ""):
-        text += f" {finding.get('value')} {finding.get('unit') or ''}".rstrip()
-    return f"{text}; {finding['hint']}" if finding.get("hint") else text
-
-
-def _fleet_lines(report: FleetReport) -> list[str]:
-    from r9700ctl.validate import fleet_results
-
-    if report.fleet.note:
-        return [report.fleet.note]
-    findings = fleet_results(report)
-    if not findings:
-        return [f"fleet: no outlier among {report.fleet.compared} compared figure(s)"]
-    return [
-        f"{r.status} {r.code} {r.id} {r.subject}: {r.hint}"
-        if r.code
-        else f"{r.status} {r.id} {r.subject}: {r.hint}"
-        for r in findings
-    ]
-
-
-def _agent_args(options: dict[str, object], verbose: bool) -> list[str]:
-    flags = {
-        "level": "--level",
-        "duration": "--duration",
-        "json_path": "--json",
-        "expected_gpus": "--expected-gpus",
-        "expect_scaling": "--expect-scaling",
-        "only": "--only",
-        "skip": "--skip",
-        "gpus": "--gpus",
-        "journal_dir": "--journal-dir",
-        "thresholds": "--thresholds",
-        "baseline": "--baseline",
-    }
-    args: list[str] = []
-    for key, flag in flags.items():
-        value = options.get(key)
-        if isinstance(value, Path):
-            value = value.expanduser().resolve()  # the agent runs in its staged directory
-        if value is not None:
-            args += [flag, str(value)]
-    if options.get("allow_busy"):
-        args.append("--allow-busy")
-    if verbose:
-        args.append("--verbose")
-    return args
+    if not formats:
+        return
+    if document is None:
+        flags = ", ".join(FORMAT_OPTIONS[name][1] for name in formats)
+        out.note(f"r9700ctl: the agent wrote no report, so {flags} not written")
+        return
+    for name, path in formats.items():
+        write_output(FORMAT_OPTIONS[name][1], path, render(name, document, trends=plan.trends))

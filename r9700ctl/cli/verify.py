@@ -6,8 +6,10 @@ from pathlib import Path
 
 import click
 
+from r9700ctl.agent import schemas
 from r9700ctl.cli.app import Application
 from r9700ctl.cli.options import group_option, inventory_argument, limit_option
+from r9700ctl.cli.output import Output, check_output_path, file_option, json_option
 
 
 @click.command()
@@ -20,20 +22,8 @@ from r9700ctl.cli.options import group_option, inventory_argument, limit_option
     metavar="EXPR",
     help="Only the tests matching this pytest -k expression, e.g. 'repositories'.",
 )
-@click.option(
-    "--json",
-    "json_path",
-    metavar="PATH",
-    help="Also write the results as JSON (schema r9700ctl.verify/1); '-' for standard output "
-    "(the lines then go to standard error).",
-)
-@click.option(
-    "--junit",
-    "junit_xml",
-    metavar="PATH",
-    type=click.Path(path_type=Path),
-    help="Also write JUnit XML for CI (as validate --junit does).",
-)
+@json_option("the results", schemas.VERIFY)
+@file_option("--junit", "junit_xml", help="Also write JUnit XML for CI (as validate --junit does).")
 @click.option(
     "--timeout",
     "timeout_s",
@@ -82,14 +72,13 @@ def verify(
     on it (all skipped, -k matched nothing): NOT_CHECKED, never PASS; 64 bad input (nothing
     was contacted).
     """
-    from r9700ctl.cli.options import check_output_path, write_json_output
+    from r9700ctl.report.verify import render_lines
     from r9700ctl.verify import VerifyRequest
     from r9700ctl.verify import verify as run_verify
 
-    json_file = Path(json_path) if json_path and json_path != "-" else None
-    for option, path in (("--json", json_file), ("--junit", junit_xml)):
-        if path is not None:
-            check_output_path(option, path)
+    out = Output(app, json_path)
+    if junit_xml is not None:
+        check_output_path("--junit", junit_xml)
     request = VerifyRequest(
         inventory=inventory,
         group=group,
@@ -98,50 +87,6 @@ def verify(
         junit_xml=junit_xml,
         timeout_s=timeout_s,
     )
-    console = app.console(stderr=json_path == "-")
-
-    def progress(line: str) -> None:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-
-    result = run_verify(request, progress=progress)
-    for line in render_lines(result):
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
-    write_json_output(json_path, result.to_dict())
-    click.get_current_context().exit(result.exit_code)
-
-
-def render_lines(result) -> list[str]:
-    """The host table, one line per problem, and a closing sentence."""
-    width = max([4, *(len(h.host) for h in result.hosts)])
-    status_width = max([6, *(len(h.status) for h in result.hosts)])
-    lines = [f"{'HOST':<{width}}  {'STATUS':<{status_width}}  PASSED  FAILED  SKIPPED  ERRORS"]
-    for h in result.hosts:
-        lines.append(
-            f"{h.host:<{width}}  {h.status:<{status_width}}  {h.passed:>6}  {h.failed:>6}  {h.skipped:>7}  "
-            f"{h.errors:>6}"
-        )
-    problems = result.problems()
-    if problems:
-        lines.append("")
-        for o in problems:
-            kind = "could not check" if o.status == "error" else "FAILED"
-            first = o.message.strip().splitlines()[0] if o.message.strip() else "no message"
-            lines.append(f"{o.host:<{width}}  {kind} {o.label} ({o.file}): {first}")
-    failed = sum(1 for h in result.hosts if h.status == "FAIL")
-    passed = sum(1 for h in result.hosts if h.status == "PASS")
-    unchecked = len(result.hosts) - failed - passed
-    for h in result.hosts:
-        if h.status == "UNREACHABLE":
-            lines.append(
-                f"{h.host:<{width}}  could not be reached over SSH: {h.reason} "
-                "(`r9700ctl doctor INVENTORY` names the cause and the fix)"
-            )
-        if h.status == "NOT_CHECKED":
-            lines.append(f"{h.host:<{width}}  not checked: no check ran on it ({h.skipped} skipped)")
-    lines.append(
-        f"{len(result.hosts)} host(s) checked in {result.duration_s:.1f} s: "
-        f"{passed} passed, {failed} failed, {unchecked} could not be checked"
-    )
-    if result.junit_xml:
-        lines.append(f"JUnit XML: {result.junit_xml}")
-    return lines
+    result = run_verify(request, progress=out.line)
+    out.lines(render_lines(result))
+    out.finish(result.to_dict(), result.exit_code)

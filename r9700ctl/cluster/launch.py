@@ -14,10 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from r9700ctl.errors import CannotRun
-
-MAX_FORKS = 50  # as validate and provision: Ansible's forks beyond this buy nothing on a controller
-
 
 @dataclass
 class NodeOutput:
@@ -41,15 +37,15 @@ class Launcher:
     def run(
         self, label: str, phase: str, plans: dict[str, dict[str, Any]], timeout_s: float
     ) -> dict[str, NodeOutput]:
-        from r9700ctl import paths, runner
+        from r9700ctl import ansible_run, paths
 
         dest = self.reports_dir / label
         dest.mkdir(parents=True, exist_ok=True)
-        request = runner.RunRequest(
+        request = ansible_run.RunRequest(
             playbook=paths.playbook("validate_cluster.yml"),
             inventory=self.inventory,
             limit=",".join(sorted(plans)),
-            forks=max(1, min(len(plans), MAX_FORKS)),
+            hosts=len(plans),  # every node of the phase at once: their async tasks run together
             extra_vars={
                 "r9700_group": self.group,
                 "r9700_validate_dest": str(dest),
@@ -60,14 +56,9 @@ class Launcher:
                 "r9700_validate_cluster_timeout": int(timeout_s),
             },
         )
-        result = runner.run_playbook(request, on_progress=self.progress)
+        result = ansible_run.run_playbook(request, on_progress=self.progress)
         self.runs.append(result.run_dir)
-        if not result.hosts and result.status != "successful":
-            raise CannotRun(
-                what=f"ansible-playbook stopped before any host: {result.error or result.status}",
-                where=str(result.artifact_dir),
-                hint="its full output is in the stdout file there",
-            )
+        result.require_a_host()
         outputs = {}
         for node in plans:
             host = result.hosts.get(node)

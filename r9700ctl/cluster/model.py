@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r9700ctl.agent import schemas
 from r9700ctl.agent.result import ERROR, FAIL, SEVERITY, SKIP, CheckResult, exit_code_for, overall
 from r9700ctl.cluster.facts import NodeNet
 from r9700ctl.errors import EXIT_CANNOT_RUN
 
-SCHEMA = "r9700ctl.validate-cluster/1"
+SCHEMA = schemas.VALIDATE_CLUSTER
 PHASES = ("facts", "network", "rendezvous", "collective")
 
 

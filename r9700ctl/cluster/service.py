@@ -25,6 +25,7 @@ from r9700ctl.cluster.verdicts import verdict
 from r9700ctl.errors import BadInput
 
 if TYPE_CHECKING:
+    from r9700ctl.history.runs import HistoryPlan
     from r9700ctl.inventory import Inventory
 
 FACTS_TIMEOUT_S = 120  # reading files and `ip`: seconds; the rest is Ansible's own time
@@ -42,6 +43,7 @@ class ClusterRequest:
     runtime: str = "auto"
     reports_root: Path | None = None
     measure: Measure = field(default_factory=Measure)
+    history: HistoryPlan | None = None  # compare, record and save the run (validate's options)
 
 
 @dataclass(frozen=True)
@@ -100,9 +102,12 @@ def settings_of(inventory: Inventory, path: Path) -> ClusterSettings:
 
 def validate_cluster(request: ClusterRequest, progress: Callable[[Any], None] | None = None) -> ClusterReport:
     from r9700ctl import agentpack, paths
+    from r9700ctl.cluster.history import record_history
     from r9700ctl.inventory import load_inventory
     from r9700ctl.validate import new_reports_dir
 
+    if request.history is not None:
+        request.history.check()  # a wrong history file or baseline name: bad input, before any host
     inventory = load_inventory(request.inventory, request.group, limit=request.limit)
     settings = settings_of(inventory, request.inventory)
     started = datetime.now(timezone.utc)
@@ -124,6 +129,8 @@ def validate_cluster(request: ClusterRequest, progress: Callable[[Any], None] | 
     )
     run = _Run(report, launcher, settings, limits(agentpack.data_document("thresholds")), request.measure)
     run.all()
+    if request.history is not None:
+        record_history(report, request.history)  # the comparison's verdicts join the report
     return report
 
 

@@ -18,8 +18,9 @@ from typing import Any
 
 from r9700ctl.agent import baseline
 from r9700ctl.agent.result import ERROR, FAIL, INCONCLUSIVE, CheckResult
+from r9700ctl.clock import utc_text
 from r9700ctl.errors import BadInput
-from r9700ctl.history.record import gpu_keys, identity_subject, utc_text
+from r9700ctl.history.record import gpu_keys, identity_subject
 from r9700ctl.history.store import History
 
 LAST = "last"

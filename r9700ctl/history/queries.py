@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
+from r9700ctl.agent import schemas
 from r9700ctl.errors import BadInput
-from r9700ctl.history.store import History
+from r9700ctl.history.store import History, open_history
 
 
 @dataclass
@@ -180,3 +182,42 @@ def figure_trends(
             if values:
                 out[(node, str(result.get("id")), subject, metric)] = values[-limit:]
     return out
+
+
+@dataclass
+class HistoryView:
+    """What `r9700ctl history` shows: the runs on record, or one check's series per node and GPU."""
+
+    database: Path
+    runs: list[RunRow] = field(default_factory=list)
+    check: str | None = None  # set: `series` holds that check's figures
+    series: list[Series] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        document: dict[str, Any] = {"schema": schemas.HISTORY, "database": str(self.database)}
+        if self.check is None:
+            return {**document, "runs": [r.to_dict() for r in self.runs]}
+        return {**document, "check": self.check, "series": [s.to_dict() for s in self.series]}
+
+
+def show_runs(*, node: str | None = None, limit: int = 20, path: Path | None = None) -> HistoryView:
+    """The newest runs (of `node`); no history yet, or no run of that node, is one line (exit 3/64)."""
+    with open_history(path, create=False) as store:
+        runs = list_runs(store, node=node, limit=limit)
+        if node is not None and not runs:
+            trend(store, "-", node=node)  # raises the one-line "no run of that node"
+        return HistoryView(database=store.path, runs=runs)
+
+
+def show_trend(
+    check: str,
+    *,
+    node: str | None = None,
+    metric: str | None = None,
+    limit: int = 20,
+    path: Path | None = None,
+) -> HistoryView:
+    """One check's (or family's) figures over time per node, GPU and metric."""
+    with open_history(path, create=False) as store:
+        series = trend(store, check, node=node, metric=metric, limit=limit)
+        return HistoryView(database=store.path, check=check, series=series)

@@ -19,9 +19,10 @@ from typing import Any
 
 from r9700ctl.agent import baseline
 from r9700ctl.agent.result import ERROR, STATUSES
+from r9700ctl.agent.schemas import VALIDATE as NODE_SCHEMA
+from r9700ctl.agent.schemas import VALIDATE_FLEET as FLEET_SCHEMA
+from r9700ctl.clock import parse_time, utc_text
 from r9700ctl.history.store import History
-from r9700ctl.validate import AGENT_SCHEMA as NODE_SCHEMA
-from r9700ctl.validate import SCHEMA as FLEET_SCHEMA
 
 GPU_TOKEN = re.compile(r"\bgpu(\d+)\b")
 # Serials that say "unknown": amd-smi prints N/A, nvidia-smi zeros on boards without one.
@@ -45,24 +46,6 @@ class NodeRun:
     @property
     def results(self) -> list[dict[str, Any]]:
         return [r for r in self.report.get("results") or [] if isinstance(r, dict) and r.get("id")]
-
-
-def utc_text(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(text: Any) -> datetime | None:
-    """The agent's '2026-12-02T13:34:40+0000' and the controller's ISO forms; None when neither."""
-    if not isinstance(text, str) or not text:
-        return None
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        try:
-            moment = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S%z")
-        except ValueError:
-            return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 def new_run_id(started: datetime) -> str:

@@ -32,6 +32,8 @@ class HistoryPlan:
     notes: list[str] = field(default_factory=list)  # one line each: what happened to the history
     run_id: str | None = None
     unavailable: str = ""  # why the history could not be used ("" when it could)
+    want_trends: bool = False  # an HTML report will draw each figure's history
+    trends: dict[tuple[str, str, str, str], list[float]] = field(default_factory=dict)
 
     def check(self) -> None:
         """Bad names and unknown baselines are bad input (exit 64) before any host is touched;
@@ -98,6 +100,8 @@ class HistoryPlan:
             self._lost(exc)
             if self.compare_with and not comparisons:
                 comparisons = self._compare_unavailable(nodes)
+        if self.want_trends:
+            self.trends = trends_for(self, nodes)
         return comparisons
 
     def _compare(self, history: History, nodes: Mapping[str, dict[str, Any]]) -> dict[str, list[CheckResult]]:

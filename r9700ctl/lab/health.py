@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r9700ctl.agent import schemas
 from r9700ctl.lab import network, node, processes, state
 from r9700ctl.lab.naming import LabNames
 
-STATUS_SCHEMA = "r9700ctl.lab.status/1"
+STATUS_SCHEMA = schemas.LAB_STATUS
 
 
 @dataclass

@@ -7,10 +7,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r9700ctl.agent import schemas
 from r9700ctl.agent.atomic import write_atomic
 from r9700ctl.errors import BadInput
 
-SCHEMA = "r9700ctl.lab/1"
+SCHEMA = schemas.LAB
 STATE_FILE = "lab.json"
 
 # Entries a lab creates inside DIR; `down` removes these and nothing else, so a DIR that

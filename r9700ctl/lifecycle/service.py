@@ -24,14 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r9700ctl import agentpack
 from r9700ctl import inventory as inventory_module
-from r9700ctl.agent import codes
+from r9700ctl.agent import codes, schemas
 from r9700ctl.agent.levels import LEVEL_NAMES
 from r9700ctl.agent.result import ERROR, FAIL, PASS, SEVERITY, CheckResult
 from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, EXIT_WARN, BadInput
 from r9700ctl.lifecycle import plan as planning
 from r9700ctl.lifecycle.plan import NodePlan
 from r9700ctl.lifecycle.rollout import FAILED, LOST, UNTOUCHED, Hooks, Rollout, StepResult, roll_out
+from r9700ctl.provision import RESOLVED_FACT
 
 UPGRADE = "upgrade"
 ROLLBACK = "rollback"
@@ -45,7 +47,9 @@ GATE_RULES = ("pass", "no-worse")
 # The one severity order (agent/result.py: FAIL above ERROR), with validate's two node states
 # that have no report above every status: nothing of such a node is known.
 _SEVERITY = {**SEVERITY, "NO_REPORT": len(SEVERITY), "UNREACHABLE": len(SEVERITY)}
-MAX_FORKS = 50
+# The host fact the lifecycle playbooks report through (role r9700_lifecycle): state files,
+# /dev/kfd holders, what a refused kernel left, what uninstall removed.
+LIFECYCLE_FACT = "r9700_lifecycle"
 
 
 @dataclass
@@ -82,7 +86,7 @@ class LifecycleOutcome:
 
         rollout = self.rollout
         return {
-            "schema": "r9700ctl.lifecycle/1",
+            "schema": schemas.LIFECYCLE,
             "toolkit_version": __version__,
             "mode": self.options.mode,
             "rocm": self.options.rocm if self.options.mode == UPGRADE else "state.prev.json",
@@ -184,13 +188,34 @@ def exit_code_for(rollout: Rollout) -> int:
     return EXIT_OK
 
 
+def run_play(
+    options: LifecycleOptions, playbook: str, limit: str | None, hosts: int, extra: dict[str, Any]
+) -> Any:
+    """One of the lifecycle playbooks on these hosts, with the node program its roles run
+    (r9700-lifecycle); the same run directory and environment as every step of the command."""
+    from r9700ctl import ansible_run, paths
+
+    with agentpack.node_program_vars() as node:
+        return ansible_run.run_playbook(
+            ansible_run.RunRequest(
+                playbook=paths.playbook(playbook),
+                inventory=options.inventory,
+                limit=limit,
+                hosts=hosts,
+                extra_vars={**extra, **node},
+                envvars=dict(options.envvars),
+                runs_dir=options.runs_dir,
+            )
+        )
+
+
 # --- plan -----------------------------------------------------------------------------------------
 
 
 def make_plans(
     options: LifecycleOptions, hosts: list[str], manifest: Any, progress: Progress
 ) -> list[NodePlan]:
-    from r9700ctl import paths, runner
+    from r9700ctl import ansible_run
 
     extra: dict[str, Any] = {"r9700_group": options.group}
     if options.mode == UPGRADE:
@@ -205,45 +230,35 @@ def make_plans(
         + (" and resolving the target release" if options.mode == UPGRADE else "")
         + (" and simulating its kernel upgrade" if options.mode == KERNEL else "")
     )
-    result = runner.run_playbook(
-        runner.RunRequest(
-            playbook=paths.playbook("lifecycle_plan.yml"),
-            inventory=options.inventory,
-            limit=options.limit,
-            forks=max(1, min(len(hosts), MAX_FORKS)),
-            extra_vars=extra,
-            envvars=dict(options.envvars),
-            runs_dir=options.runs_dir,
-        )
-    )
+    result = run_play(options, "lifecycle_plan.yml", options.limit, len(hosts), extra)
     plans = []
     for host in hosts:
         seen = result.hosts.get(host)
-        if seen is None or seen.status == runner.NOT_RUN:
+        if seen is None or seen.status == ansible_run.NOT_RUN:
             plans.append(planning.unreachable(host, result.error or "not in the play's results"))
-        elif seen.status == runner.UNREACHABLE:
+            continue
+        state = seen.fact(LIFECYCLE_FACT)
+        if seen.status == ansible_run.UNREACHABLE:
             plans.append(planning.unreachable(host, f"unreachable: {seen.first_error}"))
-        elif seen.status == runner.FAILED:
-            plans.append(planning.refused(host, seen.first_error, seen.lifecycle))
+        elif seen.status == ansible_run.FAILED:
+            plans.append(planning.refused(host, seen.first_error, state))
         elif options.mode == UPGRADE:
-            plans.append(planning.plan_node(host, seen.lifecycle, seen.resolved, manifest=manifest))
+            plans.append(planning.plan_node(host, state, seen.fact(RESOLVED_FACT), manifest=manifest))
         elif options.mode == KERNEL:
-            plans.append(planning.plan_kernel(host, seen.lifecycle))
+            plans.append(planning.plan_kernel(host, state))
         else:
-            previous = (seen.lifecycle.get("state_prev") or {}).get("rocm_version")
+            previous = (state.get("state_prev") or {}).get("rocm_version")
             if not previous:
                 plans.append(
                     planning.refused(
                         host,
                         "no /etc/r9700ctl/state.prev.json: nothing to roll back to (it is written when an "
                         "upgrade or a provision changes the node)",
-                        seen.lifecycle,
+                        state,
                     )
                 )
                 continue
-            plans.append(
-                planning.plan_node(host, seen.lifecycle, {}, target_release=str(previous), manifest=manifest)
-            )
+            plans.append(planning.plan_node(host, state, {}, target_release=str(previous), manifest=manifest))
     return plans
 
 
@@ -255,10 +270,10 @@ def move(
 ) -> dict[str, StepResult]:
     """playbooks/upgrade.yml on these hosts at `release` (through the provision service)."""
     from r9700ctl import paths
+    from r9700ctl.ansible_run import FAILED as RUN_FAILED
+    from r9700ctl.ansible_run import INTERRUPTED, NOT_RUN
+    from r9700ctl.ansible_run import UNREACHABLE as RUN_UNREACHABLE
     from r9700ctl.provision import ProvisionOptions, provision
-    from r9700ctl.runner import FAILED as RUN_FAILED
-    from r9700ctl.runner import INTERRUPTED, NOT_RUN
-    from r9700ctl.runner import UNREACHABLE as RUN_UNREACHABLE
 
     progress(f"moving {', '.join(hosts)} to ROCm {release}")
     variables = {
@@ -317,31 +332,22 @@ def validation(options: LifecycleOptions, hosts: list[str]) -> Any:
 
 def move_kernel(options: LifecycleOptions, hosts: list[str], progress: Progress) -> dict[str, StepResult]:
     """playbooks/kernel_upgrade.yml: kernel, headers and the amdgpu DKMS build, checked before a reboot."""
-    from r9700ctl import paths, runner
+    from r9700ctl import ansible_run
 
     progress(f"moving {', '.join(hosts)} to the newest kernel of their line")
-    result = runner.run_playbook(
-        runner.RunRequest(
-            playbook=paths.playbook("kernel_upgrade.yml"),
-            inventory=options.inventory,
-            limit=",".join(hosts),
-            forks=max(1, min(len(hosts), MAX_FORKS)),
-            extra_vars={"r9700_group": options.group, "r9700_lifecycle_force": options.force},
-            envvars=dict(options.envvars),
-            runs_dir=options.runs_dir,
-        )
-    )
+    extra = {"r9700_group": options.group, "r9700_lifecycle_force": options.force}
+    result = run_play(options, "kernel_upgrade.yml", ",".join(hosts), len(hosts), extra)
     results = {}
     for host in hosts:
         seen = result.hosts.get(host)
-        if seen is None or seen.status in (runner.NOT_RUN, runner.INTERRUPTED):
+        if seen is None or seen.status in (ansible_run.NOT_RUN, ansible_run.INTERRUPTED):
             results[host] = StepResult(ok=False, why="the kernel upgrade did not run to its end")
-        elif seen.status == runner.UNREACHABLE:
+        elif seen.status == ansible_run.UNREACHABLE:
             results[host] = StepResult(ok=False, lost=True, why=f"unreachable: {seen.first_error}")
-        elif seen.status == runner.FAILED:
+        elif seen.status == ansible_run.FAILED:
             # A refused kernel: what the node did so that its next boot is the running kernel.
             # (the runner keeps 300 characters of the task's message; this comes whole).
-            undone = str(seen.lifecycle.get("undone") or "").strip()
+            undone = str(seen.fact(LIFECYCLE_FACT).get("undone") or "").strip()
             why = seen.first_error
             if undone and undone not in why:
                 why = f"{why} (kept bootable: {undone})"
@@ -431,28 +437,20 @@ def _rank(status: Any) -> int:
 
 
 def resume(options: LifecycleOptions, hosts: list[str], progress: Progress) -> dict[str, StepResult]:
-    from r9700ctl import paths, runner
+    from r9700ctl import ansible_run
 
-    result = runner.run_playbook(
-        runner.RunRequest(
-            playbook=paths.playbook("lifecycle_resume.yml"),
-            inventory=options.inventory,
-            limit=",".join(hosts),
-            forks=max(1, min(len(hosts), MAX_FORKS)),
-            extra_vars={"r9700_group": options.group},
-            envvars=dict(options.envvars),
-            runs_dir=options.runs_dir,
-        )
+    result = run_play(
+        options, "lifecycle_resume.yml", ",".join(hosts), len(hosts), {"r9700_group": options.group}
     )
     results = {}
     for host in hosts:
         seen = result.hosts.get(host)
-        if seen is not None and seen.status in (runner.OK, runner.CHANGED):
+        if seen is not None and seen.status in (ansible_run.OK, ansible_run.CHANGED):
             results[host] = StepResult(ok=True)
         else:
             results[host] = StepResult(
                 ok=False,
-                lost=seen is not None and seen.status == runner.UNREACHABLE,
+                lost=seen is not None and seen.status == ansible_run.UNREACHABLE,
                 why=(seen.first_error if seen else "") or "the resume step did not run",
             )
     return results

@@ -10,6 +10,7 @@ also be pasted into an existing one.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,24 @@ from r9700ctl.inventory import Inventory, InventoryHost
 
 PORT_VARIABLE = "r9700_monitoring_node_exporter_port"
 DEFAULT_JOB = "r9700"
+
+
+def for_inventory(
+    inventory: Path, group: str, *, limit: str | None = None, job: str = DEFAULT_JOB, interval: str = "60s"
+) -> str:
+    """`monitoring scrape-config`: the options and the inventory checked (BadInput), then the document."""
+    from r9700ctl import __version__
+    from r9700ctl.inventory import load_inventory
+
+    if not re.fullmatch(r"([0-9]+(ms|s|m|h|d|w|y))+", interval) or not re.search(r"[1-9]", interval):
+        raise BadInput(
+            what=f"--interval {interval!r}: not a Prometheus duration above zero",
+            hint="e.g. 15s, 1m or 1h30m",
+        )
+    if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_-]*", job):
+        raise BadInput(what=f"--job-name {job!r}: use letters, digits, '_' or '-'")
+    checked = load_inventory(inventory, group, limit=limit)
+    return render(checked, job=job, interval=interval, version=__version__)
 
 
 def default_port() -> int:

@@ -1,7 +1,7 @@
 """Judge a node's raw facts before anything is changed on it (pure: no I/O).
 
 One implementation for both entry points: the r9700_preflight role's action plugin and
-``r9700ctl doctor`` gather facts with r9700ctl/nodefacts.py on the node, then call
+``r9700ctl doctor`` gather facts with r9700ctl/agent/nodefacts.py on the node, then call
 `judge(facts, host_vars, manifest)` here. The answer is a list of checks (CheckResults: id, status,
 detail, fix as the hint, evidence, reason code) and the values later roles act on (`Resolved`): the
 ROCm release resolved from ``auto``, the apt suite and repository paths, the GPU targets, the
@@ -16,14 +16,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from r9700ctl.judging import HSA_VERSION, Gpu
 from r9700ctl.manifest import Manifest
 from r9700ctl.preflight import registry
 from r9700ctl.preflight.gpus import IGPU_SOURCE
 from r9700ctl.preflight.model import (
     GB,
-    HSA_VERSION,
     Context,
-    Gpu,
     Resolved,
     Settings,
     Verdict,

@@ -42,7 +42,7 @@ def _compose_environment(
     cluster_nic: Any = None,
 ) -> list[CheckResult]:
     """THE environment list (r9700ctl/envlist.py): its checks here, its entries for r9700_env."""
-    from r9700ctl import envlist, nodeenv  # both import this module's Gpu
+    from r9700ctl import envlist, nodeenv
 
     knobs, problems = envlist.EnvKnobs.from_vars(host_vars)
     target = envlist.EnvTarget(

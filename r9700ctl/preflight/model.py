@@ -4,17 +4,16 @@ later roles act on (`Resolved`), the verdict, and the context every family of ch
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from r9700ctl.agent import power
+from r9700ctl.agent import power_budget as power
 from r9700ctl.agent.result import FAIL, WARN, CheckResult, finding, one_line
+from r9700ctl.judging import Gpu
 from r9700ctl.manifest import Manifest, version_key
 
 GB = 1000**3
-HSA_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
 
 def check_dict(check: CheckResult) -> dict[str, Any]:
@@ -110,17 +109,6 @@ def checked_vars(host_vars: Mapping[str, Any]) -> tuple[dict[str, Any], list[Che
 
 
 @dataclass
-class Gpu:
-    address: str
-    pci_id: str
-    name: str
-    gfx: str
-    discrete: bool
-    known: bool
-    revision: str = ""  # PCI revision: tells apart products sharing a device id (manifest `skus`)
-
-
-@dataclass
 class Resolved:
     """What later roles act on; published to Ansible as the host fact ``r9700_resolved``."""
 
@@ -141,7 +129,7 @@ class Resolved:
     rocr_visible_devices: str = ""
     hsa_override_gfx_version: str = ""
     # THE environment list ({name, value, reason, source}, by name) and the P2P decision behind
-    # part of it: r9700ctl/envlist.py, r9700ctl/p2p.py.
+    # part of it: r9700ctl/envlist.py, r9700ctl/p2p_policy.py.
     environment: list[dict[str, str]] = field(default_factory=list)
     p2p: dict[str, Any] = field(default_factory=dict)
     driver_source: str = "dkms"

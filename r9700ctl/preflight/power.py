@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from r9700ctl.agent import power
+from r9700ctl.agent import power_budget as power
 from r9700ctl.agent.result import FAIL, SKIP, WARN, CheckResult, finding
 from r9700ctl.manifest import Manifest
 from r9700ctl.preflight.model import Context, Gpu, Settings

@@ -204,9 +204,9 @@ def _workarounds(found: list[Any], settings: Settings) -> dict[str, tuple[str, s
 def _p2p_hazards(found: list[Any], settings: Settings) -> list[Any]:
     """The node's known issues whose default workaround is P2P off through r9700_p2p (the host hang
     of ROCm/rocm-systems#11348 and the IPC failure of ROCm/rccl-tests#162 on 4x R9700, say): `auto`
-    weighs them (r9700ctl/p2p.py). `found` already matched the node's GPU count and release; an
+    weighs them (r9700ctl/p2p_policy.py). `found` already matched the node's GPU count and release; an
     issue named in r9700_known_issue_workarounds_skip is the user's risk and not weighed."""
-    from r9700ctl import p2p
+    from r9700ctl import p2p_policy as p2p
 
     return [
         p2p.KnownHazard(item.issue.id, item.issue.title, item.issue.sources[0])

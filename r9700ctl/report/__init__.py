@@ -1,31 +1,17 @@
-"""Reports: what a run found, as JSON documents, terminal tables and progress lines.
+"""Reports: what a use case found, as terminal tables, lines and progress (and --html, --prom,
+--junit for validate).
 
-One module per command (provision.py; validate and doctor add theirs) builds the command's
-document and tables; the helpers here are shared: atomic JSON writing, the schema tag,
-durations and timestamps written the same way everywhere.
+One module per command builds its text from the command's result object; the result's own
+`to_dict()` is its JSON document (schema ids: r9700ctl.agent.schemas). The helpers here are
+shared: a table printed plain, durations written the same way everywhere.
 """
 
 from __future__ import annotations
 
-import json
-from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from r9700ctl.agent.atomic import write_atomic
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-
-def schema(command: str, version: int = 1) -> str:
-    """The `schema` value of a command's JSON document (fields are only added within a version)."""
-    return f"r9700ctl.{command}/{version}"
-
-
-def write_json(path: Path | str, document: Any) -> Path:
-    """Write `document` to `path` atomically (a .tmp file, then rename): readers never see half a file."""
-    return write_atomic(path, json.dumps(document, indent=2, sort_keys=False, default=str) + "\n")
 
 
 def print_plain(console: Console, renderable: Any) -> None:
@@ -34,11 +20,6 @@ def print_plain(console: Console, renderable: Any) -> None:
         console.print(renderable)
     for line in captured.get().splitlines():
         console.print(line.rstrip(), markup=False, highlight=False, soft_wrap=True)
-
-
-def timestamp(moment: datetime) -> str:
-    """ISO 8601 in UTC with a Z, to the second: 2026-12-02T13:13:14Z."""
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def seconds(value: float) -> str:

@@ -1,101 +1,28 @@
 """`validate --cluster` in the other formats: an HTML page with a node x node heatmap per phase, and
-JUnit, Prometheus and the history through the validate-fleet shape they already read.
-
-The fleet shape: each node's own verdicts (facts about it, isolation blaming it) form its report;
-every verdict about a pair or the whole cluster goes to the pseudo-node `cluster@GROUP` (a name no
-inventory host can have: '@' is no host name character), so a pair's figures keep one history.
+JUnit and Prometheus through the validate-fleet shape they already read (r9700ctl/cluster/history.py,
+which the history records too).
 """
 
 from __future__ import annotations
 
 import html
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from r9700ctl.agent.result import SEVERITY, CheckResult, overall
-from r9700ctl.report.formats import FLEET_SCHEMA, NODE_SCHEMA
+from r9700ctl.agent.result import SEVERITY, CheckResult
+from r9700ctl.cluster.history import as_fleet_document
 
 if TYPE_CHECKING:
     from r9700ctl.cluster.model import ClusterReport, Matrix
-    from r9700ctl.history.runs import HistoryPlan
-
-LEVEL = "cluster"
 
 
-def cluster_node(report: ClusterReport) -> str:
-    return f"cluster@{report.group}"
+def render(name: str, report: ClusterReport) -> str:
+    """The cluster report in format `name`: html (heatmaps per phase), junit, prom."""
+    from r9700ctl.report.formats import render_junit, render_prometheus
 
-
-def node_reports(report: ClusterReport) -> dict[str, dict[str, Any]]:
-    """node (and cluster@GROUP) -> an agent-shaped report holding its verdicts."""
-    by_node: dict[str, list[CheckResult]] = {n: [] for n in report.nodes}
-    by_node[cluster_node(report)] = []
-    for result in report.results:
-        by_node.setdefault(
-            result.subject if result.subject in report.nodes else cluster_node(report), []
-        ).append(result)
-    out = {}
-    for node, results in by_node.items():
-        statuses = [r.status for r in results]
-        out[node] = {
-            "schema": NODE_SCHEMA,
-            "node": node,
-            "level": LEVEL,
-            "started": report.started,
-            "status": overall(statuses),
-            "results": [r.to_dict() for r in results],
-        }
-    return out
-
-
-def as_fleet_document(
-    report: ClusterReport, reports: dict[str, dict[str, Any]] | None = None
-) -> dict[str, Any]:
-    from r9700ctl import __version__
-
-    reports = reports if reports is not None else node_reports(report)
-    return {
-        "schema": FLEET_SCHEMA,
-        "toolkit_version": __version__,
-        "level": LEVEL,
-        "started": report.started,
-        "status": report.status,
-        "exit_code": report.exit_code,
-        "nodes": [{"host": n, "status": r["status"], "report": r} for n, r in reports.items()],
-        "fleet": {"results": [], "compared_metrics": 0, "note": "validate --cluster"},
-        "runtime": "host",
-    }
-
-
-def write_formats(report: ClusterReport, paths: dict[str, Any]) -> None:
-    from r9700ctl.report.formats import render_junit, render_prometheus, write_text
-
-    if isinstance(paths.get("html_path"), Path):
-        write_text(paths["html_path"].expanduser(), render_html(report))
-    if isinstance(paths.get("junit_path"), Path):
-        write_text(paths["junit_path"].expanduser(), render_junit(as_fleet_document(report)))
-    if isinstance(paths.get("prom_path"), Path):
-        write_text(paths["prom_path"].expanduser(), render_prometheus(as_fleet_document(report)))
-
-
-def record_history(report: ClusterReport, plan: HistoryPlan) -> list[CheckResult]:
-    """Compare with the history (when asked), record the run, save a baseline (when asked); the
-    comparison results join the report as the phase 'baseline'."""
-    from r9700ctl.agent.baseline import figures
-    from r9700ctl.cluster.model import PhaseReport
-
-    reports = node_reports(report)
-    # Compared and saved as a baseline: the reports with figures (the pairs' and the cluster's, under
-    # cluster@GROUP); a node's own facts have none, and "nothing to compare" there is no finding.
-    measured = {node: r for node, r in reports.items() if figures(r["results"])}
-    source = str(report.reports_dir or "")
-    comparisons = plan.after_run(
-        measured, lambda: as_fleet_document(report, reports), scope=LEVEL, source=source
-    )
-    added = [r for results in comparisons.values() for r in results]
-    if added:
-        report.phases.append(PhaseReport("baseline", added))
-    return added
+    if name == "html":
+        return render_html(report)
+    document = as_fleet_document(report)
+    return render_junit(document) if name == "junit" else render_prometheus(document)
 
 
 # --- HTML ------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """`r9700ctl validate` reports as HTML, Prometheus textfile and JUnit XML.
 
 Pure functions: each takes a validate report dict, one node's (r9700ctl.validate/1) or the
-fleet's (r9700ctl.validate-fleet/1), and returns text; `write_text` puts it on disk atomically.
+fleet's (r9700ctl.validate-fleet/1), and returns text (`render(name, ...)` picks one by name).
 Both schemas are first normalised to a list of NodeReport (node, status, results), worst first.
 A fleet node that gave no report (unreachable, agent could not run) becomes one ERROR result
 `node.report`, so every format shows it; fleet-wide findings become the pseudo-node "fleet".
@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from r9700ctl.agent.atomic import write_atomic
+from r9700ctl.agent import schemas
+from r9700ctl.agent.metrics import missing_code
 from r9700ctl.agent.result import ERROR, SEVERITY, STATUSES, overall
-from r9700ctl.monitoring.metrics import missing_code
 
-NODE_SCHEMA = "r9700ctl.validate/1"
-FLEET_SCHEMA = "r9700ctl.validate-fleet/1"
+NODE_SCHEMA = schemas.VALIDATE
+FLEET_SCHEMA = schemas.VALIDATE_FLEET
 
 
 class ReportFormatError(ValueError):
@@ -124,8 +123,8 @@ def render_html(report: dict[str, Any], trends: dict | None = None) -> str:
 
 
 def render_prometheus(report: dict[str, Any], now: float | None = None) -> str:
-    """node_exporter textfile format: the r9700_* metrics (r9700ctl/monitoring/metrics.py)."""
-    from r9700ctl.monitoring import metrics
+    """node_exporter textfile format: the r9700_* metrics (r9700ctl/agent/metrics.py)."""
+    from r9700ctl.agent import metrics
 
     try:
         return metrics.render(report, now)
@@ -183,6 +182,8 @@ def render_junit(report: dict[str, Any]) -> str:
 RENDERERS = {"html": render_html, "prom": render_prometheus, "junit": render_junit}
 
 
-def write_text(path: Path | str, text: str) -> Path:
-    """Write atomically (.tmp, fsync, rename): a scraper or CI never reads half a file."""
-    return write_atomic(path, text)
+def render(name: str, report: dict[str, Any], trends: dict | None = None) -> str:
+    """The report in format `name` (html, prom, junit); the HTML page draws `trends` as sparklines."""
+    if name == "html":
+        return render_html(report, trends=trends or {})
+    return RENDERERS[name](report)

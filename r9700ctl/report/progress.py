@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from r9700ctl.runner import HostResult, Progress
+from r9700ctl.ansible_run import HostResult, Progress
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -1,7 +1,8 @@
-"""The provision report: JSON document (schema r9700ctl.provision/1) and the summary table.
+"""The provision report as text: the summary table per host and the lines after it.
 
 Per host: status, Ansible's counts (as in its PLAY RECAP: `ok` includes the changed tasks),
-duration, failed tasks with their first error line, and whether a reboot is pending.
+duration, the ROCm release and the first error. The JSON document is the outcome's own
+(`ProvisionOutcome.to_dict()`, schema r9700ctl.provision/1).
 
 Host statuses: OK (nothing changed), CHANGED, FAILED (a task failed), UNREACHABLE (no
 connection), INTERRUPTED (Ctrl-C came while it was mid-way), NOT_RUN (ansible never started
@@ -11,18 +12,18 @@ on it, e.g. the playbook stopped first).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from r9700ctl.report import schema, seconds, timestamp
+from r9700ctl.ansible_run import CHANGED, FAILED, INTERRUPTED, NOT_RUN, OK, UNREACHABLE, HostResult
+from r9700ctl.provision import RoleFacts, totals
+from r9700ctl.report import seconds
 from r9700ctl.report.progress import display_task
-from r9700ctl.runner import CHANGED, FAILED, INTERRUPTED, NOT_RUN, OK, UNREACHABLE, HostResult
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from r9700ctl.provision import ProvisionOutcome
 
-SCHEMA = schema("provision", 1)
 STATUS_STYLES = {
     OK: "green",
     CHANGED: "yellow",
@@ -31,43 +32,6 @@ STATUS_STYLES = {
     INTERRUPTED: "bold magenta",
     NOT_RUN: "dim",
 }
-
-
-def document(outcome: ProvisionOutcome) -> dict[str, Any]:
-    from r9700ctl import __version__
-    from r9700ctl.provision import split_tags
-
-    run = outcome.run
-    addresses = {host.name: host.address for host in outcome.inventory.hosts}
-    return {
-        "schema": SCHEMA,
-        "toolkit_version": __version__,
-        "status": run.status,
-        "exit_code": outcome.exit_code,
-        "rc": run.rc,
-        "started_at": timestamp(run.started_at),
-        "finished_at": timestamp(run.finished_at),
-        "duration_s": round(run.duration_s, 3),
-        "artifact_dir": str(run.run_dir),
-        "inventory": str(outcome.inventory.path.resolve()),
-        "group": outcome.inventory.group,
-        "limit": outcome.options.limit,
-        "check": outcome.options.check,
-        "tags": list(split_tags(outcome.options.tags)),
-        "skip_tags": list(split_tags(outcome.options.skip_tags)),
-        "forks": outcome.forks,
-        "error": run.error or None,
-        "totals": totals(outcome.hosts),
-        "reboot_pending": outcome.reboot_pending,
-        "hosts": [_host_entry(host, addresses.get(host.host)) for host in outcome.hosts],
-    }
-
-
-def totals(hosts: list[HostResult]) -> dict[str, int]:
-    counts = {status: 0 for status in (OK, CHANGED, FAILED, UNREACHABLE, INTERRUPTED, NOT_RUN)}
-    for host in hosts:
-        counts[host.status] += 1
-    return {"hosts": len(hosts), **counts}
 
 
 def summary_table(outcome: ProvisionOutcome, plain: bool, width: int = 100) -> Table:
@@ -113,7 +77,7 @@ def summary_table(outcome: ProvisionOutcome, plain: bool, width: int = 100) -> T
 
 def rocm_release(host: HostResult) -> str:
     """The ROCm release the host has after the run: rocm-core's upstream version ("7.1.1"), or "-"."""
-    after = host.versions.get("after") if isinstance(host.versions, dict) else None
+    after = RoleFacts.of(host).versions.get("after")
     version = str((after or {}).get("rocm-core") or "") if isinstance(after, dict) else ""
     match = re.match(r"(\d+\.\d+\.\d+)", version)
     return match.group(1) if match else "-"
@@ -141,13 +105,15 @@ def closing_lines(outcome: ProvisionOutcome) -> list[str]:
                 lines.append(f"{host.host}: {FAILED} at '{display_task(task.task)}': {task.message}")
     lines += known_issue_lines(outcome.hosts)
     for host in outcome.hosts:
-        if host.p2p.get("reason") and not host.errors:
-            lines.append(f"{host.host}: PCIe P2P {host.p2p['reason']}")
+        p2p = RoleFacts.of(host).p2p
+        if p2p.get("reason") and not host.errors:
+            lines.append(f"{host.host}: PCIe P2P {p2p['reason']}")
     for host in outcome.hosts:
-        if host.containers and not host.errors:
-            engine, image = host.containers.get("engine"), host.containers.get("image")
+        containers = RoleFacts.of(host).containers
+        if containers and not host.errors:
+            engine, image = containers.get("engine"), containers.get("image")
             lines.append(f"{host.host}: {engine}; image {image}")
-            lines.append(f"{host.host}: container smoke check: {host.containers.get('smoke')}")
+            lines.append(f"{host.host}: container smoke check: {containers.get('smoke')}")
     for host in outcome.hosts:
         if host.reboot_pending:
             why = f" ({'; '.join(host.reboot_reasons)})" if host.reboot_reasons else ""
@@ -174,40 +140,13 @@ def known_issue_lines(hosts: list[HostResult]) -> list[str]:
     (an explicitly chosen affected release is said here with the workaround in force)."""
     lines = []
     for host in hosts:
-        if "skipped" in host.rocm_choice:
-            lines.append(f"{host.host}: {host.rocm_choice}")
-        for item in host.known_issues:
+        facts = RoleFacts.of(host)
+        if "skipped" in facts.rocm_choice:
+            lines.append(f"{host.host}: {facts.rocm_choice}")
+        for item in facts.known_issues:
             if item.get("blocking") or str(item.get("in_force", "")).startswith("applied"):
                 lines.append(
                     f"{host.host}: known issue {item.get('id')}: {item.get('title')}; workaround "
                     f"{item.get('in_force')}; see {item.get('source')}"
                 )
     return lines
-
-
-def _host_entry(host: HostResult, address: str | None) -> dict[str, Any]:
-    return {
-        "host": host.host,
-        "address": address,
-        "status": host.status,
-        "ok": host.ok,
-        "changed": host.changed,
-        "failed": host.failed,
-        "unreachable": host.unreachable,
-        "skipped": host.skipped,
-        "rescued": host.rescued,
-        "ignored": host.ignored,
-        "duration_s": round(host.duration_s, 3),
-        "failed_tasks": [
-            {"task": t.task, "message": t.message, "unreachable": t.unreachable, "rescued": t.rescued}
-            for t in host.failed_tasks
-        ],
-        "reboot_pending": host.reboot_pending,
-        "reboot_reasons": host.reboot_reasons,
-        "versions": host.versions,
-        "rocm_choice": host.rocm_choice,
-        "known_issues": host.known_issues,
-        "p2p": host.p2p or None,
-        "containers": host.containers or None,
-        "interrupted_in": host.current_task if host.interrupted else None,
-    }

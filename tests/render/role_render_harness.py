@@ -28,12 +28,14 @@ from typing import Any
 
 import collection_plugins
 import yaml
+from agent_stage import node_program_file
 from ansible.errors import AnsibleValueOmittedError
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 
 from r9700ctl import manifest as manifest_module
-from r9700ctl import nodefacts, paths, preflight
+from r9700ctl import paths, preflight
+from r9700ctl.agent import nodefacts
 from r9700ctl.agent.result import one_line
 
 ROLES_DIR = Path(__file__).resolve().parents[2] / "roles"
@@ -64,10 +66,13 @@ def fixture_lines(name: str) -> list[str]:
 
 
 def node_script(root: Path, *args: str) -> dict[str, Any]:
-    """Run r9700_lifecycle's node script as Ansible's script module does, against a root in tmp_path."""
-    script = ROLES_DIR / "r9700_lifecycle" / "files" / "r9700-lifecycle"
+    """Run r9700_lifecycle's node program as Ansible's script module does, against a root in tmp_path."""
+    program = node_program_file()
     done = subprocess.run(
-        ["python3", str(script), *args, "--root", str(root)], capture_output=True, text=True, timeout=60
+        ["python3", str(program), "r9700-lifecycle", *args, "--root", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout)
@@ -177,6 +182,8 @@ def host_context(
             # As Ansible names a collection's roles in a play: fully qualified (Role.get_name()).
             "ansible_play_role_names": [f"{paths.COLLECTION}.{role}" for role in PROVISIONING],
             "ansible_facts": {"processor_nproc": 16, "env": {"SUDO_USER": "r9700"}},
+            # r9700ctl sets it on every run (agentpack.node_program_vars): the roles' node program
+            "r9700_node_program": "/tmp/r9700ctl-node-x/r9700-node",
         }
     )
     return context

@@ -90,7 +90,11 @@ def walk(tmp_path: Path, before: dict, after: dict, install: dict[str, Any]) -> 
             "stdout": json.dumps({"changed": True, "said": f"the next boot is the running kernel {RUNNING}"}),
         },
     }
-    context = {"inventory_hostname": "node1", "ansible_facts": {"service_mgr": "systemd"}}
+    context = {
+        "inventory_hostname": "node1",
+        "ansible_facts": {"service_mgr": "systemd"},
+        "r9700_node_program": "/tmp/r9700ctl-node-x/r9700-node",  # set by r9700ctl on every run
+    }
     return RoleRender("r9700_lifecycle", context, registered).run("tasks/kernel.yml")
 
 

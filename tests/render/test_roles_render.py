@@ -984,7 +984,7 @@ def test_a_psu_map_alone_writes_the_policy_for_validate_and_no_unit():
 
 
 def test_the_policy_path_is_the_one_the_agent_reads():
-    from r9700ctl.agent import power
+    from r9700ctl.agent import power_budget as power
 
     ctx = context()
     vars_file = Path(__file__).resolve().parents[2] / "roles/r9700_power/vars/Debian.yml"

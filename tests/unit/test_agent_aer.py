@@ -1,4 +1,4 @@
-"""PCIe AER counters on each GPU's path (r9700ctl/agent/aer.py, parsers/aer.py), on fake sysfs trees.
+"""PCIe AER counters on each GPU's path (r9700ctl/agent/aer_counters.py, parsers/aer.py), on fake sysfs trees.
 
 The trees are what the kernel shows: R9700s behind their on-card switch, each on a root port,
 with aer_dev_* files holding "<name> <count>" lines and a TOTAL_ERR_* line
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from agent_fake_node import r9700_node
 
-from r9700ctl.agent import aer
+from r9700ctl.agent import aer_counters as aer
 from r9700ctl.agent.parsers import aer as aer_parser
 from r9700ctl.agent.result import FAIL, PASS, WARN
 

@@ -10,7 +10,7 @@ import itertools
 import time
 from pathlib import Path
 
-from r9700ctl.agent import levels, runner
+from r9700ctl.agent import check_run, levels
 from r9700ctl.agent.burnin import merge_rounds
 from r9700ctl.agent.checks import CheckSpec
 from r9700ctl.agent.context import AgentContext
@@ -84,7 +84,7 @@ def test_burn_in_repeats_the_gpu_checks_until_the_duration_has_passed():
     params = levels.params_for("burnin", duration_s=0.3)
     ctx = AgentContext("burnin", [], resolve([], []), params, root=Path("/"))
     started = time.monotonic()
-    merged = runner._burn_in([spec], ctx, params, lambda text: None)
+    merged = check_run._burn_in([spec], ctx, params, lambda text: None)
     elapsed = time.monotonic() - started
     main = next(r for r in merged if r.id == "hostbw.h2d")
     assert main.evidence["rounds_run"] >= 3

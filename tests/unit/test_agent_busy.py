@@ -14,8 +14,8 @@ import pytest
 from agent_fake_node import FakeNode, r9700_node
 
 from r9700ctl.agent import busy, gpus, report
+from r9700ctl.agent.check_run import judge_busy
 from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, WARN, WRONG_DATA, CheckResult
-from r9700ctl.agent.runner import judge_busy
 
 OWN = 999_000  # the agent's pid in the fake tree
 IGNORED = ["amd-smi", "rocm-smi", "nvidia-smi", "nvidia-persistenced"]

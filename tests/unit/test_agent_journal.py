@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from r9700ctl.agent.check_run import previous_run_results
 from r9700ctl.agent.journal import (
     JOURNAL_NAME,
     PREVIOUS_NAME,
@@ -28,7 +29,6 @@ from r9700ctl.agent.journal import (
     read_records,
 )
 from r9700ctl.agent.result import FAIL, WARN
-from r9700ctl.agent.runner import previous_run_results
 
 REPO = Path(__file__).resolve().parents[2]
 BOOT_A = "aaaaaaaa-0000-0000-0000-000000000001"

@@ -189,7 +189,7 @@ def test_the_agent_imports_only_the_standard_library_and_itself():
     """The agent runs on nodes with the stdlib and torch only; torch is imported in children only."""
     code = (
         "import sys\n"
-        "import r9700ctl.agent.__main__, r9700ctl.agent.runner\n"
+        "import r9700ctl.agent.__main__, r9700ctl.agent.check_run\n"
         "from r9700ctl.agent import checks\n"
         "failures = checks.load_all()\n"
         "assert not failures, failures\n"

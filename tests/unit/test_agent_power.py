@@ -1,4 +1,4 @@
-"""Power caps and PSU budgets (r9700ctl/agent/power.py): the arithmetic and its messages.
+"""Power caps and PSU budgets (r9700ctl/agent/power_budget.py): the arithmetic and its messages.
 
 The same model refuses an overcommitted PSU in preflight (before anything changes on the
 node), validates caps against the card's own range in the r9700_power role, and judges the
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from r9700ctl.agent import power
+from r9700ctl.agent import power_budget as power
 from r9700ctl.agent.result import FAIL, PASS, WARN
 
 GPU = ["0000:03:00.0", "0000:23:00.0", "0000:43:00.0", "0000:63:00.0"]

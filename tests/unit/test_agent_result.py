@@ -39,10 +39,10 @@ def test_every_list_of_levels_is_the_one_list() -> None:
     """The CLI's --level and --gate-level, the check registry, the monitoring timer, the validate
     timeouts and the r9700_validate role's spec all name the levels of agent/levels.py."""
     from r9700ctl.agent.checks import ALL_LEVELS
+    from r9700ctl.agent.monitor import MEASURING_LEVELS
     from r9700ctl.cli.upgrade import GATE_LEVELS as CLI_GATE_LEVELS
     from r9700ctl.cli.validate import LEVELS as CLI_LEVELS
     from r9700ctl.lifecycle.service import GATE_LEVELS
-    from r9700ctl.monitoring.node import MEASURING_LEVELS
 
     assert levels.LEVEL_NAMES == ("config", "quick", "standard", "burnin")
     assert CLI_LEVELS is levels.LEVEL_NAMES and CLI_GATE_LEVELS is levels.LEVEL_NAMES

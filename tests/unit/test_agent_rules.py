@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from r9700ctl import p2p
+from r9700ctl import p2p_policy as p2p
 from r9700ctl.agent.parsers import dmesg
 from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN
 from r9700ctl.agent.rules import acs, bar, iommu, kernel_log

@@ -164,15 +164,15 @@ def test_collect_bad_input_is_one_line_exit_64_and_contacts_nobody(tmp_path, arg
 
 
 def test_the_closing_line_sends_to_doctor_bundle_only_when_something_was_recorded(tmp_path):
-    from r9700ctl.cli.collect import _closing_line
     from r9700ctl.collect import CollectReport, HostBundle
+    from r9700ctl.report.collect import closing_line
 
     dead = HostBundle("n1", "UNREACHABLE", tmp_path / "n1", error="ssh: connect to host x: refused")
-    assert _closing_line(CollectReport(tmp_path, [dead])) == (
+    assert closing_line(CollectReport(tmp_path, [dead])) == (
         f"no file recorded on any host (MISSING.txt in {tmp_path}/<host>/ says why); "
         "`r9700ctl doctor INVENTORY` checks reachability and sudo"
     )
     alive = HostBundle("n2", "OK", tmp_path / "n2", files=["lspci.txt"])
-    assert _closing_line(CollectReport(tmp_path, [dead, alive])).endswith(
+    assert closing_line(CollectReport(tmp_path, [dead, alive])).endswith(
         f"next: r9700ctl doctor --bundle {tmp_path}"
     )

@@ -16,7 +16,8 @@ import pytest
 from agent_fake_node import r9700_node
 from test_checks_measure import GEN5, CannedContext
 
-from r9700ctl.agent import power, thresholds
+from r9700ctl.agent import power_budget as power
+from r9700ctl.agent import thresholds
 from r9700ctl.agent.checks import aer as aer_check
 from r9700ctl.agent.checks import power as power_check
 from r9700ctl.agent.context import AgentContext

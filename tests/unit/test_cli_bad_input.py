@@ -467,7 +467,7 @@ def contacts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     import paramiko
 
-    monkeypatch.setattr("r9700ctl.runner.run_playbook", refuse("the Ansible runner"))
+    monkeypatch.setattr("r9700ctl.ansible_run.run_playbook", refuse("the Ansible runner"))
     monkeypatch.setattr("r9700ctl.launch.run_agent", refuse("the agent"))
     monkeypatch.setattr(paramiko.SSHClient, "connect", refuse("paramiko"))
     monkeypatch.setattr(socket.socket, "connect", refuse("a socket"))

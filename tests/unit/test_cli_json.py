@@ -18,7 +18,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from r9700ctl import collect, runner
+from r9700ctl import ansible_run, collect
 from r9700ctl.cli import cli
 
 
@@ -64,10 +64,10 @@ def test_collect_json_dash_prints_the_document_alone(tmp_path, monkeypatch):
 
 
 def test_uninstall_json_dash_prints_the_document_alone_and_the_lines_on_stderr(tmp_path, monkeypatch):
-    host = runner.HostResult(host="node1", ok=3, started=True)
+    host = ansible_run.HostResult(host="node1", ok=3, started=True)
     now = datetime.now(timezone.utc)
-    done = runner.RunResult("successful", 0, {"node1": host}, tmp_path, tmp_path, now, now, True)
-    monkeypatch.setattr(runner, "run_playbook", lambda request: done)
+    done = ansible_run.RunResult("successful", 0, {"node1": host}, tmp_path, tmp_path, now, now, True)
+    monkeypatch.setattr(ansible_run, "run_playbook", lambda request: done)
     result = CliRunner().invoke(cli, ["uninstall", str(inventory(tmp_path)), "--json", "-"])
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)

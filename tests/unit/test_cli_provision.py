@@ -8,8 +8,8 @@ Runs use a real ansible-playbook against `localhost ansible_connection=local`.
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -51,7 +51,7 @@ def runner_calls(monkeypatch: pytest.MonkeyPatch) -> list[object]:
         calls.append(request)
         raise AssertionError("the runner was called: a host would have been contacted")
 
-    monkeypatch.setattr("r9700ctl.runner.run_playbook", refuse)
+    monkeypatch.setattr("r9700ctl.ansible_run.run_playbook", refuse)
     return calls
 
 
@@ -358,13 +358,15 @@ def test_provision_of_a_node_records_it_and_a_second_run_changes_nothing(
     assert "1 host(s) in " in first.output and ": 0 ok, 1 changed, 0 failed, 0 unreachable\n" in first.output
     assert "run artifacts:" not in first.output
     row = next(line for line in first.output.splitlines() if line.startswith("localnode ")).split()
-    assert row[1:5] == ["CHANGED", "5", "2", "0"]
+    assert row[1:5] == ["CHANGED", "6", "2", "0"]
 
     record = json.loads(local_node["record"].read_text())
     assert record["schema"] == "r9700ctl.node/1"
     assert record["gpu_source"] == "sysfs"
-    # This machine's own display devices, as the module reads them (lab nodes: tests/lab).
-    assert record["gpus"] == pci_devices_module().read_display_devices("/sys")
+    # This machine's own display devices, as the node package reads them (lab nodes: tests/lab).
+    from r9700ctl.agent import sysfs
+
+    assert record["gpus"] == sysfs.display_devices(Path("/"))
     from r9700ctl import __version__
 
     assert record["toolkit_version"] == __version__
@@ -377,7 +379,7 @@ def test_provision_of_a_node_records_it_and_a_second_run_changes_nothing(
         "host": "localnode",
         "address": "localhost",
         "status": "CHANGED",
-        "ok": 5,
+        "ok": 6,
         "changed": 2,
         "failed": 0,
         "unreachable": 0,
@@ -403,7 +405,7 @@ def test_provision_of_a_node_records_it_and_a_second_run_changes_nothing(
     assert second.exit_code == 0, second.output
     assert ": 1 ok, 0 changed, 0 failed, 0 unreachable\n" in second.output
     row = next(line for line in second.output.splitlines() if line.startswith("localnode ")).split()
-    assert row[1:4] == ["OK", "5", "0"]
+    assert row[1:4] == ["OK", "6", "0"]
 
 
 def test_check_mode_on_a_fresh_node_writes_nothing(local_node: dict[str, Path]) -> None:
@@ -570,24 +572,18 @@ def test_the_become_password_is_asked_only_after_the_inventory_passed(
         assert not path.is_file() or b"s3cret-pw" not in path.read_bytes(), path
 
 
-def pci_devices_module() -> Any:
-    """The collection's r9700_pci_devices module (node side: no collection imports), loaded from its file."""
-    module_path = paths.content_dir("plugins") / "modules" / "r9700_pci_devices.py"
-    spec = importlib.util.spec_from_file_location("r9700_pci_devices", module_path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_display_pci_devices_are_read_from_a_sysfs_tree(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The node record's module reads sysfs under a root it is given: a fake tree stands in here.
-    Every display-class function counts (whoever made it); audio and bridges do not."""
+    """The node record's program (r9700-pci-devices, the node package's one sysfs reader) reads
+    sysfs under a root it is given: a fake tree stands in here. Every display-class function
+    counts (whoever made it); audio and bridges do not."""
+    from agent_stage import node_program_file
 
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # no __pycache__ inside the shipped collection
-    module = pci_devices_module()
+    def read_display_devices(root: Path) -> list[dict[str, Any]]:
+        command = [sys.executable, str(node_program_file()), "r9700-pci-devices", "--root", str(root)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=True)
+        return json.loads(done.stdout)["devices"]
 
     devices = tmp_path / "sys" / "bus" / "pci" / "devices"
     for address, vendor, device, pci_class in [
@@ -600,7 +596,7 @@ def test_the_display_pci_devices_are_read_from_a_sysfs_tree(
     ]:
         for name, value in (("vendor", vendor), ("device", device), ("class", pci_class)):
             write(devices / address / name, value + "\n")
-    found = module.read_display_devices(str(tmp_path / "sys"))
+    found = read_display_devices(tmp_path)
     assert [(d["address"], d["vendor_name"]) for d in found] == [
         ("0000:02:00.0", "ASPEED"),
         ("0000:03:00.0", "AMD"),
@@ -608,7 +604,7 @@ def test_the_display_pci_devices_are_read_from_a_sysfs_tree(
         ("0000:c3:00.0", "AMD"),
     ]
     assert found[2]["vendor"] == "0x10de"
-    assert module.read_display_devices(str(tmp_path / "nothing")) == []
+    assert read_display_devices(tmp_path / "nothing") == []
 
 
 def test_on_a_terminal_each_host_has_one_live_line_with_its_task_and_counts() -> None:
@@ -617,8 +613,8 @@ def test_on_a_terminal_each_host_has_one_live_line_with_its_task_and_counts() ->
 
     from rich.console import Console
 
+    from r9700ctl.ansible_run import HostResult, Progress
     from r9700ctl.report.progress import LiveProgress
-    from r9700ctl.runner import HostResult, Progress
 
     stream = io.StringIO()
     console = Console(file=stream, force_terminal=True, width=100, color_system=None)
@@ -647,8 +643,8 @@ def test_the_plain_log_shows_changes_and_failures_with_their_own_counts_and_a_he
 
     from rich.console import Console
 
+    from r9700ctl.ansible_run import HostResult, Progress
     from r9700ctl.report.progress import PlainProgress
-    from r9700ctl.runner import HostResult, Progress
 
     out = io.StringIO()
     now = [0.0]
@@ -682,10 +678,11 @@ def test_the_plain_log_shows_changes_and_failures_with_their_own_counts_and_a_he
 
 
 def test_the_summary_names_the_rocm_release_each_host_has() -> None:
+    from r9700ctl.ansible_run import HostResult
     from r9700ctl.report.provision import rocm_release
-    from r9700ctl.runner import HostResult
 
-    installed = HostResult("node1", versions={"before": {}, "after": {"rocm-core": "7.1.1.70101-38~24.04"}})
+    after = {"rocm-core": "7.1.1.70101-38~24.04"}
+    installed = HostResult("node1", facts={"r9700_versions": {"before": {}, "after": after}})
     assert rocm_release(installed) == "7.1.1"
     assert rocm_release(HostResult("node2")) == "-"  # failed before ROCm, or nothing recorded
 
@@ -698,10 +695,10 @@ def test_the_summary_table_is_whole_in_a_pipe_and_fits_a_terminal(monkeypatch: p
 
     from rich.console import Console
 
+    from r9700ctl.ansible_run import FailedTask, HostResult
     from r9700ctl.cli.app import Application
     from r9700ctl.report import print_plain
     from r9700ctl.report.provision import summary_table
-    from r9700ctl.runner import FailedTask, HostResult
 
     error = "apt-get install rocm: E: Unable to locate package rocm-hip-sdk (the ROCm source is missing) " * 2
     host = HostResult("node1", ok=3, failed=1, started=True, failed_tasks=[FailedTask("Install ROCm", error)])

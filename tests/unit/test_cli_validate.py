@@ -171,8 +171,8 @@ def test_the_fleet_table_keeps_node_status_and_finding_readable_in_80_columns_wi
     # The image's full name once crowded node, status and finding out of the demo's table.
     from rich.console import Console
 
-    from r9700ctl.cli.validate import _image_lines, _nodes_table
     from r9700ctl.fleet import FleetJudgement
+    from r9700ctl.report.validate import image_lines, nodes_table
     from r9700ctl.validate import FleetReport, NodeOutcome
 
     image = "rocm/pytorch:rocm7.1.1_ubuntu24.04_py3.12_pytorch_release_2.9.1"
@@ -188,12 +188,12 @@ def test_the_fleet_table_keeps_node_status_and_finding_readable_in_80_columns_wi
     ]
     report = FleetReport("config", nodes, FleetJudgement(results=[], compared=0, note=""), Path("/r"))
     console = Console(width=80, record=True)
-    console.print(_nodes_table(report))
+    console.print(nodes_table(report))
     rows = {line.split()[0]: line.split() for line in console.export_text().splitlines() if line.strip()}
     assert rows["node1"][1:3] == ["WARN", "container"] and "pcie.link" in rows["node1"]
     assert rows["node2"][1:3] == ["PASS", "container"]
     assert rows["ghost"][1:3] == ["UNREACHABLE", "-"] and "ssh:" in rows["ghost"]
-    assert _image_lines(report) == [f"node1, node2: the agent ran in {image}"]
+    assert image_lines(report) == [f"node1, node2: the agent ran in {image}"]
 
 
 def fake_agent(report: dict, code: int):

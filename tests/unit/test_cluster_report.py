@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 
 from r9700ctl.cluster.facts import NodeNet
+from r9700ctl.cluster.history import as_fleet_document, record_history
 from r9700ctl.cluster.model import ClusterReport, Matrix, PhaseReport
 from r9700ctl.cluster.verdicts import verdict
 from r9700ctl.history.runs import HistoryPlan
 from r9700ctl.report.cluster import culprit_lines, matrix_lines
-from r9700ctl.report.cluster_formats import as_fleet_document, record_history, render_html
+from r9700ctl.report.cluster_formats import render_html
 from r9700ctl.report.formats import render_junit
 
 NODES = ["node1", "node2", "node3"]

@@ -142,6 +142,16 @@ def test_docs_codes_is_the_catalogue_rendered():
     assert (REPO / codes.DOC_PATH).read_text(encoding="utf-8") == codes.render_markdown()
 
 
+def test_the_controllers_codes_json_is_codes_yaml_as_the_agent_reads_it():
+    """The catalogue serves both sides from JSON (the agent imports no YAML reader, and no controller
+    module): r9700ctl/data/codes.json must be codes.yaml converted.
+    Regenerate with: python3 -m r9700ctl.agentpack --codes-json"""
+    from r9700ctl import agentpack
+
+    path = REPO / "r9700ctl" / "data" / "codes.json"
+    assert path.read_text(encoding="utf-8") == agentpack.data_json("codes")
+
+
 def test_explain_prints_the_record():
     result = run_cli("explain", "iommu_translated")
     assert result.exit_code == 0, result.output

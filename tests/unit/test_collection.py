@@ -68,7 +68,6 @@ def test_the_installed_collection_carries_roles_plugins_playbooks_and_its_requir
         "action/r9700_preflight.py",
         "filter/r9700_power.py",
         "filter/r9700_containers.py",
-        "modules/r9700_pci_devices.py",
         "modules/r9700_preflight.py",
         "plugin_utils/r9700ctl_package.py",
     ):

@@ -17,10 +17,11 @@ from pathlib import Path
 
 import collection_plugins
 import pytest
+from agent_stage import installed_as
 from ansible.errors import AnsibleFilterError
 
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "r9700_containers"
-WRAPPER = ROLE / "files" / "r9700-run"
+WRAPPER = installed_as("r9700-run")  # the node program under that name, as the role installs it
 IMAGE = "rocm/pytorch:rocm7.1.1_ubuntu24.04_py3.12_pytorch_release_2.9.1"
 
 

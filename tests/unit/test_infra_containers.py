@@ -17,7 +17,7 @@ from test_infra_expectations import conftest, load
 
 containers = load("test_containers")
 
-# node.json's gpus (r9700_pci_devices): an AMD iGPU that sorts first, then four R9700s.
+# node.json's gpus (r9700-pci-devices): an AMD iGPU that sorts first, then four R9700s.
 GPUS = [{"address": "0000:01:00.0", "vendor": "0x1002", "device": "0x164e", "class": "0x030000"}] + [
     {"address": f"0000:{3 + i:02x}:00.0", "vendor": "0x1002", "device": "0x7551", "class": "0x030000"}
     for i in range(4)

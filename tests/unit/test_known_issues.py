@@ -17,11 +17,12 @@ from click.testing import CliRunner
 
 from r9700ctl import known_issues as ki
 from r9700ctl import manifest as manifest_module
-from r9700ctl.agent.known_issues import NodeView, annotate, match
+from r9700ctl.agent.known_issue_match import NodeView, annotate, match
 from r9700ctl.agent.parsers import dmesg
 from r9700ctl.agent.result import ERROR, CheckResult
 from r9700ctl.cli import cli
 from r9700ctl.paths import data_file
+from r9700ctl.report.known_issues import render_markdown
 
 MANIFEST_RELEASES = manifest_module.load().release_names()
 
@@ -113,11 +114,11 @@ def test_a_blocking_issue_names_a_release_without_it(manifest):
 
 def test_docs_known_issues_is_the_manifest_rendered(manifest):
     """Regenerate with: r9700ctl known-issues --markdown > docs/known-issues.md"""
-    assert (ROOT / ki.DOC_PATH).read_text(encoding="utf-8") == ki.render_markdown(manifest)
+    assert (ROOT / ki.DOC_PATH).read_text(encoding="utf-8") == render_markdown(manifest)
 
 
 def test_the_docs_give_every_issue_a_section_with_its_sources(manifest):
-    text = ki.render_markdown(manifest)
+    text = render_markdown(manifest)
     for issue in ki.issues(manifest):
         section = text.split(f"\n## {issue.id}\n", 1)[1].split("\n## ", 1)[0]
         for url in issue.sources:
@@ -300,7 +301,7 @@ def test_agent_check_ids_named_by_issues_are_results_the_agent_gives(manifest):
 
     assert checks.load_all() == {}
     families = {*checks.known_names(), "node"}  # node.*: the runner's own results
-    files = [*(ROOT / "r9700ctl/agent/checks").glob("*.py"), ROOT / "r9700ctl/agent/runner.py"]
+    files = [*(ROOT / "r9700ctl/agent/checks").glob("*.py"), ROOT / "r9700ctl/agent/check_run.py"]
     source = "".join(p.read_text(encoding="utf-8") for p in files)
     for issue in ki.issues(manifest):
         for check_id in issue.agent_checks:
@@ -386,8 +387,8 @@ def test_a_slow_but_finished_allreduce_is_not_the_hang(manifest):
 
 def test_a_host_reset_during_a_p2p_step_on_four_r9700s_names_the_host_hang(manifest):
     """The agent's journal shows the previous run died with the host in a P2P step (rocm-systems#11348)."""
+    from r9700ctl.agent.check_run import previous_run_results
     from r9700ctl.agent.journal import Interrupted
-    from r9700ctl.agent.runner import previous_run_results
 
     previous = Interrupted(
         run_id="r1", level="standard", started="2026-12-02T10:00:00+0000", boot_id="b0", rebooted=True,

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 from agent_fake_node import agent_environment, run_agent
 
-from r9700ctl import codes, nodefacts, p2p
+from r9700ctl import codes
+from r9700ctl import p2p_policy as p2p
+from r9700ctl.agent import nodefacts
 from r9700ctl.agent.parsers import amdsmi, rocminfo
 from r9700ctl.lab import machine
 from r9700ctl.lab.recordings import recorded_root

@@ -1,4 +1,4 @@
-"""The node script of role r9700_lifecycle (roles/r9700_lifecycle/files/r9700-lifecycle) on fake roots.
+"""The node side of role r9700_lifecycle (r9700-lifecycle: r9700ctl/agent/node_lifecycle.py) on fake roots.
 
 It runs as Ansible's script module runs it, a child process, against a root in tmp_path with a
 dpkg status file, /etc/group and managed files. What breaks if these fail: uninstall would
@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 import yaml
+from agent_stage import installed_as
 
 ROLES = Path(__file__).resolve().parents[2] / "roles"
-SCRIPT = ROLES / "r9700_lifecycle" / "files" / "r9700-lifecycle"
+SCRIPT = installed_as("r9700-lifecycle")  # the node program under that name
 MANAGED = yaml.safe_load((ROLES / "r9700_lifecycle" / "vars" / "Debian.yml").read_text())[
     "__r9700_lifecycle_managed"
 ]
@@ -374,14 +375,8 @@ def test_rollback_purges_the_managed_packages_the_state_it_returns_to_did_not_ha
 
 def test_kernel_plan_reads_what_apt_would_install_from_its_simulation() -> None:
     """`apt-get install -s` prints Inst NAME [OLD] (NEW ...): the new kernel is the image package."""
-    import importlib.machinery
-    import importlib.util
+    from r9700ctl.agent import node_lifecycle as module
 
-    loader = importlib.machinery.SourceFileLoader("r9700_lifecycle_node", str(SCRIPT))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    assert spec
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
     simulated = (
         "NOTE: This is only a simulation!\n"
         "Inst linux-image-6.99.1-1-lab (6.99.1-1 lab:lab/bookworm [amd64])\n"
@@ -452,14 +447,8 @@ def test_a_kernel_whose_install_failed_in_dpkg_is_reverted_whatever_state_dpkg_l
 def test_kernel_upgrade_and_provision_name_the_same_kernel_lines() -> None:
     """Provision's hold (r9700_driver) and kernel-upgrade (this script) must agree on which
     installed packages are a line's meta packages, or one would hold what the other never moves."""
-    import importlib.machinery
-    import importlib.util
+    from r9700ctl.agent import node_lifecycle as module
 
-    loader = importlib.machinery.SourceFileLoader("r9700_lifecycle_node_metas", str(SCRIPT))
-    spec = importlib.util.spec_from_loader(loader.name, loader)
-    assert spec
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
     driver = yaml.safe_load((ROLES / "r9700_driver" / "vars" / "Debian.yml").read_text())
     assert module._KERNEL_META.pattern == driver["__r9700_driver_kernel_meta_pattern"]
 

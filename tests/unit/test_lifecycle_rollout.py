@@ -232,17 +232,21 @@ def test_a_refused_kernel_names_what_was_undone_so_the_node_boots_its_running_ke
 ) -> None:
     """The runner keeps 300 characters of a failed task's message; the role's report of what it undid
     (the new kernel removed, the next boot the running one) must reach the summary whole."""
-    from r9700ctl import runner
+    from r9700ctl import ansible_run
     from r9700ctl.lifecycle import service
 
     undone = (
         "removed linux-headers-6.99.1-1-lab, linux-image-6.99.1-1-lab; returned linux-image-lab to 1.0; "
         "the next boot is the running kernel 6.8.0-49-generic"
     )
-    host = runner.HostResult(host="node1", started=True, failed=1, lifecycle={"undone": undone})
-    host.failed_tasks.append(runner.FailedTask(task="Kernel | Refuse", message="not rebooted: " + "x" * 280))
-    result = runner.RunResult("failed", 2, {"node1": host}, tmp_path, tmp_path, None, None)  # type: ignore[arg-type]
-    monkeypatch.setattr(runner, "run_playbook", lambda request, on_progress=None: result)
+    host = ansible_run.HostResult(
+        host="node1", started=True, failed=1, facts={"r9700_lifecycle": {"undone": undone}}
+    )
+    host.failed_tasks.append(
+        ansible_run.FailedTask(task="Kernel | Refuse", message="not rebooted: " + "x" * 280)
+    )
+    result = ansible_run.RunResult("failed", 2, {"node1": host}, tmp_path, tmp_path, None, None)  # type: ignore[arg-type]
+    monkeypatch.setattr(ansible_run, "run_playbook", lambda request, on_progress=None: result)
     options = service.LifecycleOptions(inventory=tmp_path / "hosts.ini", mode=service.KERNEL)
     step = service.move_kernel(options, ["node1"], lambda _: None)["node1"]
     assert not step.ok and not step.lost

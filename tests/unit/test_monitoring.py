@@ -20,7 +20,8 @@ import yaml
 from history_reports import REPO, four_gpus, recorded
 from prometheus_client.parser import text_string_to_metric_families
 
-from r9700ctl.monitoring import metrics, node
+from r9700ctl.agent import metrics
+from r9700ctl.agent import monitor as node
 from r9700ctl.monitoring.scrape import render as render_scrape
 
 DASHBOARD = REPO / "templates" / "grafana" / "r9700-fleet.json"
@@ -98,9 +99,8 @@ def test_the_node_job_runs_the_agent_and_adds_the_latest_measured_figures(tmp_pa
     """What the r9700ctl-monitoring service runs, in a child process as systemd would, from the
     archive r9700ctl packs for the node (the agent reads its data files there as JSON)."""
     from r9700ctl.agentpack import stage
-    from r9700ctl.monitoring import NODE_FILES
 
-    lib = stage(tmp_path / "lib", NODE_FILES)
+    lib = stage(tmp_path / "lib")
     reports = tmp_path / "reports"
     reports.mkdir()
     (reports / "standard.json").write_text(json.dumps(recorded("standard.json")))
@@ -109,7 +109,7 @@ def test_the_node_job_runs_the_agent_and_adds_the_latest_measured_figures(tmp_pa
         [
             sys.executable,
             "-m",
-            "r9700ctl.monitoring.node",
+            "r9700ctl.agent.monitor",
             "--node",
             "node7",
             "--textfile",
@@ -243,16 +243,15 @@ def test_promtool_accepts_the_scrape_config(tmp_path):
 def test_the_agent_archive_is_byte_identical_for_the_same_files(tmp_path):
     """A second provision must change nothing on a node: the copied archive may not differ."""
     from r9700ctl.agentpack import pack
-    from r9700ctl.monitoring import NODE_FILES
 
-    first = pack(tmp_path / "a.tar.gz", extra=NODE_FILES).read_bytes()
-    second = pack(tmp_path / "b.tar.gz", extra=NODE_FILES).read_bytes()
+    first = pack(tmp_path / "a.tar.gz").read_bytes()
+    second = pack(tmp_path / "b.tar.gz").read_bytes()
     assert first == second
     import tarfile
 
     with tarfile.open(tmp_path / "a.tar.gz") as archive:
         names = archive.getnames()
-    assert "r9700ctl/monitoring/node.py" in names and "r9700ctl/agent/__main__.py" in names
+    assert "r9700ctl/agent/monitor.py" in names and "r9700ctl/agent/__main__.py" in names
     assert "r9700ctl/data/thresholds.json" in names  # the node reads its data as JSON
     assert not any("__pycache__" in n for n in names)
 

@@ -17,7 +17,8 @@ import pytest
 from test_envlist import healthy_p2p
 from test_preflight import check, facts, judge, r9700
 
-from r9700ctl import envlist, nodefacts
+from r9700ctl import envlist
+from r9700ctl.agent import nodefacts
 from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN
 
 PASSWD = (

@@ -1,4 +1,4 @@
-"""The boot unit's applier (roles/r9700_power/files/r9700-power-cap) on fake sysfs trees.
+"""The boot unit's applier (r9700-power-cap: r9700ctl/agent/power_cap.py) on fake sysfs trees.
 
 It runs as the unit runs it, a real child process, against a root built in tmp_path with
 amdgpu's hwmon attributes (power1_cap, _min, _max, _default in microwatts). What breaks if
@@ -14,10 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from agent_stage import installed_as
 
-from r9700ctl.agent import power
+from r9700ctl.agent import power_budget as power
 
-APPLIER = Path(__file__).resolve().parents[2] / "roles" / "r9700_power" / "files" / "r9700-power-cap"
+APPLIER = installed_as("r9700-power-cap")  # the node program under that name, as r9700_power installs it
 GPU = "0000:03:00.0"
 UW = 1_000_000
 

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from r9700ctl import manifest as manifest_module
-from r9700ctl import nodefacts, preflight
+from r9700ctl import preflight
+from r9700ctl.agent import nodefacts
 from r9700ctl.agent.result import FAIL, PASS, SKIP, WARN, CheckResult, one_line
 
 MANIFEST = manifest_module.load()
@@ -915,25 +916,37 @@ def test_apt_policy_output_is_parsed_into_installed_and_candidate():
 
 
 def test_nodefacts_runs_as_a_child_from_stdin_with_base64_arguments(fake_root):
-    """The role and the doctor run `python3 - ARGS < nodefacts.py`; the JSON must come back whole."""
+    """The role and the doctor run `python3 - ARGS` with nodefacts and the package modules it imports
+    on stdin (nothing of r9700ctl on the node, nothing written there); the JSON must come back whole.
+    The child runs outside the checkout without site-packages: r9700ctl comes only from stdin."""
+    from r9700ctl.agentpack import stdin_invocation
+
     pci_device(fake_root, "0000:03:00.0", "0x1002", "0x7551", "0x030000")
-    command, script = nodefacts.invocation({"root": str(fake_root), "lock_wait_s": 0}, python=sys.executable)
-    out = subprocess.run(command, shell=True, input=script, capture_output=True, timeout=60, check=False)
+    args = {"root": str(fake_root), "lock_wait_s": 0}
+    command, script = stdin_invocation("r9700ctl.agent.nodefacts", args, python=f"{sys.executable} -I -S")
+    out = subprocess.run(
+        command, shell=True, input=script, capture_output=True, timeout=60, check=False, cwd=fake_root
+    )
     assert out.returncode == 0, out.stderr
     f = json.loads(out.stdout)
     assert f["schema"] == nodefacts.SCHEMA
+    assert f["pci"]["devices"][0]["vendor_name"] == "AMD"
     assert f["os"]["key"] == "ubuntu-24.04"
     verdict = preflight.judge(f, {"r9700_driver_source": "inbox", "r9700_min_free_gb": 0}, MANIFEST)
     assert verdict.resolved.gfx_targets == ["gfx1201"]
     assert verdict.resolved.suite == "noble"
 
 
-def test_bad_arguments_give_json_with_the_error_not_a_traceback():
+def test_bad_arguments_give_json_with_the_error_not_a_traceback(tmp_path):
+    from r9700ctl.agentpack import stdin_invocation
+
+    _, script = stdin_invocation("r9700ctl.agent.nodefacts", {})
     out = subprocess.run(
-        [sys.executable, "-", "not-base64!"],
-        input=Path(nodefacts.__file__).read_bytes(),
+        [sys.executable, "-I", "-", "not-base64!"],
+        input=script,
         capture_output=True,
         timeout=60,
+        cwd=tmp_path,
     )
     assert out.returncode == 0
     assert json.loads(out.stdout)["errors"][0].startswith("bad arguments:")

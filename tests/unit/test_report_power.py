@@ -10,10 +10,10 @@ from pathlib import Path
 
 from test_checks_power import ADDR, ctx, phase, policy
 
-from r9700ctl.agent import power
+from r9700ctl.agent import metrics
+from r9700ctl.agent import power_budget as power
 from r9700ctl.agent.checks import power as power_check
 from r9700ctl.agent.report import verdict
-from r9700ctl.monitoring import metrics
 from r9700ctl.report.formats import render_html
 
 AER_RESULT = {

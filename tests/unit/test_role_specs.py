@@ -177,3 +177,26 @@ def test_every_task_carries_a_phase_tag_of_its_role(role):
         assert any(t.startswith(f"{role}_") or t == role for t in tags), (
             f"{role}: {task.get('name')} has no phase tag"
         )
+
+
+def test_a_variable_that_carries_a_roles_prefix_is_declared_in_that_role():
+    """Issue 20 item 8: r9700_driver_source and r9700_rocm_version were declared in r9700_preflight,
+    r9700_kernel_hold in r9700_driver: a reader looked for a variable in the role its name names
+    and did not find it. Names stay (users' inventories keep working); declarations move."""
+    misplaced = {
+        name: (role, owner)
+        for role in ROLES
+        for name in defaults(role)
+        for owner in ROLES
+        if owner != role and name.startswith(owner + "_") and not name.startswith(role + "_")
+    }
+    assert misplaced == {}
+
+
+def test_no_variable_is_declared_by_two_roles():
+    declared: dict[str, list[str]] = {}
+    for role in ROLES:
+        for name in [*defaults(role), *main_options(role)]:
+            if role not in declared.setdefault(name, []):
+                declared[name].append(role)
+    assert {name: roles for name, roles in declared.items() if len(roles) > 1} == {}

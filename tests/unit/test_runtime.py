@@ -123,8 +123,8 @@ def test_a_node_without_torch_is_no_report_with_the_reason_and_the_runtime(tmp_p
 def test_the_fleet_table_names_each_nodes_runtime_and_image_in_full():
     from rich.console import Console
 
-    from r9700ctl.cli.validate import _image_lines, _nodes_table
     from r9700ctl.fleet import FleetJudgement
+    from r9700ctl.report.validate import image_lines, nodes_table
     from r9700ctl.validate import FleetReport, NodeOutcome
 
     image = "rocm/pytorch:rocm7.1.1_ubuntu24.04_py3.12_pytorch_release_2.9.1"
@@ -134,10 +134,10 @@ def test_the_fleet_table_names_each_nodes_runtime_and_image_in_full():
     ]
     report = FleetReport(level="quick", nodes=nodes, fleet=FleetJudgement(results=[]), reports_dir=Path("/r"))
     console = Console(width=200, record=True, color_system=None)
-    console.print(_nodes_table(report))
+    console.print(nodes_table(report))
     lines = console.export_text().splitlines()
     # The column says where the agent ran; the line below the table names the image in full.
     assert next(line for line in lines if line.split()[:1] == ["node1"]).split()[2] == "container"
-    assert _image_lines(report) == [f"node1: the agent ran in {image}"]
+    assert image_lines(report) == [f"node1: the agent ran in {image}"]
     node2 = next(line for line in lines if line.split()[:1] == ["node2"])
     assert node2.split()[2] == "none" and "could not run: no torch on the node" in node2

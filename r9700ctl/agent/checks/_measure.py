@@ -132,7 +132,8 @@ def rounded(value: float | None, digits: int = 2) -> float | None:
 
 def _known_issues(ctx: AgentContext) -> tuple[list[Any], Any]:
     """The manifest's known issues ([] when the packed manifest is missing) and the node as they see it."""
-    from r9700ctl.agent import datafiles, known_issues
+    from r9700ctl.agent import datafiles
+    from r9700ctl.agent import known_issue_match as known_issues
 
     try:
         issues = known_issues.load(datafiles.load_data("manifest"))
@@ -149,8 +150,8 @@ def _known_issues(ctx: AgentContext) -> tuple[list[Any], Any]:
 def known_issue_hints(ctx: AgentContext, check_id: str, text: str, code: str = "") -> list[str]:
     """The hints of the manifest's known issues that apply to this node and name this result
     (detection.agent: the check id, its reason codes and a pattern its text must show, each where
-    given), r9700ctl/agent/known_issues.py."""
-    from r9700ctl.agent import known_issues
+    given), r9700ctl/agent/known_issue_match.py."""
+    from r9700ctl.agent import known_issue_match as known_issues
 
     issues, node = _known_issues(ctx)
     return known_issues.hints_for(issues, node, check_id, text, [code] if code else [])
@@ -159,7 +160,7 @@ def known_issue_hints(ctx: AgentContext, check_id: str, text: str, code: str = "
 def name_known_issues(ctx: AgentContext, results: list[CheckResult]) -> None:
     """Every result that did not pass names the known issues of this node it is evidence of
     (a collective that timed out on two gfx1201 GPUs with ROCm 7.2.x: r9700-rccl-72-hang)."""
-    from r9700ctl.agent import known_issues
+    from r9700ctl.agent import known_issue_match as known_issues
 
     issues, node = _known_issues(ctx)
     known_issues.annotate(results, issues, node)

@@ -1,6 +1,6 @@
 """PCIe errors under load: the AER counters of every GPU and of every port up to its root port,
 read before and after each GPU step of the run (AgentContext._journaled), judged per GPU by
-r9700ctl/agent/aer.py: any new uncorrectable error FAILs, new corrected errors WARN, more than
+r9700ctl/agent/aer_counters.py: any new uncorrectable error FAILs, new corrected errors WARN, more than
 aer.correctable_fail_per_min per minute of a step FAIL; each names the step, the device, its role
 on the path (GPU, the card's own switch, the slot's root port) and the physical slot.
 
@@ -9,7 +9,7 @@ It runs last (after P2P), so it sees every step of the run; at config level noth
 
 from __future__ import annotations
 
-from r9700ctl.agent import aer
+from r9700ctl.agent import aer_counters as aer
 from r9700ctl.agent.checks import register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.levels import from_level

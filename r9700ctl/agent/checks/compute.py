@@ -29,7 +29,8 @@ import dataclasses
 from functools import partial
 from typing import Any
 
-from r9700ctl.agent import codes, power
+from r9700ctl.agent import codes
+from r9700ctl.agent import power_budget as power
 from r9700ctl.agent.checks import _measure, pcie, register
 from r9700ctl.agent.checks import power as power_check
 from r9700ctl.agent.checks.pcie import link_result

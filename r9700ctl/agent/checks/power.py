@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
-from r9700ctl.agent import codes, power, stats, thermal
+from r9700ctl.agent import codes, stats, thermal
+from r9700ctl.agent import power_budget as power
 from r9700ctl.agent.checks import _measure, register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.kernels.specs import PowerSpec

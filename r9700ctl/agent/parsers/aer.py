@@ -9,7 +9,7 @@ port)": a GPU's counters alone can stay at 0 while its slot port counts, so read
 whole path up to the root port.
 
 Two inputs, one model:
-- one file's text (parse_counts), read live by r9700ctl/agent/aer.py;
+- one file's text (parse_counts), read live by r9700ctl/agent/aer_counters.py;
 - a support bundle's aer.txt, `grep -H .` over every aer_dev_* file under /sys/devices: one
   line per counter prefixed by the file's resolved path, whose PCI addresses give the device's
   place below its root port (parse, parse_file).

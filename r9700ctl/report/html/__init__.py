@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from r9700ctl.agent import schemas
 from r9700ctl.agent.result import ERROR, SEVERITY, STATUSES, overall
 from r9700ctl.report.html import charts, tables
 from r9700ctl.report.html import power_charts as power_charts  # registers its charts
@@ -73,9 +74,9 @@ def value_text(result: Mapping[str, Any]) -> str:
 def node_views(document: Mapping[str, Any]) -> list[NodeView]:
     """Either schema as node views, worst node first."""
     schema = document.get("schema")
-    if schema == "r9700ctl.validate/1":
+    if schema == schemas.VALIDATE:
         entries = [(str(document.get("node") or "localhost"), document, "", document.get("status"))]
-    elif schema == "r9700ctl.validate-fleet/1":
+    elif schema == schemas.VALIDATE_FLEET:
         entries = [
             (str(e.get("host") or "?"), e.get("report"), str(e.get("error") or ""), e.get("status"))
             for e in document.get("nodes") or []
@@ -142,7 +143,7 @@ def render(document: Mapping[str, Any], trends: Mapping[TrendKey, list[float]] |
         fleet_note=str(fleet.get("note") or ""),
         fleet_results=[r for r in fleet_results if r.get("status") != "PASS"],
         fleet_compared=fleet.get("compared_metrics"),
-        is_fleet=document.get("schema") == "r9700ctl.validate-fleet/1",
+        is_fleet=document.get("schema") == schemas.VALIDATE_FLEET,
         value_text=value_text,
         notes=[str(n) for n in document.get("notes") or []],
     )

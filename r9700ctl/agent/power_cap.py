@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """r9700-power-cap: set the GPU power caps of r9700ctl's power policy (role r9700_power).
 
     r9700-power-cap apply   [--policy FILE] [--root DIR] [--wait S] [--json]
@@ -66,7 +65,7 @@ def load_caps(path):
     for address, watts in caps.items():
         if isinstance(watts, bool) or not isinstance(watts, (int, float)) or watts <= 0:
             raise ValueError(f"caps_w[{address}] is not watts: {watts!r}")
-        out[str(address)] = int(round(watts))
+        out[str(address)] = round(watts)
     return out
 
 

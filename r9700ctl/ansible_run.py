@@ -4,12 +4,15 @@ One request object in, one result object out. Each run gets its own directory un
 state_dir()/runs/<UTC timestamp>/ (mode 0700, kept): request.json (what was asked, secrets
 redacted) and ansible-runner's artifacts (command, job_events/, stdout, rc, status).
 
-Conventions the roles follow:
-- a role that needs a reboot it may not do itself sets the fact `r9700_reboot_pending: true`
-  (ansible.builtin.set_fact), and may say why in `r9700_reboot_reasons` (a list of texts);
-  the runner collects both from the events of that host;
-- r9700_preflight's host fact `r9700_resolved` carries `rocm_choice` (how the release was chosen,
-  with the releases `auto` skipped) and `known_issues`; the runner keeps both for the summary.
+What the roles hand back: every host fact whose name starts with `r9700_` (set_fact, or an
+action plugin's ansible_facts) is kept in `HostResult.facts`, the last value set winning; the
+callers pick the ones of their roles (provision: r9700_resolved, r9700_versions ...; lifecycle:
+r9700_lifecycle). The runner knows one convention of every playbook, not of a role: a play that
+needs a reboot it may not do itself sets `r9700_reboot_pending: true` and may say why in
+`r9700_reboot_reasons` (a list of texts); `HostResult.reboot_pending` reads them.
+
+Forks: one per host the run targets (`RunRequest.hosts`), at most MAX_FORKS, unless the request
+names a number; the result says how many were used.
 
 Secrets: the become password goes to ansible-runner's in-memory `passwords` map (pexpect answers
 ansible-playbook's "BECOME password:" prompt); env files are suppressed so it is never written.
@@ -36,7 +39,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from r9700ctl.agent.atomic import write_atomic
+from r9700ctl.agent.atomic import write_json
 from r9700ctl.errors import CannotRun
 from r9700ctl.paths import collections_path, state_dir
 
@@ -47,14 +50,12 @@ UNREACHABLE = "UNREACHABLE"
 INTERRUPTED = "INTERRUPTED"
 NOT_RUN = "NOT_RUN"
 
+FACT_PREFIX = "r9700_"  # host facts the runner keeps for its callers
 REBOOT_FACT = "r9700_reboot_pending"
 REBOOT_REASONS_FACT = "r9700_reboot_reasons"  # optional: why, as a list of short texts
-VERSIONS_FACT = "r9700_versions"  # r9700_rocm: {"before": {...}, "after": {...}} package versions
-LIFECYCLE_FACT = "r9700_lifecycle"  # r9700_lifecycle: state files, /dev/kfd holders, uninstall result
-# r9700_preflight: its "p2p" (the node's PCIe P2P decision), "rocm_choice" and "known_issues"
-RESOLVED_FACT = "r9700_resolved"
-# r9700_containers: {"engine", "image", "smoke"}: what runs the engine, the image, the smoke check.
-CONTAINERS_FACT = "r9700_containers_status"
+# Hosts worked on at once when the request names no number: one per host up to this many
+# (Ansible's own default is 5, which would run a 12-node provision in three waves).
+MAX_FORKS = 50
 STOP_GRACE_S = 15.0
 # ansible-runner polls the cancel callback once per pexpect timeout: keep Ctrl-C responsive.
 PEXPECT_TIMEOUT_S = 1
@@ -85,7 +86,8 @@ class RunRequest:
     tags: tuple[str, ...] = ()
     skip_tags: tuple[str, ...] = ()
     extra_vars: dict[str, Any] = field(default_factory=dict)
-    forks: int = 5
+    forks: int | None = None  # None: one per host (`hosts`), at most MAX_FORKS
+    hosts: int = 0  # how many hosts the run targets (the checked inventory, after --limit)
     become_password: str | None = field(default=None, repr=False)
     verbosity: int = 0
     envvars: dict[str, str] = field(default_factory=dict)
@@ -113,15 +115,7 @@ class HostResult:
     ignored: int = 0
     duration_s: float = 0.0
     failed_tasks: list[FailedTask] = field(default_factory=list)
-    reboot_pending: bool = False
-    reboot_reasons: list[str] = field(default_factory=list)
-    versions: dict[str, Any] = field(default_factory=dict)
-    rocm_choice: str = ""
-    known_issues: list[dict[str, Any]] = field(default_factory=list)
-    p2p: dict[str, Any] = field(default_factory=dict)  # state and reason (r9700ctl/p2p.py)
-    resolved: dict[str, Any] = field(default_factory=dict)  # r9700_preflight's r9700_resolved, whole
-    lifecycle: dict[str, Any] = field(default_factory=dict)  # r9700_lifecycle's report to the controller
-    containers: dict[str, Any] = field(default_factory=dict)  # r9700_containers' status fact
+    facts: dict[str, Any] = field(default_factory=dict)  # every r9700_* host fact the play set
     current_task: str | None = None  # started and not finished yet
     started: bool = False
     interrupted: bool = False
@@ -138,6 +132,20 @@ class HostResult:
         if not self.started:
             return NOT_RUN
         return CHANGED if self.changed else OK
+
+    @property
+    def reboot_pending(self) -> bool:
+        return _truthy(self.facts.get(REBOOT_FACT, False))
+
+    @property
+    def reboot_reasons(self) -> list[str]:
+        reasons = self.facts.get(REBOOT_REASONS_FACT)
+        return [str(reason) for reason in reasons] if isinstance(reasons, list) else []
+
+    def fact(self, name: str) -> dict[str, Any]:
+        """A fact that holds a mapping (a role's report to the controller); {} when unset or not one."""
+        value = self.facts.get(name)
+        return value if isinstance(value, dict) else {}
 
     @property
     def errors(self) -> list[FailedTask]:
@@ -181,6 +189,7 @@ class RunResult:
     finished_at: datetime
     stats_complete: bool = False  # ansible-playbook reached its PLAY RECAP
     error: str = ""  # why ansible-playbook stopped outside any host, when it did
+    forks: int = 0  # hosts worked on at once
 
     @property
     def duration_s(self) -> float:
@@ -193,6 +202,17 @@ class RunResult:
     @property
     def interrupted_hosts(self) -> list[HostResult]:
         return [h for h in self.hosts.values() if h.interrupted]
+
+    def require_a_host(self) -> RunResult:
+        """This result, or CannotRun (exit 3) when ansible-playbook stopped before any host ran
+        (a syntax error, a missing role): there is nothing per host to read then."""
+        if not self.hosts and self.status != "successful":
+            raise CannotRun(
+                what=f"ansible-playbook stopped before any host: {self.error or self.status}",
+                where=str(self.artifact_dir),
+                hint="its full output is in the stdout file there",
+            )
+        return self
 
 
 ProgressCallback = Callable[[Progress], None]
@@ -247,10 +267,16 @@ def run_playbook(request: RunRequest, on_progress: ProgressCallback | None = Non
         started_at=started_at,
         finished_at=_utcnow(),
         stats_complete=tracker.stats is not None,
+        forks=forks_for(request),
     )
     if status != "successful" and not stopper.requested and not result.stats_complete:
         result.error = _first_error_line(artifact_dir / "stdout")
     return result
+
+
+def forks_for(request: RunRequest) -> int:
+    """The request's forks, or one per host it targets, at most MAX_FORKS."""
+    return request.forks or max(1, min(request.hosts, MAX_FORKS))
 
 
 def _start(
@@ -267,7 +293,7 @@ def _start(
         playbook=_playbook_argument(request.playbook),
         inventory=str(Path(request.inventory).resolve()),
         limit=request.limit or None,
-        forks=request.forks,
+        forks=forks_for(request),
         verbosity=request.verbosity or None,
         tags=",".join(request.tags) or None,
         skip_tags=",".join(request.skip_tags) or None,
@@ -330,23 +356,8 @@ class _EventTracker:
                 result.changed += 1
                 outcome = "changed"
             facts = res.get("ansible_facts")
-            if isinstance(facts, dict) and REBOOT_FACT in facts:
-                result.reboot_pending = _truthy(facts[REBOOT_FACT])
-            if isinstance(facts, dict) and isinstance(facts.get(REBOOT_REASONS_FACT), list):
-                result.reboot_reasons = [str(reason) for reason in facts[REBOOT_REASONS_FACT]]
-            if isinstance(facts, dict) and isinstance(facts.get(VERSIONS_FACT), dict):
-                result.versions = facts[VERSIONS_FACT]
-            if isinstance(facts, dict) and isinstance(facts.get(CONTAINERS_FACT), dict):
-                result.containers = facts[CONTAINERS_FACT]
-            resolved = facts.get(RESOLVED_FACT) if isinstance(facts, dict) else None
-            if isinstance(resolved, dict) and isinstance(resolved.get("p2p"), dict):
-                result.p2p = resolved["p2p"]
-            if isinstance(facts, dict) and isinstance(facts.get(LIFECYCLE_FACT), dict):
-                result.lifecycle = facts[LIFECYCLE_FACT]
-            if isinstance(resolved, dict):  # r9700_preflight's host fact
-                result.resolved = resolved
-                result.rocm_choice = str(resolved.get("rocm_choice") or "")
-                result.known_issues = [k for k in resolved.get("known_issues") or [] if isinstance(k, dict)]
+            if isinstance(facts, dict):
+                result.facts.update({k: v for k, v in facts.items() if k.startswith(FACT_PREFIX)})
         elif kind == "runner_on_failed" and data.get("ignore_errors"):
             result.ok += 1  # as Ansible's stats count it
             result.ignored += 1
@@ -615,7 +626,7 @@ def _first_error_line(stdout: Path) -> str:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n", mode=0o600)
+    write_json(path, data, mode=0o600)
 
 
 def _utcnow() -> datetime:

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """r9700-lifecycle: the node side of r9700ctl's upgrade, rollback and uninstall (role r9700_lifecycle).
 
     r9700-lifecycle record-before --managed JSON [--root DIR]
@@ -59,6 +58,7 @@ stderr and in "error"), 64 bad arguments. Standard library only.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import gzip
 import hashlib
@@ -70,6 +70,8 @@ import shutil
 import subprocess
 import sys
 
+from r9700ctl.agent import schemas
+
 BEFORE = "etc/r9700ctl/before.json"
 BACKUPS = "var/lib/r9700ctl/before/files"
 STATE = "etc/r9700ctl/state.json"
@@ -78,7 +80,7 @@ NODE_RECORD = "etc/r9700ctl/node.json"
 DPKG_STATUS = "var/lib/dpkg/status"
 APT_STATES = "var/lib/apt/extended_states"
 KFD = "/dev/kfd"
-SCHEMA_BEFORE = "r9700ctl.before/1"
+SCHEMA_BEFORE = schemas.BEFORE
 # Paths whose removal needs a reboot to take effect (the kernel command line, the module
 # policy); the driver package is checked by name.
 REBOOT_PATHS = {
@@ -128,20 +130,24 @@ def read_json(path):
 # --- dpkg and groups, read from their files ---------------------------------------------------
 
 
-def dpkg_packages(root):
-    """{name: (want, installed)} of dpkg's status file: want is install/hold/deinstall/purge."""
-    found = {}
+def dpkg_stanzas(root):
+    """The stanzas of dpkg's status file, each a {field: value} of its unindented lines."""
     try:
         with open(at(root, DPKG_STATUS), encoding="utf-8", errors="replace") as handle:
             text = handle.read()
     except OSError:
-        return found
+        return []
+    stanzas = []
     for stanza in text.split("\n\n"):
-        fields = {}
-        for line in stanza.splitlines():
-            if line and not line[0].isspace() and ":" in line:
-                key, _, value = line.partition(":")
-                fields[key] = value.strip()
+        lines = [line for line in stanza.splitlines() if line and not line[0].isspace() and ":" in line]
+        stanzas.append({key: value.strip() for key, _, value in (line.partition(":") for line in lines)})
+    return stanzas
+
+
+def dpkg_packages(root):
+    """{name: (want, installed)} of dpkg's status file: want is install/hold/deinstall/purge."""
+    found = {}
+    for fields in dpkg_stanzas(root):
         name, status = fields.get("Package"), fields.get("Status", "").split()
         if name and len(status) == 3:
             found[name] = (status[0], status[2] == "installed")
@@ -165,18 +171,10 @@ def dpkg_present(root):
     """{name: (version, state)} of the packages dpkg has on the system in any state but
     not-installed and config-files: what a failed install left counts too."""
     found = {}
-    try:
-        with open(at(root, DPKG_STATUS), encoding="utf-8", errors="replace") as handle:
-            text = handle.read()
-    except OSError:
-        return found
-    for stanza in text.split("\n\n"):
-        fields = dict(
-            line.split(":", 1) for line in stanza.splitlines() if line and not line[0].isspace() and ":" in line
-        )
+    for fields in dpkg_stanzas(root):
         status = fields.get("Status", "").split()
         if fields.get("Package") and len(status) == 3 and status[2] in PRESENT_STATES:
-            found[fields["Package"].strip()] = (fields.get("Version", "").strip(), status[2])
+            found[fields["Package"]] = (fields.get("Version", ""), status[2])
     return found
 
 
@@ -234,7 +232,11 @@ def record_before(root, managed, time_text=None):
         elif os.path.isdir(full):
             paths[path] = {"type": "dir"}
         elif os.path.isfile(full):
-            paths[path] = {"type": "file", "sha256": sha256(full), "mode": oct(os.stat(full).st_mode & 0o7777)}
+            paths[path] = {
+                "type": "file",
+                "sha256": sha256(full),
+                "mode": oct(os.stat(full).st_mode & 0o7777),
+            }
     for path, entry in paths.items():
         if entry["type"] == "file":
             backup = at(root, os.path.join(BACKUPS, path.lstrip("/")))
@@ -282,7 +284,7 @@ def kfd_holders(root):
     holders = []
     proc = at(root, "proc")
     try:
-        pids = sorted((int(p) for p in os.listdir(proc) if p.isdigit()))
+        pids = sorted(int(p) for p in os.listdir(proc) if p.isdigit())
     except OSError:
         return holders
     for pid in pids:
@@ -353,7 +355,9 @@ def kernels(root, running=None):
             }
     newest = max(found, key=version_key) if found else ""
     running = running if running is not None else (os.uname().release if root == "/" else "")
-    dkms_sources = sorted(d[len("amdgpu-") :] for d in _listdir(at(root, "usr/src")) if d.startswith("amdgpu-"))
+    dkms_sources = sorted(
+        d[len("amdgpu-") :] for d in _listdir(at(root, "usr/src")) if d.startswith("amdgpu-")
+    )
     return {
         "changed": False,
         "running": running,
@@ -396,7 +400,9 @@ def kernel_plan(root):
     result = {"changed": False, "running": found["running"], "metas": found["metas"], "installs": {}}
     result.update(to=found["next"], error="")
     if not found["metas"]:
-        result["error"] = "no kernel meta package (linux-image-<flavour>) is installed: no kernel line to follow"
+        result["error"] = (
+            "no kernel meta package (linux-image-<flavour>) is installed: no kernel line to follow"
+        )
         return result
     if root != "/":
         return result
@@ -481,7 +487,9 @@ def said(result, running):
             f"repositories: {result['apt_error']}); install the line again once its kernel builds amdgpu"
         )
     if result["next"]:
-        parts.append(f"the next boot is still {result['next']}, installed before this run: remove it or fix its build")
+        parts.append(
+            f"the next boot is still {result['next']}, installed before this run: remove it or fix its build"
+        )
     else:
         parts.append(f"the next boot is the running kernel {running or '(unknown)'}")
     if result.get("unconfigured") and not result.get("dry_run"):
@@ -643,7 +651,9 @@ def plan_uninstall(root, managed, before):
         old = was.get(path)
         if old and old.get("type") == "file":
             backup = at(root, os.path.join(BACKUPS, path.lstrip("/")))
-            if os.path.isfile(backup) and (not present or not os.path.isfile(full) or sha256(full) != old["sha256"]):
+            if os.path.isfile(backup) and (
+                not present or not os.path.isfile(full) or sha256(full) != old["sha256"]
+            ):
                 plan["restore"].append(path)
         elif old or not complete:
             continue  # there before provision (or unknown): never removed
@@ -743,10 +753,8 @@ def uninstall(root, managed, dry_run):
     for path in plan["rmtree"]:
         shutil.rmtree(at(root, path), ignore_errors=True)
     for path in plan["rmdir"]:
-        try:
+        with contextlib.suppress(OSError):  # not empty: something not provision's lives there
             os.rmdir(at(root, path))
-        except OSError:
-            pass  # not empty: something not provision's lives there
     if real and os.path.isdir("/run/systemd/system"):
         subprocess.run(["systemctl", "daemon-reload"], capture_output=True, check=False)
     return result
@@ -763,7 +771,9 @@ def main(argv=None):
         command = sub.add_parser(name)
         command.add_argument("--root", default="/")
         if name in ("record-before", "uninstall"):
-            command.add_argument("--managed", required=True, help="JSON of the managed paths, groups, packages")
+            command.add_argument(
+                "--managed", required=True, help="JSON of the managed paths, groups, packages"
+            )
         if name in ("record-before", "state"):
             command.add_argument("--time", help="ISO time to record (default: now, UTC)")
         if name == "state":

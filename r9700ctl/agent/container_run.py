@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """r9700-run: run a command in this node's ROCm container image, with its GPUs.
 
 Installed by r9700ctl's r9700_containers role as /usr/local/bin/r9700-run; what it runs comes
@@ -125,11 +124,16 @@ def device_args(config: dict[str, Any]) -> list[str]:
         if os.path.exists(path):
             args += ["--device", path]
         else:
-            note(f"{path} is missing on this host (is the amdgpu driver loaded?); the container gets no such device")
+            note(
+                f"{path} is missing on this host (is the amdgpu driver loaded?); "
+                "the container gets no such device"
+            )
     return args
 
 
-def docker_command(config: dict[str, Any], options: dict[str, Any], command: list[str], tty: bool) -> list[str]:
+def docker_command(
+    config: dict[str, Any], options: dict[str, Any], command: list[str], tty: bool
+) -> list[str]:
     argv = [str(config.get("docker") or "docker"), "run", "--rm", "--label", LABEL]
     if tty:
         argv.append("-it")
@@ -191,7 +195,10 @@ def main(argv: list[str]) -> int:
     if options["check"]:
         return check(config)
     if not command:
-        fail("no command given; e.g. r9700-run python3 -c 'import torch; print(torch.cuda.device_count())'", EXIT_USAGE)
+        fail(
+            "no command given; e.g. r9700-run python3 -c 'import torch; print(torch.cuda.device_count())'",
+            EXIT_USAGE,
+        )
     tty = sys.stdin.isatty() and sys.stdout.isatty() and not options["dry"]
     argv_docker = docker_command(config, options, command, tty)
     if options["dry"]:

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from r9700ctl.agent import schemas
 from r9700ctl.agent.result import ERROR, EXIT_CODES, SKIP, STATUSES, overall
 from r9700ctl.agent.sysfs import pcie_gen
 
-NODE_SCHEMA = "r9700ctl.validate/1"
-FLEET_SCHEMA = "r9700ctl.validate-fleet/1"
+NODE_SCHEMA = schemas.VALIDATE
+FLEET_SCHEMA = schemas.VALIDATE_FLEET
 # Prometheus has no strings: a number per status, the exit code of a run whose worst result it is
 # (r9700ctl.agent.result.EXIT_CODES: INCONCLUSIVE 4, a verdict of its own), SKIP below PASS so
 # "> 0" means "look at it".

@@ -21,17 +21,20 @@ import psutil
 import pytest
 from child_process import interruptible
 
-from r9700ctl.report.provision import known_issue_lines
-from r9700ctl.runner import (
+from r9700ctl.ansible_run import (
     CHANGED,
     FAILED,
     INTERRUPTED,
+    MAX_FORKS,
     OK,
     RunRequest,
     _new_run_dir,
     first_error_line,
+    forks_for,
     run_playbook,
 )
+from r9700ctl.provision import RoleFacts
+from r9700ctl.report.provision import known_issue_lines
 
 
 def write(path: Path, text: str) -> Path:
@@ -74,6 +77,8 @@ def test_counts_first_error_line_and_reboot_flag_come_from_the_events(
             r9700_reboot_pending: true
             r9700_reboot_reasons: [amdgpu-dkms installed]
             r9700_versions: {before: {}, after: {rocm: "6.4.1.60401-83~24.04"}}
+            r9700_some_new_role: {said: hello}
+            unrelated_fact: not kept
             r9700_resolved:
               p2p: {state: "off", reason: "off: 1 GPU(s), no peer to talk to"}
               rocm_choice: "auto -> ROCm 7.1.1 (newest supporting gfx1201; skipped 7.2.3: known issue x)"
@@ -107,8 +112,11 @@ def test_counts_first_error_line_and_reboot_flag_come_from_the_events(
     )
     assert host.status == FAILED
     assert (host.reboot_pending, host.reboot_reasons) == (True, ["amdgpu-dkms installed"])
-    assert host.versions == {"before": {}, "after": {"rocm": "6.4.1.60401-83~24.04"}}
-    assert host.p2p == {"state": "off", "reason": "off: 1 GPU(s), no peer to talk to"}
+    # Every r9700_* fact the play set, a role the runner never heard of included; nothing else.
+    assert host.fact("r9700_some_new_role") == {"said": "hello"} and "unrelated_fact" not in host.facts
+    facts = RoleFacts.of(host)  # what provision picks from them
+    assert facts.versions == {"before": {}, "after": {"rocm": "6.4.1.60401-83~24.04"}}
+    assert facts.p2p == {"state": "off", "reason": "off: 1 GPU(s), no peer to talk to"}
     assert known_issue_lines([host]) == [
         "localhost: auto -> ROCm 7.1.1 (newest supporting gfx1201; skipped 7.2.3: known issue x)",
         "localhost: known issue x: X hangs; workaround applied: A=1; see https://e/1",
@@ -272,7 +280,7 @@ def test_the_first_error_line_is_the_one_that_explains(res: dict, line: str) -> 
 CTRL_C_DRIVER = """
 import json, sys
 from pathlib import Path
-from r9700ctl.runner import RunRequest, run_playbook
+from r9700ctl.ansible_run import RunRequest, run_playbook
 
 def show(progress):
     print(json.dumps([progress.host, progress.kind, progress.task]), flush=True)
@@ -334,7 +342,7 @@ def _sleep_running(marker: str) -> bool:
 
 
 def test_an_unreachable_hosts_first_error_is_the_connection_failure_not_the_task_that_met_it() -> None:
-    from r9700ctl.runner import FailedTask, HostResult
+    from r9700ctl.ansible_run import FailedTask, HostResult
 
     host = HostResult(host="n1", unreachable=1, started=True)
     host.failed_tasks.append(
@@ -385,7 +393,7 @@ def test_a_remote_tmp_the_user_configured_is_kept(
     tmp_path: Path, inventory: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """r9700ctl picks remote_tmp only where the user did not: their ansible.cfg's value stands."""
-    from r9700ctl.runner import _environment
+    from r9700ctl.ansible_run import _environment
 
     for name in ("ANSIBLE_REMOTE_TMP", "ANSIBLE_REMOTE_TEMP", "ANSIBLE_CONFIG"):
         monkeypatch.delenv(name, raising=False)
@@ -426,3 +434,19 @@ def test_a_collection_playbook_runs_from_this_installation_even_where_the_user_h
     ours, user = command["env"]["ANSIBLE_COLLECTIONS_PATH"].split(os.pathsep)
     assert (Path(ours) / "ansible_collections/r9700ctl/nodes").resolve() == paths.collection_root()
     assert user == str(theirs)
+
+
+@pytest.mark.parametrize(
+    ("forks", "hosts", "used"),
+    [
+        pytest.param(None, 3, 3, id="one per host"),
+        pytest.param(None, 0, 1, id="no count given: one"),
+        pytest.param(None, 120, MAX_FORKS, id="a large fleet: at most MAX_FORKS"),
+        pytest.param(7, 120, 7, id="the number asked for"),
+    ],
+)
+def test_forks_default_to_one_per_host_up_to_max_forks(forks: int | None, hosts: int, used: int) -> None:
+    """Issue 20 item 7: every caller wrote max(1, min(hosts, 50)) itself, uninstall a bare 50."""
+    assert (
+        forks_for(RunRequest(playbook=Path("p.yml"), inventory=Path("i"), forks=forks, hosts=hosts)) == used
+    )

@@ -30,9 +30,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from r9700ctl.agent import schemas
 from r9700ctl.agent.result import FAIL, PASS, WARN
 
-SCHEMA = "r9700ctl.power/1"
+SCHEMA = schemas.POWER
 POLICY_PATH = "etc/r9700ctl/power.json"  # below the node's root
 DEFAULT_MARGIN = 0.10
 _BDF = re.compile(r"^(?:([0-9a-f]{4}):)?([0-9a-f]{2}):([0-9a-f]{2})\.([0-7])$")

@@ -1,9 +1,10 @@
 """Raw facts about one node, gathered ON the node with the standard library only.
 
-Run remotely as ``python3 - <ARGS> < nodefacts.py``: the script arrives on stdin and
-ARGS is one base64-encoded JSON object (see `invocation()`); it prints one JSON document
-on stdout and always exits 0, putting what it could not read into ``errors``. It judges
-nothing: r9700ctl/preflight/ does that on the controller, for the provisioning role
+It runs before anything of r9700ctl is on the node: r9700ctl.agentpack.stdin_invocation sends
+it on stdin (``python3 - ARGS``) together with the node-package modules it imports (sysfs.py,
+schemas.py), held in memory; ARGS is one base64-encoded JSON object (`encode_args`). It prints
+one JSON document on stdout and always exits 0, putting what it could not read into ``errors``.
+It judges nothing: r9700ctl/preflight/ does that on the controller, for the provisioning role
 (r9700_preflight) and for ``r9700ctl doctor`` alike.
 
 Arguments (all optional):
@@ -31,9 +32,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-SCHEMA = "r9700ctl.nodefacts/1"
+from r9700ctl.agent import schemas, sysfs
+
+SCHEMA = schemas.NODEFACTS
 
 # The files dpkg and apt lock; a process holding one open blocks every install.
 LOCK_FILES = (
@@ -101,97 +105,26 @@ def read_os_release(root: str) -> dict[str, str]:
     }
 
 
-def read_pci_display_devices(root: str) -> list[dict[str, Any]]:
-    """Every display-class (0x03xxxx: VGA, 3D, display controller) PCI device in sysfs."""
-    base = _path(root, "/sys/bus/pci/devices")
-    devices = []
-    try:
-        names = sorted(os.listdir(base))
-    except OSError:
-        return []
-    for address in names:
-        device_dir = os.path.join(base, address)
-
-        def attr(name: str, directory: str = device_dir) -> str:
-            try:
-                with open(os.path.join(directory, name), encoding="ascii", errors="replace") as fh:
-                    return fh.read().strip().lower()
-            except OSError:
-                return ""
-
-        pci_class = attr("class")
-        if not pci_class.startswith("0x03"):
-            continue
-        driver_link = os.path.join(device_dir, "driver")
-        driver = os.path.basename(os.readlink(driver_link)) if os.path.islink(driver_link) else ""
-        devices.append(
-            {
-                "address": address,
-                "vendor": attr("vendor"),
-                "device": attr("device"),
-                "class": pci_class,
-                "subsystem_vendor": attr("subsystem_vendor"),
-                "subsystem_device": attr("subsystem_device"),
-                "revision": attr("revision"),
-                "driver": driver,
-                "boot_vga": attr("boot_vga") == "1",
-            }
-        )
-    return devices
-
-
-# Linux's resource flags (include/linux/ioport.h): a memory BAR, prefetchable, 64-bit.
-IORESOURCE_MEM = 0x00000200
-IORESOURCE_PREFETCH = 0x00002000
-IORESOURCE_MEM_64 = 0x00100000
-PCI_EXT_CAP_ID_ACS = 0x000D  # include/uapi/linux/pci_regs.h; control word at +6
 PCI_ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
-def read_bars(device_dir: str) -> list[dict[str, Any]]:
-    """BARs 0-5 from sysfs `resource` ("start end flags" per line), sizes in bytes."""
-    try:
-        with open(os.path.join(device_dir, "resource"), encoding="ascii") as fh:
-            lines = fh.read().splitlines()[:6]
-    except OSError:
-        return []
-    bars = []
-    for index, line in enumerate(lines):
-        try:
-            start, end, flags = (int(part, 16) for part in line.split()[:3])
-        except ValueError:
-            continue
-        if end <= start:
-            continue
-        bars.append(
-            {
-                "index": index,
-                "size": end - start + 1,
-                "memory": bool(flags & IORESOURCE_MEM),
-                "prefetch": bool(flags & IORESOURCE_PREFETCH),
-                "mem64": bool(flags & IORESOURCE_MEM_64),
-            }
-        )
-    return bars
+def bar_facts(root: str, address: str) -> list[dict[str, Any]]:
+    """The memory BARs of a device (r9700ctl.agent.sysfs.read_bars), sizes in bytes, as facts."""
+    bars = sysfs.read_bars(Path(root), address)
+    return [
+        {"index": b.index, "size": b.size, "memory": True, "prefetch": b.prefetchable, "mem64": b.is_64bit}
+        for b in bars
+    ]
 
 
 def read_acs(config: bytes) -> dict[str, Any]:
     """The ACS capability and control words from a config space dump (extended space needs root)."""
     if len(config) <= 0x100:
         return {"error": f"extended configuration space unreadable ({len(config)} bytes; needs root)"}
-    offset, seen = 0x100, set()
-    while offset and offset not in seen and offset + 8 <= len(config):
-        seen.add(offset)
-        header = int.from_bytes(config[offset : offset + 4], "little")
-        if header in (0, 0xFFFFFFFF):
-            break
-        if header & 0xFFFF == PCI_EXT_CAP_ID_ACS:
-            return {
-                "capability": int.from_bytes(config[offset + 4 : offset + 6], "little"),
-                "control": int.from_bytes(config[offset + 6 : offset + 8], "little"),
-            }
-        offset = (header >> 20) & 0xFFC
-    return {"capability": None, "control": None}
+    words = sysfs.acs_words(config)
+    if words is None:
+        return {"capability": None, "control": None}
+    return {"capability": words[0], "control": words[1]}
 
 
 def read_p2p(root: str, addresses: list[str]) -> dict[str, Any]:
@@ -216,7 +149,7 @@ def read_p2p(root: str, addresses: list[str]) -> dict[str, Any]:
                 kind = None
         vram = (_read(root, f"/sys/bus/pci/devices/{address}/mem_info_vram_total") or "").strip()
         gpus[address] = {
-            "bars": read_bars(device_dir),
+            "bars": bar_facts(root, address),
             "vram_bytes": int(vram) if vram.isdigit() else None,
             "iommu_group": group,
             "iommu_type": kind,
@@ -612,7 +545,7 @@ def gather(
     if not facts["os"]["key"]:
         errors.append("could not read ID/VERSION_ID from /etc/os-release")
 
-    facts["pci"] = {"source": "sysfs", "devices": read_pci_display_devices(root)}
+    facts["pci"] = {"source": "sysfs", "devices": sysfs.display_devices(Path(root))}
 
     own = {os.getpid(), os.getppid()}
     facts["apt_lock"] = wait_for_locks(root, float(args.get("lock_wait_s") or 0), own, sleep, clock)
@@ -659,17 +592,6 @@ def encode_args(args: dict[str, Any]) -> str:
 
 def decode_args(text: str) -> dict[str, Any]:
     return json.loads(base64.b64decode(text.encode()).decode()) if text else {}
-
-
-def invocation(args: dict[str, Any], python: str = "python3") -> tuple[str, bytes]:
-    """(command line, stdin bytes) that run this script on a node: `python3 - ARGS < nodefacts.py`.
-
-    The controller side (the r9700_preflight action plugin, the doctor over paramiko) uses
-    this; ARGS is base64 so no shell quoting can break it.
-    """
-    with open(__file__, "rb") as fh:
-        source = fh.read()
-    return f"{python} - {encode_args(args)}", source
 
 
 def main(argv: list[str]) -> int:

@@ -43,7 +43,7 @@ from r9700ctl.agent.journal import (
     usable,
 )
 from r9700ctl.agent.result import ERROR, FAIL, INCONCLUSIVE, SKIP, WARN, WRONG_DATA, CheckResult
-from r9700ctl.agent.thresholds import resolve
+from r9700ctl.agent.thresholds import Thresholds, resolve
 
 EXIT_BAD_INPUT = 64
 EXIT_CANNOT_RUN = 3
@@ -422,21 +422,81 @@ def _run_opened(
     started: float,
     previous_report: dict[str, Any] | None = None,
 ) -> RunOutcome:
-    results = previous_run_results(previous)
-    for module, text in import_failures.items():
-        results.append(
-            CheckResult(
-                id=f"{module.rsplit('.', 1)[-1]}.import",
-                subject="node",
-                status=ERROR,
-                metric="exception",
-                value=text.strip().splitlines()[-1],
-                threshold="check module imports",
-                hint="a check module failed to import (bug or missing file); its checks did not run",
-                evidence={"traceback": text},
-                code="CHECK_IMPORT_FAILED",
-            )
+    """One run with its journal open, step by step: discover the GPUs, plan the level's checks
+    with their thresholds, measure, annotate the results (baseline, causes, known issues), report."""
+    results = previous_run_results(previous) + _import_failures(import_failures)
+    found = _discover(options, params, journal, say, previous_report)
+    planned, thresholds = _plan(options, found.selected, previous_report)
+    ctx = found.context(options, params, journal, thresholds, say)
+    unusable = _unusable_reason(options.level, ctx.discovery, ctx.gpus)
+    banners = _measure(options, ctx, planned, unusable, results, say)
+    _annotate(options, ctx, previous_report, unusable, results, say)
+    doc = _report(options, ctx, results, banners, unusable, previous, previous_report, started_wall, started)
+    return RunOutcome(doc, int(doc["exit_code"]), unusable)
+
+
+def _import_failures(import_failures: dict[str, str]) -> list[CheckResult]:
+    """A check module that failed to import: one ERROR naming it (its checks did not run)."""
+    return [
+        CheckResult(
+            id=f"{module.rsplit('.', 1)[-1]}.import",
+            subject="node",
+            status=ERROR,
+            metric="exception",
+            value=text.strip().splitlines()[-1],
+            threshold="check module imports",
+            hint="a check module failed to import (bug or missing file); its checks did not run",
+            evidence={"traceback": text},
+            code="CHECK_IMPORT_FAILED",
         )
+        for module, text in import_failures.items()
+    ]
+
+
+@dataclass
+class _Found:
+    """What discovery found on the node: the tools' probe, every GPU, the --gpus selection."""
+
+    probe: dict[str, Any]
+    discovery: gpus.Discovery
+    selected: list[gpus.GpuInfo]
+
+    def context(
+        self,
+        options: Options,
+        params: dict[str, Any],
+        journal: Journal,
+        thresholds: Thresholds,
+        say: Callable[[str], None],
+    ) -> AgentContext:
+        """The context the checks share: the selected GPUs, their thresholds, the environment."""
+        pci_ids = {g.pci_id for g in self.selected}
+        return AgentContext(
+            level=options.level,
+            gpus=self.selected,
+            thresholds=thresholds,
+            params=params,
+            root=options.root,
+            expected_gpus=options.expected_gpus,
+            expect_scaling=dict(options.expect_scaling),
+            environment=environment.capture(options.root, self.probe),
+            model_spec=gpu_models().get(pci_ids.pop(), {}) if len(pci_ids) == 1 else {},
+            journal=journal,
+            discovery=self.discovery,
+            state_dir=journal.directory,
+            tool_timeout_s=float(params["tools.timeout_s"]),
+            on_progress=say,
+        )
+
+
+def _discover(
+    options: Options,
+    params: dict[str, Any],
+    journal: Journal,
+    say: Callable[[str], None],
+    previous_report: dict[str, Any] | None,
+) -> _Found:
+    """The node's GPUs and the --gpus selection (a --baseline of other GPU models is bad input)."""
     probe = _probe(params, journal, say)
     say("discovering GPUs")
     discovery = gpus.discover(options.root, probe, tool_timeout_s=float(params["tools.timeout_s"]))
@@ -447,6 +507,13 @@ def _run_opened(
         )
         if mismatch:
             raise AgentExit(mismatch, EXIT_BAD_INPUT)
+    return _Found(probe, discovery, selected)
+
+
+def _plan(
+    options: Options, selected: list[gpus.GpuInfo], previous_report: dict[str, Any] | None
+) -> tuple[list[checks.CheckSpec], Thresholds]:
+    """The level's checks (--only, --skip) and the thresholds they need for these GPUs' models."""
     planned = checks.plan(options.level, options.only, options.skip)
     try:
         thresholds = resolve(
@@ -460,50 +527,56 @@ def _run_opened(
     except DataFileError as exc:
         code = EXIT_BAD_INPUT if options.thresholds_path else EXIT_CANNOT_RUN
         raise AgentExit(f"thresholds: {exc}", code) from exc
-    pci_ids = {g.pci_id for g in selected}
-    model_spec = gpu_models().get(pci_ids.pop(), {}) if len(pci_ids) == 1 else {}
-    env = environment.capture(options.root, probe)
-    ctx = AgentContext(
-        level=options.level,
-        gpus=selected,
-        thresholds=thresholds,
-        params=params,
-        root=options.root,
-        expected_gpus=options.expected_gpus,
-        expect_scaling=dict(options.expect_scaling),
-        environment=env,
-        model_spec=model_spec,
-        journal=journal,
-        discovery=discovery,
-        state_dir=journal.directory,
-        tool_timeout_s=float(params["tools.timeout_s"]),
-        on_progress=say,
-    )
-    unusable = _unusable_reason(options.level, discovery, selected)
+    return planned, thresholds
+
+
+def _measure(
+    options: Options,
+    ctx: AgentContext,
+    planned: list[checks.CheckSpec],
+    unusable: str,
+    results: list[CheckResult],
+    say: Callable[[str], None],
+) -> list[str]:
+    """The static checks, then (with a usable GPU) the GPU checks between two scans for other
+    processes on the GPUs; their results join `results`. Returns the busy banners."""
     for spec in (s for s in planned if not s.needs_gpu):
         say(f"check {spec.id}")
         results.extend(_run_check(spec, ctx))
     measured = [] if unusable else [s for s in planned if s.needs_gpu]
-    banners: list[str] = []
-    if measured:
-        say("looking for other processes on the GPUs")
-        before = _busy_scan(ctx)
-        if options.level == "burnin":
-            figures = _burn_in(measured, ctx, params, say)
-        else:
-            figures = _measure_round(measured, ctx, params, say)
-        after = _busy_scan(ctx)
-        busy_results, banners = judge_busy(selected, before, after, figures, options.allow_busy)
-        results.extend(busy_results)
-        results.extend(figures)
+    if not measured:
+        return []
+    say("looking for other processes on the GPUs")
+    before = _busy_scan(ctx)
+    if options.level == "burnin":
+        figures = _burn_in(measured, ctx, ctx.params, say)
+    else:
+        figures = _measure_round(measured, ctx, ctx.params, say)
+    after = _busy_scan(ctx)
+    busy_results, banners = judge_busy(ctx.gpus, before, after, figures, options.allow_busy)
+    results.extend(busy_results)
+    results.extend(figures)
+    return banners
+
+
+def _annotate(
+    options: Options,
+    ctx: AgentContext,
+    previous_report: dict[str, Any] | None,
+    unusable: str,
+    results: list[CheckResult],
+    say: Callable[[str], None],
+) -> None:
+    """What the results mean beyond their own figures: the --baseline comparison, the likely
+    causes, the known issues they are evidence of, and why a measuring level could not run."""
     if previous_report is not None:
         say(f"comparing with the baseline {options.baseline_path}")
         results.extend(
             baseline.baseline_results(
                 previous_report,
                 [r.to_dict() for r in results],
-                env,
-                baseline.config_from_thresholds(thresholds.values),
+                ctx.environment,
+                baseline.config_from_thresholds(ctx.thresholds.values),
                 source_path=str(options.baseline_path),
                 level=options.level,
                 node=socket.gethostname(),
@@ -511,8 +584,8 @@ def _run_opened(
         )
     causes.apply(
         results,
-        vbios={g.subject: g.vbios for g in selected},
-        numa={g.subject: g.numa_node for g in selected},
+        vbios={g.subject: g.vbios for g in ctx.gpus},
+        numa={g.subject: g.numa_node for g in ctx.gpus},
     )
     # The manifest's known issues name the results that are evidence of them (data/manifest.yaml).
     name_known_issues(ctx, results)
@@ -527,21 +600,36 @@ def _run_opened(
                 unit="GPUs",
                 threshold=f"level {options.level} needs a GPU torch can use",
                 hint=unusable,
-                evidence={"torch": {k: v for k, v in discovery.torch.items() if k != "devices"}},
+                evidence={"torch": {k: v for k, v in ctx.discovery.torch.items() if k != "devices"}},
                 code="NO_USABLE_GPU",
             )
         )
+
+
+def _report(
+    options: Options,
+    ctx: AgentContext,
+    results: list[CheckResult],
+    banners: list[str],
+    unusable: str,
+    previous: Interrupted | None,
+    previous_report: dict[str, Any] | None,
+    started_wall: str,
+    started: float,
+) -> dict[str, Any]:
+    """The report document (r9700ctl.validate/1), written to --json when asked."""
+    discovery = ctx.discovery
     doc = report.build(
         node=socket.gethostname(),
         level=options.level,
         started=started_wall,
         duration_s=time.monotonic() - started,
-        environment=env,
-        gpus=[g.to_dict() for g in selected],
+        environment=ctx.environment,
+        gpus=[g.to_dict() for g in ctx.gpus],
         results=results,
-        model=thresholds.section,
-        model_reason=thresholds.reason,
-        journal=str(journal.path),
+        model=ctx.thresholds.section,
+        model_reason=ctx.thresholds.reason,
+        journal=str(ctx.journal.path) if ctx.journal else "",
         steps=ctx.steps,
         notes=discovery.notes
         + [f"{tool}: {state}" for tool, state in discovery.tools.items() if state != "ok"],
@@ -567,4 +655,4 @@ def _run_opened(
     )
     if options.json_path is not None:
         report.write_json(options.json_path, doc)
-    return RunOutcome(doc, int(doc["exit_code"]), unusable)
+    return doc

@@ -1,4 +1,4 @@
-"""The PCIe peer-to-peer policy (r9700ctl/p2p.py) and the sysfs facts it reads (nodefacts.read_p2p).
+"""The PCIe peer-to-peer policy (r9700ctl/p2p_policy.py) and the sysfs facts it reads (nodefacts.read_p2p).
 
 The fake sysfs trees copy the real layout: /sys/bus/pci/devices/<addr> links into
 /sys/devices/pci0000:00/<root port>/<card upstream port>/<card downstream port>/<gpu>, as on an
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from r9700ctl import nodefacts, p2p
+from r9700ctl import p2p_policy as p2p
+from r9700ctl.agent import nodefacts
 from r9700ctl.agent.units import size_text
 from r9700ctl.bundle.model import BundleGpu, BundleReport
 

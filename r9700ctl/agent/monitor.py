@@ -1,4 +1,4 @@
-"""`python3 -m r9700ctl.monitoring.node`: the r9700_monitoring timer's job ON a node.
+"""`python3 -m r9700ctl.agent.monitor`: the r9700_monitoring timer's job ON a node.
 
 Runs the agent at its level (config by default: static checks, no GPU load, seconds), then
 writes every r9700_* metric (metrics.py) into node_exporter's textfile directory in one
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from r9700ctl.agent import levels
+from r9700ctl.agent.metrics import NodeSample, from_agent_report, registry_for
 from r9700ctl.agent.result import ERROR
-from r9700ctl.monitoring.metrics import NodeSample, from_agent_report, registry_for
 
 # Where `r9700ctl validate INVENTORY` leaves each node's latest report per level (role
 # r9700_validate, r9700_validate_reports_dir: a test keeps the two equal).
@@ -34,7 +34,7 @@ EXIT_CANNOT_WRITE = 3
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python3 -m r9700ctl.monitoring.node",
+        prog="python3 -m r9700ctl.agent.monitor",
         description="Run the validation agent and write its verdicts and GPU state as r9700_* metrics "
         "into node_exporter's textfile directory (atomically).",
     )

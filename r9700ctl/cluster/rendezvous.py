@@ -156,6 +156,15 @@ def _gloo(node: str, rank: dict[str, Any], net: NodeNet) -> CheckResult:
 
 def _gpu(node: str, rank: dict[str, Any], torchrun: dict[str, Any], net: NodeNet) -> CheckResult:
     gpu = rank.get("gpu") or {}
+    if not gpu and rank.get("error"):  # gloo finished, then the GPU's backend raised: not "no GPU"
+        return verdict(
+            "cluster.rendezvous.rccl",
+            node,
+            FAIL,
+            code="CLUSTER_RCCL_FAILED",
+            said=str(rank["error"]).splitlines()[0][:400],
+            evidence={"nccl_lines": torchrun.get("nccl_lines"), "tail": (torchrun.get("tail") or [])[-15:]},
+        )
     if not gpu.get("ran"):
         return verdict(
             "cluster.rendezvous.rccl",

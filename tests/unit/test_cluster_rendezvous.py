@@ -56,6 +56,19 @@ def test_a_healthy_cpu_only_node_passes_gloo_and_skips_rccl_saying_why():
     }
 
 
+def test_an_rccl_error_after_gloo_worked_fails_the_rccl_step_and_never_says_no_gpu():
+    """The worker records the exception of the one-element NCCL all-reduce and writes no 'gpu' entry;
+    the judge said SKIP CLUSTER_NO_GPU ("no GPU") for it, passing a node whose RCCL could not start."""
+    document = smoke_document()
+    del document["ranks"][0]["gpu"]
+    document["ranks"][0]["error"] = (
+        "DistBackendError: NCCL error: internal error - Bootstrap : no socket interface found"
+    )
+    rccl = next(r for r in judge_node("node1", document, NET) if r.id == "cluster.rendezvous.rccl")
+    assert (rccl.status, rccl.code) == ("FAIL", "CLUSTER_RCCL_FAILED")
+    assert "no socket interface found" in rccl.hint
+
+
 def test_a_wrong_sum_fails_and_a_rank_that_never_joined_names_the_reason():
     wrong = judge_node("node1", smoke_document(wrong=3), NET)
     assert any(r.code == "CLUSTER_WRONG_RESULT" for r in wrong)

@@ -5,6 +5,7 @@ from the installed copy, and its plugins' one line when the r9700ctl package is 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -68,6 +69,7 @@ def test_the_installed_collection_carries_roles_plugins_playbooks_and_its_requir
         "action/r9700_preflight.py",
         "filter/r9700_power.py",
         "filter/r9700_containers.py",
+        "lookup/r9700_node_program.py",
         "modules/r9700_preflight.py",
         "plugin_utils/r9700ctl_package.py",
     ):
@@ -182,6 +184,99 @@ def test_a_plugin_fails_with_one_line_naming_the_package_when_r9700ctl_is_missin
     )
     assert output.count(line) >= 2, output  # the filter's task and the action's
     assert "Traceback" not in output
+
+
+# The roles that run the node program (r9700-node) on a node; r9700ctl passes it as an extra var.
+NODE_PROGRAM_ROLES = {"r9700_lifecycle", "r9700_containers", "r9700_power", "r9700_node_record"}
+
+
+def test_every_play_running_the_node_program_packs_it_when_nothing_passed_it() -> None:
+    """A site's own ansible-playbook run gets no extra var r9700_node_program from r9700ctl: every
+    play of the collection whose roles run the node program sets it to the collection's lookup
+    (a play var, which r9700ctl's extra var outranks). Without it, the first such role stopped a
+    plain run of r9700ctl.nodes.provision at its assertion (r9700_lifecycle step before)."""
+    plays_found = 0
+    for playbook in sorted((ROOT / "playbooks").glob("*.yml")):
+        for play in yaml.safe_load(playbook.read_text()):
+            roles = {str(entry["role"]).rsplit(".", 1)[-1] for entry in play.get("roles", [])}
+            if roles & NODE_PROGRAM_ROLES:
+                plays_found += 1
+                assert play.get("vars", {}).get("r9700_node_program") == (
+                    "{{ lookup('r9700ctl.nodes.r9700_node_program') }}"
+                ), f"{playbook.name}: {play['name']}"
+    assert plays_found >= 6
+
+
+def test_the_node_program_lookup_packs_one_runnable_file_for_the_run_and_ansible_removes_it(
+    installed: Path, tmp_path: Path
+) -> None:
+    """lookup('r9700ctl.nodes.r9700_node_program') on a site's controller: the node program packed
+    once in the run's local temporary directory (every reference the same path), byte-identical to
+    what r9700ctl packs, runnable (r9700-pci-devices on a fake sysfs tree), and gone after the run."""
+    from r9700ctl import agentpack
+
+    devices = tmp_path / "sys" / "bus" / "pci" / "devices" / "0000:03:00.0"
+    devices.mkdir(parents=True)
+    for name, value in (("vendor", "0x1002"), ("device", "0x7551"), ("class", "0x030000")):
+        (devices / name).write_text(value + "\n")
+    play = tmp_path / "site.yml"
+    play.write_text(
+        textwrap.dedent(f"""\
+        - name: A site's play
+          hosts: localhost
+          gather_facts: false
+          vars:
+            r9700_node_program: "{{{{ lookup('r9700ctl.nodes.r9700_node_program') }}}}"
+          tasks:
+            - name: Read the fake sysfs tree with the node program
+              ansible.builtin.command:
+                argv:
+                  - "{sys.executable}"
+                  - "{{{{ r9700_node_program }}}}"
+                  - r9700-pci-devices
+                  - --root
+                  - "{tmp_path}"
+              register: read
+              changed_when: false
+            - name: Checksum the packed file
+              ansible.builtin.stat:
+                path: "{{{{ r9700_node_program }}}}"
+                checksum_algorithm: sha256
+              register: packed
+            - name: Write what the lookup gave, twice, what the program read and the file's checksum
+              ansible.builtin.copy:
+                content: >-
+                  {{{{ [r9700_node_program, lookup('r9700ctl.nodes.r9700_node_program'), read.stdout,
+                  packed.stat.checksum] | to_json }}}}
+                dest: "{tmp_path}/seen.json"
+                mode: "0644"
+        """)
+    )
+    local_tmp = tmp_path / "local-tmp"
+    done = subprocess.run(
+        [
+            collection_plugins.ansible_tool("ansible-playbook"),
+            "-i",
+            "localhost,",
+            "-c",
+            "local",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+            str(play),
+        ],
+        env={**ansible_env(installed), "ANSIBLE_LOCAL_TEMP": str(local_tmp)},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    first, second, read, checksum = json.loads((tmp_path / "seen.json").read_text())
+    assert first == second and Path(first).name == "r9700-node"
+    assert Path(first).parent.parent == local_tmp  # Ansible's ansible-local-PID... directory
+    assert [d["vendor_name"] for d in json.loads(read)["devices"]] == ["AMD"]
+    ours = agentpack.node_program(tmp_path / "r9700-node").read_bytes()
+    assert checksum == hashlib.sha256(ours).hexdigest()  # the bytes r9700ctl packs for its own runs
+    assert list(local_tmp.iterdir()) == []  # ansible-playbook removed its local directory at exit
 
 
 def test_a_plugin_refuses_an_r9700ctl_of_another_version_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from r9700ctl.bundle import diagnose_bundle, diagnose_path
+from r9700ctl.bundle.model import lines
 from r9700ctl.lab import NodeOptions, machine
 from r9700ctl.lab import recordings as lab_recordings
 
@@ -163,8 +164,8 @@ def test_doctor_on_the_collected_bundles_names_the_recorded_gpus_and_the_bad_ove
     assert [(g.bdf, g.pci_id, g.gfx) for g in node1.gpus if g.discrete] == expected
     assert (card.pci_id, card.gfx) == ("1002:7551", "gfx1201")
     override = next(f for f in node1.findings if f.id == "env.hsa_override")
-    assert override.severity == "FAIL"
-    assert override.evidence[0].file == "env.txt"
+    assert override.status == "FAIL"
+    assert lines(override)[0].file == "env.txt"
     node2 = next(b for b in fleet.bundles if b.node == "node2")
     assert any("rocminfo.txt: rocminfo: command not found" in str(n) for n in node2.not_judged)
 
@@ -201,4 +202,4 @@ def test_an_unreachable_host_and_a_user_without_sudo(make_lab, tmp_path):
     assert {"id.txt", "env.txt", "os-release"} <= set(hosts["node1"]["files"])
     assert "dmesg.txt" in hosts["node1"]["missing"]
     ghost = next(b for b in diagnose_path(out).bundles if b.node == "ghost")
-    assert all("host unreachable" in n.reason for n in ghost.not_judged)
+    assert all("host unreachable" in n.evidence["reason"] for n in ghost.not_judged)

@@ -21,6 +21,7 @@ from r9700ctl.cluster.verdicts import verdict
 # "NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [RO]; OOB eth1:...".
 _USING = re.compile(r"(NET/Socket|NET/IB|Bootstrap)\s*:\s*Using\s+(.*)$")
 _IFACE = re.compile(r"(?:\[\d+\])?([A-Za-z0-9_.\-]+):(\d+\.\d+\.\d+\.\d+|[0-9a-f:]+)")
+_IB_DEVICE = re.compile(r"\[\d+\]([A-Za-z0-9_.\-]+):\d+/")
 _OOB = re.compile(r"OOB\s+([A-Za-z0-9_.\-]+):")
 
 
@@ -34,8 +35,8 @@ def nccl_interfaces(lines: list[str]) -> dict[str, list[str]]:
         transport, rest = match.group(1), match.group(2)
         names = [m.group(1) for m in _IFACE.finditer(rest)] if transport != "NET/IB" else []
         names += [m.group(1) for m in _OOB.finditer(rest)]
-        if transport == "NET/IB":
-            names.insert(0, rest.split()[0].lstrip("[0123456789]"))
+        if transport == "NET/IB":  # "[0]mlx5_0:1/RoCE"; "Using [RO]; OOB ..." names no device
+            names = _IB_DEVICE.findall(rest) + names
         found.setdefault(transport, [])
         found[transport] += [n for n in names if n not in found[transport]]
     return found

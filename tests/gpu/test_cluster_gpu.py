@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 
 import pytest
 
@@ -21,17 +20,21 @@ pytestmark = pytest.mark.gpu
 
 
 def _own_interface() -> tuple[str, str]:
-    """The interface and IPv4 address of the default route, as netfacts finds the cluster NIC."""
-    try:
-        shown = subprocess.run(
-            ["ip", "-j", "-4", "route", "get", "192.0.2.1"], capture_output=True, text=True, timeout=10
-        )
-        route = json.loads(shown.stdout or "[]")
-    except (OSError, ValueError, subprocess.TimeoutExpired):
-        route = []
-    if not route or "prefsrc" not in route[0]:
-        pytest.skip("no default route with a source address on this machine")
-    return route[0]["dev"], route[0]["prefsrc"]
+    """An interface of this machine with an IPv4 address (another than loopback where there is one),
+    standing for the cluster NIC (the lent GPU machine has no `ip` command: psutil reads them)."""
+    psutil = pytest.importorskip("psutil")
+    found = [
+        (name, entry.address)
+        for name, entries in psutil.net_if_addrs().items()
+        for entry in entries
+        if entry.family == socket.AF_INET
+        and psutil.net_if_stats().get(name, None)
+        and psutil.net_if_stats()[name].isup
+    ]
+    if not found:
+        pytest.skip("no interface with an IPv4 address on this machine")
+    found.sort(key=lambda pair: pair[0] == "lo")  # a real NIC first
+    return found[0]
 
 
 def _free_port() -> int:

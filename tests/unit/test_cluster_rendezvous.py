@@ -32,6 +32,16 @@ def test_nccl_debug_lines_as_posted_name_the_interface_rccl_took():
     assert nccl_interfaces(lines) == {"Bootstrap": ["eth0"], "NET/Socket": ["eth0"]}
 
 
+def test_nccl_on_a_node_without_rdma_names_no_ib_device():
+    """Recorded on the H200: NET/IB says "Using [RO]; OOB eth0:..." with no device; it was read as
+    an IB device named "RO];"."""
+    lines = (FIXTURES / "nccl-debug-h200-no-ib.txt").read_text().splitlines()[1:]
+    assert nccl_interfaces(lines) == {"NET/IB": ["eth0"], "NET/Socket": ["eth0"]}
+    assert nccl_interfaces(["x NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [RO]; OOB ens1f0:10.0.0.1<0>"]) == {
+        "NET/IB": ["mlx5_0", "ens1f0"]
+    }
+
+
 def test_rccl_on_another_interface_than_the_cluster_nic_fails():
     """ROCm/legacy-rocm-build#6074: RCCL picked a Docker bridge; the same shape as the posted log."""
     lines = (FIXTURES / "rccl-nccl-debug-7900xtx.txt").read_text().splitlines()[1:]

@@ -213,6 +213,8 @@ def _check_request(
                 what=f"{name}: the fault {option.fault} is on the cluster network, and this lab has none",
                 hint="add --cluster-network",
             )
+        if option.provisioned is not None:
+            _check_provisioned(name, option.provisioned)
         if option.fault == "acs-redirect" and gpus < 2:
             raise BadInput(
                 what="the acs-redirect fault needs 2 or more GPUs per node", hint="use --gpus 2 or more"
@@ -224,6 +226,20 @@ def _check_request(
             what=f"no recorded scenario '{recorded}'", hint=f"recorded scenarios: {known or 'none'}"
         )
     return options
+
+
+def _check_provisioned(name: str, release: str) -> None:
+    """A node that starts provisioned names a release of the manifest (or auto) with a snapshot."""
+    from r9700ctl import manifest as manifest_module
+    from r9700ctl.lab import snapshot
+
+    known = ["auto", *manifest_module.load().release_names()]
+    if release not in known:
+        raise BadInput(
+            what=f"{name}: no ROCm release '{release}' to start provisioned with",
+            hint=f"releases: {', '.join(known)}",
+        )
+    snapshot.require(release)
 
 
 def _reusable(

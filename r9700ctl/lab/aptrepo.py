@@ -10,17 +10,20 @@ import email.utils
 import gzip
 import hashlib
 import os
+import shutil
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from r9700ctl.errors import CannotRun
-from r9700ctl.lab import debs
+from r9700ctl.lab import debs, locks
 from r9700ctl.lab.hostcheck import tool
 
 COMPONENT = "main"
 ARCHITECTURE = "amd64"
+SIGNER_VERSION = "v1"  # raise to make every host's lab key anew
+SIGNER_USER_ID = "r9700ctl lab TEST KEY (not AMD's) <lab@r9700ctl.invalid>"
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,35 @@ class Signer:
                 self.fingerprint = line.split(":")[9]
                 break
         return self.fingerprint
+
+    @classmethod
+    def from_cache(cls, cache: Path, homedir: Path) -> Signer:
+        """The host's one lab key (made once in `cache`), copied into `homedir` for this lab to sign with.
+
+        Each lab signs from its own copy, so its gpg-agent is its own and dies with the lab.
+        """
+        cached = cache / f"signer-{SIGNER_VERSION}"
+
+        def make(work: Path) -> None:
+            maker = cls(work / "gnupg")
+            maker.create(SIGNER_USER_ID)
+            maker.close()
+            for leftover in (work / "gnupg").glob("S.*"):  # the agent's sockets, not key material
+                leftover.unlink()
+
+        locks.build_once(cached, cached.with_suffix(".lock"), make)
+        shutil.copytree(cached / "gnupg", homedir, ignore=shutil.ignore_patterns("S.*"))
+        os.chmod(homedir, 0o700)
+        signer = cls(homedir)
+        for line in signer._gpg("--with-colons", "--list-secret-keys").decode().splitlines():
+            if line.startswith("fpr:"):
+                signer.fingerprint = line.split(":")[9]
+                break
+        if not signer.fingerprint:
+            raise CannotRun(
+                what=f"the cached lab key in {cached} holds no secret key", hint=f"remove {cached}"
+            )
+        return signer
 
     def public_key(self, armor: bool = True) -> bytes:
         return self._gpg(*(["--armor"] if armor else []), "--export", self.fingerprint)

@@ -26,10 +26,11 @@ from r9700ctl.lab import (
     recordings,
     registry,
     rootfs,
+    snapshot,
     state,
     torchsite,
 )
-from r9700ctl.lab.naming import LabNames, choose_lab_id
+from r9700ctl.lab.naming import HOST_NAME, LabNames, choose_lab_id
 from r9700ctl.lab.node import NodeOptions
 
 Progress = Callable[[str], None]
@@ -86,7 +87,7 @@ def build(
     keys.ensure_client_key(directory)
     lab.control_dir = str(keys.control_dir(directory, lab.lab_id))
     Path(lab.control_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
-    _build_mirror(lab, names, recorded, report)
+    _build_mirror(lab, recorded, report)
     clock.done("mirror")
     _build_registry(lab, report)
     clock.done("registry")
@@ -129,12 +130,12 @@ class _StepClock:
         state.save(self.lab)
 
 
-def _build_mirror(lab: state.LabState, names: LabNames, recorded: str | None, report: Progress) -> None:
+def _build_mirror(lab: state.LabState, recorded: str | None, report: Progress) -> None:
     directory = Path(lab.directory)
-    signer = aptrepo.Signer(directory / "gnupg")
-    lab.key_fingerprint = signer.create(
-        f"r9700ctl lab {names.prefix} TEST KEY (not AMD's) <lab@r9700ctl.invalid>"
-    )
+    # One signing key per host (cached like the root file system): a keyring provision installed
+    # in one lab is the keyring of every other, so a provisioned node's snapshot fits them all.
+    signer = aptrepo.Signer.from_cache(rootfs.cache_dir(), directory / "gnupg")
+    lab.key_fingerprint = signer.fingerprint
     root = recordings.recorded_root()
     lab.recordings = recorded or recordings.choose(recordings.available(root), lab.gpus)
     replay = recordings.load(root, lab.recordings)
@@ -145,7 +146,7 @@ def _build_mirror(lab: state.LabState, names: LabNames, recorded: str | None, re
             recordings=replay,
             kernel_release=os.uname().release,
             signer=signer,
-            origin=names.host_address,
+            origin=HOST_NAME,  # the apt pin names the URL's host (r9700_repos), and that is lab-host
         )
     finally:
         signer.close()
@@ -202,6 +203,11 @@ def _wait_services(lab: state.LabState, names: LabNames, report: Progress) -> No
     )
 
 
+def node_url(port: int) -> str:
+    """A lab service's URL as the nodes are given it: by the name they resolve to the lab host."""
+    return f"http://{HOST_NAME}:{port}"
+
+
 def node_paths(lab: state.LabState, name: str) -> node.NodePaths:
     return node.NodePaths(Path(lab.directory) / "nodes" / name)
 
@@ -232,7 +238,7 @@ def create_node(lab: state.LabState, index: int, options: NodeOptions, report: P
         name=name,
         address=entry.address,
         host_address=names.host_address,
-        mirror_url=f"http://{names.host_address}:{lab.mirror_port}",
+        mirror_url=node_url(lab.mirror_port),
         proxy_port=lab.proxy_port,
         debian_mirror=lab.debian_mirror,
         client_public_key=(directory / f"{keys.CLIENT_KEY}.pub").read_text(),
@@ -244,10 +250,11 @@ def create_node(lab: state.LabState, index: int, options: NodeOptions, report: P
         torch_site=lab.torch_site,
     )
     paths = node_paths(lab, name)
-    host_key, notes = node.prepare(paths, Path(lab.base), config)
+    lower = (snapshot.require(options.provisioned), Path(lab.base)) if options.provisioned else Path(lab.base)
+    host_key, notes = node.prepare(paths, lower, config)
     (paths.directory / "host_key.pub").write_text(host_key + "\n")
     binds = ((lab.torch_site, torchsite.NODE_DIR),) if lab.torch_site else ()
-    entry.pid = node.start(entry.netns, name, Path(lab.base), paths, options.sshd, config.machine, binds)
+    entry.pid = node.start(entry.netns, name, lower, paths, options.sshd, config.machine, binds)
     state.save(lab)
     if node.pid1(entry.pid, timeout=5.0) is None:
         raise CannotRun(what=f"{name} did not start: {processes.tail(paths.console)}")
@@ -275,7 +282,7 @@ def write_client_files(lab: state.LabState) -> None:
         directory / "known_hosts",
         directory / "ssh_config",
     )
-    mirror_url = f"http://{names.host_address}:{lab.mirror_port}"
+    mirror_url = node_url(lab.mirror_port)
     write_atomic(known_hosts, files.render_known_hosts(host_keys))
     write_atomic(
         ssh_config,
@@ -298,7 +305,7 @@ def write_client_files(lab: state.LabState) -> None:
             key_url=f"{mirror_url}/{mirror.KEY_PATH}",
             key_fingerprint=lab.key_fingerprint,
             gpus=lab.gpus,
-            registry_url=f"http://{names.host_address}:{lab.registry_port}",
+            registry_url=node_url(lab.registry_port),
             cluster_subnet=names.cluster_subnet if lab.cluster else "",
             cluster_line_rate_mbps=network.CLUSTER_LINK_MBIT,
         ),

@@ -24,7 +24,7 @@ def ensure_client_key(directory: Path) -> Path:
 
 def make_host_key(root: Path, node_name: str) -> str:
     """Write the node's own ed25519 host key into its root; returns '<type> <base64>' for known_hosts."""
-    key = root / "etc/ssh/ssh_host_ed25519_key"
+    key = root / "etc/ssh/ssh_host_ed25519_key"  # node.HOST_KEY
     for path in (key, key.with_name(key.name + ".pub")):
         path.unlink(missing_ok=True)
     processes.run(

@@ -20,6 +20,11 @@ FIRST_NODE_HOST = 10  # node i gets .(10 + i); the host side of the bridge is .1
 UNUSED_HOST = 250  # .250 is never given to a node: "an address with nothing behind it"
 MAX_NODES = 200  # node addresses .11 to .210 stay below UNUSED_HOST
 IFNAMSIZ = 15
+# The name every node resolves to the lab host's side of its bridge (/etc/hosts, node.hosts_file).
+# The URLs the nodes are given (mirror, registry, the apt pin's origin) use it instead of the
+# lab's own address, so what provision writes on a node is the same in every lab: a provisioned
+# node's snapshot (r9700ctl/lab/snapshot.py) fits a lab of any id.
+HOST_NAME = "lab-host"
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,11 @@ the stand-in tools look.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import time
 from dataclasses import asdict, dataclass
@@ -27,6 +29,7 @@ from pathlib import Path
 from r9700ctl.errors import CannotRun
 from r9700ctl.lab import dockerd, keys, machine, processes
 from r9700ctl.lab.hostcheck import tool
+from r9700ctl.lab.naming import HOST_NAME
 from r9700ctl.lab.rootfs import LAB_USER, SUITE
 
 PROXY_FILE = "etc/apt/apt.conf.d/00lab-proxy"
@@ -34,6 +37,23 @@ KERNEL_SOURCE_FILE = "etc/apt/sources.list.d/r9700ctl-lab-kernel.sources"
 KERNEL_KEY_FILE = "etc/apt/keyrings/r9700ctl-lab-kernel.asc"
 # Where the stand-in amd-smi/rocminfo/rocm-smi find this node's outputs (standins.tool_script).
 MACHINE_DIR = "var/lib/r9700ctl-lab/machine"
+HOST_KEY = "etc/ssh/ssh_host_ed25519_key"
+# What the lab itself writes into a node (_write_files, keys.make_host_key): its own, not what a
+# provision made, so a snapshot of a provisioned node leaves it out and each node writes it anew.
+PLUMBING = (
+    "etc/hostname",
+    "etc/hosts",
+    "etc/resolv.conf",
+    "etc/apt/sources.list",
+    PROXY_FILE,
+    KERNEL_SOURCE_FILE,
+    KERNEL_KEY_FILE,
+    "root/.ssh/authorized_keys",
+    f"home/{LAB_USER}/.ssh/authorized_keys",
+    MACHINE_DIR,
+    HOST_KEY,
+    f"{HOST_KEY}.pub",
+)
 # The /sys directories that get the machine's entries (the rest of /sys is the real one).
 GRAFTED = ("devices", "bus", "class", "module", "kernel")
 
@@ -53,6 +73,9 @@ class NodeOptions:
     sudo: bool = True
     sshd: bool = True
     fault: str | None = None  # a machine.FAULTS or netfaults.NET_FAULTS name
+    # A release name ("auto", "6.4.1"): the node starts as one cold `r9700ctl provision` with that
+    # release left it (a snapshot, r9700ctl/lab/snapshot.py), else as a bare Debian 12 server.
+    provisioned: str | None = None
 
     def to_json(self) -> dict[str, bool | str | None]:
         return asdict(self)
@@ -112,11 +135,21 @@ class NodeConfig:
     torch_site: str = ""  # host directory of torch, bound read-only at torchsite.NODE_DIR
 
 
-def overlay_options(base: Path, paths: NodePaths) -> str:
-    return f"lowerdir={base},upperdir={paths.upper},workdir={paths.work}"
+# A node's lower layers, top first: the shared root file system alone, or a provisioned node's
+# snapshot above it (r9700ctl/lab/snapshot.py).
+Lower = Path | tuple[Path, ...]
 
 
-def prepare(paths: NodePaths, base: Path, config: NodeConfig) -> tuple[str, list[str]]:
+def layers(lower: Lower) -> tuple[Path, ...]:
+    return (lower,) if isinstance(lower, Path) else tuple(lower)
+
+
+def overlay_options(lower: Lower, paths: NodePaths) -> str:
+    stack = ":".join(str(layer) for layer in layers(lower))
+    return f"lowerdir={stack},upperdir={paths.upper},workdir={paths.work}"
+
+
+def prepare(paths: NodePaths, base: Lower, config: NodeConfig) -> tuple[str, list[str]]:
     """Write the node's own files into its overlay; returns (host public key, notes).
 
     The overlay is mounted on the host only while we write; the node mounts it again inside
@@ -152,7 +185,8 @@ def _write_files(root: Path, config: NodeConfig) -> tuple[str, list[str]]:
         PROXY_FILE,
         "// r9700ctl lab plumbing: Debian through the lab's apt-cacher-ng, the lab mirror directly.\n"
         f'Acquire::http::Proxy "http://{host}:{config.proxy_port}";\n'
-        f'Acquire::http::Proxy::{host} "DIRECT";\n',
+        f'Acquire::http::Proxy::{host} "DIRECT";\n'
+        f'Acquire::http::Proxy::{HOST_NAME} "DIRECT";\n',
     )
     if config.options.kernel_headers:
         write(root, KERNEL_KEY_FILE, config.lab_key_armored)
@@ -193,6 +227,8 @@ def _write_files(root: Path, config: NodeConfig) -> tuple[str, list[str]]:
         notes.append("no lab-kernel source (no headers candidate)")
     if not config.options.sshd:
         notes.append("sshd not started")
+    if config.options.provisioned:
+        notes.append(f"starts provisioned (ROCm {config.options.provisioned}, from a snapshot)")
     return keys.make_host_key(root, config.name), notes
 
 
@@ -205,7 +241,7 @@ def hosts_file(config: NodeConfig) -> str:
         own = "127.0.1.1"
     return (
         "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-        f"{own}\t{config.name}\n{config.host_address}\tlab-host\n"
+        f"{own}\t{config.name}\n{config.host_address}\t{HOST_NAME}\n"
     )
 
 
@@ -217,12 +253,16 @@ def _write_machine(paths: NodePaths, presented: machine.Machine) -> None:
     (paths.machine_sys.parent / "machine.json").write_text(machine.summary_json(presented))
 
 
-def group_id(base: Path, names: tuple[str, ...]) -> int:
-    """The gid of the first of `names` in the root file system's /etc/group (0 when none is there)."""
-    try:
-        lines = (base / "etc/group").read_text().splitlines()
-    except OSError:
-        return 0
+def group_id(base: Lower, names: tuple[str, ...]) -> int:
+    """The gid of the first of `names` in the node's /etc/group as its lower layers hold it (the
+    topmost layer that has one: a provisioned snapshot's has the render group), 0 when none is there."""
+    lines: list[str] = []
+    for layer in layers(base):
+        try:
+            lines = (layer / "etc/group").read_text().splitlines()
+            break
+        except OSError:
+            continue
     groups = {f[0]: int(f[2]) for f in (line.split(":") for line in lines) if len(f) > 2 and f[2].isdigit()}
     return next((groups[n] for n in names if n in groups), 0)
 
@@ -340,7 +380,7 @@ def bind_lines(binds: tuple[tuple[str, str], ...]) -> str:
 
 def init_script(
     name: str,
-    base: Path,
+    base: Lower,
     paths: NodePaths,
     sshd: bool,
     presented: machine.Machine | None = None,
@@ -387,7 +427,7 @@ exec chroot "$R" {final}
 def start(
     netns: str,
     name: str,
-    base: Path,
+    base: Lower,
     paths: NodePaths,
     sshd: bool,
     presented: machine.Machine | None = None,
@@ -403,6 +443,21 @@ def start(
     ]  # fmt: skip
     # Its own cgroups first, so the cgroup namespace (and what dockerd creates) is rooted there.
     return processes.spawn(dockerd.enter_node_cgroups(netns, argv), paths.console)
+
+
+def stop(unshare_pid: int | None) -> bool:
+    """Kill a running node (its PID 1, and with it its PID namespace); True if it was running."""
+    if unshare_pid is None:
+        return False
+    first = pid1(unshare_pid)
+    if first is not None:
+        # SIGKILL, not TERM: an init without a handler ignores TERM from outside its namespace.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(first, signal.SIGKILL)
+    # unshare exits once its child is gone; killing unshare (--kill-child) takes the child along.
+    if not processes.wait_gone(unshare_pid, 5.0):
+        processes.stop(unshare_pid, grace=5.0, sig=signal.SIGKILL)
+    return True
 
 
 def pid1(unshare_pid: int | None, timeout: float = 0.0) -> int | None:

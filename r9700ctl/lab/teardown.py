@@ -8,10 +8,8 @@ aborted `up`: every step skips what is already gone.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -109,16 +107,8 @@ def _close_ssh_masters(directory: Path, lab: state.LabState, result: DownReport)
 def _stop_nodes(directory: Path, lab: state.LabState, result: DownReport) -> None:
     for entry in lab.nodes:
         unshare = processes.verified(entry.pid, f"{directory}/")
-        if unshare is None:
+        if not node.stop(unshare):
             continue
-        first = node.pid1(unshare)
-        if first is not None:
-            # SIGKILL, not TERM: an init without a handler ignores TERM from outside its namespace.
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(first, signal.SIGKILL)
-        # unshare exits once its child is gone; killing unshare (--kill-child) takes the child along.
-        if not processes.wait_gone(unshare, 5.0):
-            processes.stop(unshare, grace=5.0, sig=signal.SIGKILL)
         result.removed.append(f"process {unshare} ({entry.name}, with everything in its PID namespace)")
 
 

@@ -1,0 +1,144 @@
+"""Provisioned-node snapshots: a lab node's overlay upper layer as one cold provision left it.
+
+Tests that need a provisioned node but do not prove the cold provision itself (containers,
+monitoring, power, lifecycle, kernel upgrade, collect, validate, verify) start from a snapshot:
+the node's overlay gets it as a second lower layer (lowerdir=SNAPSHOT:BASE), so the node starts
+with every package, file and dpkg state that provision left, and its own upper layer takes what
+happens next. A lower layer that was once an upper layer keeps its meaning: overlayfs honours its
+whiteouts and opaque directories (the kernel's Documentation/filesystems/overlayfs.rst, "Multiple
+lower layers"; Docker's overlay2 driver stacks its layers the same way).
+
+A snapshot holds only what provision made: the lab's own files in a node (node.PLUMBING: host
+name, host key, authorized keys, apt plumbing, the machine's recorded outputs) are left out and
+each node writes its own. What provision wrote is the same in every lab because the nodes are
+given lab-host URLs (naming.HOST_NAME) and the mirror is signed with the host's one lab key.
+
+Kept in the lab cache (rootfs.cache_dir()/snapshots) under the release asked for and a digest of
+everything a provision's outcome follows from: the collection (roles, playbooks, plugins), the
+r9700ctl package (manifest, stand-ins, node program, the plugins' helpers) and the root file
+system. A change to any of them makes new snapshots; old ones go once unused for a day.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from functools import cache
+from pathlib import Path
+
+from r9700ctl.errors import CannotRun
+from r9700ctl.lab import locks, node, processes, rootfs, state
+from r9700ctl.lab.hostcheck import tool
+
+# What a provision's outcome follows from, relative to the checkout (or the wheel's _content).
+INPUT_DIRS = ("roles", "playbooks", "plugins", "r9700ctl")
+INPUT_SUFFIXES = (".py", ".yml", ".yaml", ".j2", ".json", ".txt", ".cfg", ".ini", ".sh")
+UPPER = "upper"
+META = "snapshot.json"
+STALE_AFTER_S = 24 * 3600
+# Left out besides the lab's plumbing: downloaded .debs (apt fetches again if it must) and scratch.
+NOT_KEPT = ("var/cache/apt/archives", "tmp", "var/tmp", "root/.ansible")
+
+
+@cache
+def digest() -> str:
+    """A hash of every input file's path and bytes (computed once per process)."""
+    from r9700ctl import paths
+
+    package = Path(__file__).resolve().parents[1]
+    sums = hashlib.sha256(rootfs.cache_key().encode())
+    for name in INPUT_DIRS:
+        root = package if name == "r9700ctl" else paths.content_dir(name)
+        for path in sorted(root.rglob("*")):
+            if (
+                path.is_file()
+                and path.suffix in INPUT_SUFFIXES
+                and not {"__pycache__", "_content"} & set(path.relative_to(root).parts)
+            ):
+                sums.update(f"{name}/{path.relative_to(root)}".encode() + b"\0" + path.read_bytes())
+    return sums.hexdigest()[:16]
+
+
+def directory(release: str) -> Path:
+    return rootfs.cache_dir() / "snapshots" / f"{release}-{digest()}"
+
+
+def find(release: str) -> Path | None:
+    """The upper layer to stack for `release`, or None when no snapshot of the current inputs exists."""
+    where = directory(release)
+    if not (where / META).is_file():
+        return None
+    os.utime(where / META)  # last used: what prune() goes by
+    return where / UPPER
+
+
+def require(release: str) -> Path:
+    found = find(release)
+    if found is None:
+        raise CannotRun(
+            what=f"no snapshot of a node provisioned with ROCm {release} for this checkout",
+            hint="the lab tests make one (tests/lab/conftest.py, provisioned_node_snapshot)",
+        )
+    return found
+
+
+def take(lab_directory: Path, node_name: str, release: str) -> Path:
+    """Stop `node_name` of the lab in `lab_directory` and keep its upper layer as `release`'s snapshot.
+
+    The node stays stopped (`lab down` removes the rest). Returns the snapshot's directory.
+    """
+    lab = state.load(lab_directory)
+    if lab is None:
+        raise CannotRun(what=f"no lab in {lab_directory}")
+    entry = lab.node(node_name)
+    node.stop(processes.verified(entry.pid, f"{lab_directory}/"))
+    entry.pid = None
+    state.save(lab)
+    upper = node.NodePaths(lab_directory / "nodes" / node_name).upper
+    target = directory(release)
+
+    def keep(work: Path) -> None:
+        _copy_tree(upper, work / UPPER)
+        for relative in (*node.PLUMBING, *NOT_KEPT):
+            _remove(work / UPPER / relative)
+        meta = {"release": release, "gpus": lab.gpus, "digest": digest(), "taken_at": time.time()}
+        (work / META).write_text(json.dumps(meta, indent=2) + "\n")
+
+    if target.is_dir():
+        shutil.rmtree(target)  # an older snapshot of the same inputs: this one is fresher
+    locks.build_once(target, target.with_suffix(".lock"), keep)
+    prune(keep_only=target)
+    return target
+
+
+def prune(keep_only: Path | None = None) -> list[Path]:
+    """Remove snapshots unused for STALE_AFTER_S (never `keep_only`); returns what went."""
+    root = rootfs.cache_dir() / "snapshots"
+    gone = []
+    for candidate in sorted(root.glob("*/")) if root.is_dir() else []:
+        meta = candidate / META
+        if candidate == keep_only or not meta.is_file():
+            continue
+        if time.time() - meta.stat().st_mtime > STALE_AFTER_S:
+            shutil.rmtree(candidate, ignore_errors=True)
+            gone.append(candidate)
+    return gone
+
+
+def _copy_tree(source: Path, target: Path) -> None:
+    """cp -a: whiteouts (0:0 character devices), owners, modes and the trusted.overlay.* xattrs."""
+    processes.run(
+        [tool("cp"), "-a", "--preserve=all", str(source), str(target)],
+        what=f"copy {source} into the snapshot",
+    )
+
+
+def _remove(path: Path) -> None:
+    if path.is_symlink() or path.is_file() or path.is_char_device():
+        path.unlink()
+    elif path.is_dir():
+        subprocess.run([tool("rm"), "-rf", "--one-file-system", str(path)], check=True)

@@ -36,6 +36,19 @@ def settings(host_vars: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def rdma_problem(host_vars: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(what is wrong, the fix) where the RDMA settings cannot work, else None: RoCE needs the HCA
+    NCCL_IB_HCA will name (envlist.py writes NCCL_IB_HCA==DEV:PORT from it). The one rule, given by
+    preflight on every provision and by validate --cluster before it contacts a host."""
+    wanted = settings(host_vars)
+    if wanted["rdma"] == "roce" and not wanted["hca"]:
+        return (
+            "r9700_cluster_rdma is roce but r9700_cluster_rdma_hca is empty",
+            "name the cluster NIC's RDMA device and port, e.g. mlx5_0:1 (`rdma link` lists them)",
+        )
+    return None
+
+
 def judge(
     net: Mapping[str, Any], host_vars: Mapping[str, Any], clock: Mapping[str, Any] | None = None
 ) -> tuple[list[CheckResult], ClusterNic | None]:
@@ -78,16 +91,9 @@ def judge(
         findings.append(
             finding("cluster.address", "PASS", f"cluster NIC {nic.interface} {nic.address} in {network}")
         )
-    if wanted["rdma"] == "roce" and not wanted["hca"]:
-        findings.append(
-            finding(
-                "cluster.rdma",
-                "FAIL",
-                "r9700_cluster_rdma is roce but r9700_cluster_rdma_hca is empty",
-                "name the cluster NIC's RDMA device and port, e.g. mlx5_0:1 (`rdma link` lists them)",
-                code="SETTINGS_INVALID",
-            )
-        )
+    problem = rdma_problem(host_vars)
+    if problem is not None:
+        findings.append(finding("cluster.rdma", "FAIL", *problem, code="SETTINGS_INVALID"))
     findings += _hostname(net.get("hostname") or {}, nic)
     findings += _clock(net.get("epoch_s"), clock)
     return findings, nic

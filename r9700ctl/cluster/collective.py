@@ -187,19 +187,16 @@ def judge_step(
             said=f"{name}: busbw {busbw} GB/s at {size}; no network figure to hold it to",
             **common,
         )
-    fraction = float(busbw) / network_gbs
-    evidence.update(network_gbs=network_gbs, fraction_of_network=round(fraction, 3))
-    warn, fail = limits.busbw_warn_fraction_of_network, limits.busbw_fail_fraction_of_network
-    threshold = f">= {warn:g} x the network's {network_gbs:.4g} GB/s (FAIL below {fail:g} x)"
-    said = f"{name}: busbw {float(busbw):.4g} GB/s at {size} = {fraction:.2f} x the network phase's figure"
+    evidence["network_gbs"] = network_gbs
     return floor_verdict(
         check,
         subject,
-        fraction,
-        warn,
-        fail,
+        float(busbw),
+        network_gbs,
+        (limits.busbw_warn_fraction_of_network, limits.busbw_fail_fraction_of_network),
         code="CLUSTER_BUSBW_LOW",
-        said=said,
-        threshold=threshold,
+        said=f"{name}: busbw {float(busbw):.4g} GB/s at {size}",
+        of=f"the network phase's {network_gbs:.4g} GB/s",
+        fraction_key="fraction_of_network",
         **common,
     )

@@ -272,6 +272,8 @@ def _versions(node: NodeInput) -> dict[str, Any] | None:
         "rccl": torch.get("nccl"),
         "rocm": (facts.get("versions") or {}).get("rocm"),
         "image": node.runtime.get("image") or None,
+        # r9700-run --image-id: the build itself, so one tag pulled at two times reads as two images.
+        "image_id": node.runtime.get("image_id") or None,
     }
     return found if any(found.values()) else None
 

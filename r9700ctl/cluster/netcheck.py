@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from r9700ctl.agent.result import CheckResult, finding
+from r9700ctl.agent.result import FAIL, PASS, WARN, CheckResult, finding
 
 # Preflight's clock rule is the validate rule's WARN level (thresholds.yaml cluster.clock_skew_warn_s
 # is the judged one); here the controller's clock is the reference and the facts call's duration
@@ -62,7 +62,7 @@ def judge(
         return [
             finding(
                 "cluster.network",
-                "FAIL",
+                FAIL,
                 f"r9700_cluster_network={wanted['network']!r} is not a network",
                 "give it as a CIDR, e.g. 10.10.0.0/24",
                 code="SETTINGS_INVALID",
@@ -80,7 +80,7 @@ def judge(
         findings.append(
             finding(
                 "cluster.address",
-                "FAIL",
+                FAIL,
                 f"no address in r9700_cluster_network {network} "
                 f"(interfaces: {', '.join(seen) or 'none read'})",
                 "give the node's cluster NIC an address in that network, or correct r9700_cluster_network",
@@ -89,11 +89,11 @@ def judge(
         )
     else:
         findings.append(
-            finding("cluster.address", "PASS", f"cluster NIC {nic.interface} {nic.address} in {network}")
+            finding("cluster.address", PASS, f"cluster NIC {nic.interface} {nic.address} in {network}")
         )
     problem = rdma_problem(host_vars)
     if problem is not None:
-        findings.append(finding("cluster.rdma", "FAIL", *problem, code="SETTINGS_INVALID"))
+        findings.append(finding("cluster.rdma", FAIL, *problem, code="SETTINGS_INVALID"))
     findings += _hostname(net.get("hostname") or {}, nic)
     findings += _clock(net.get("epoch_s"), clock)
     return findings, nic
@@ -106,7 +106,7 @@ def _hostname(info: Mapping[str, Any], nic: ClusterNic | None) -> list[CheckResu
         return [
             finding(
                 "cluster.hostname",
-                "WARN",
+                WARN,
                 f"host name {name} resolves to {', '.join(loopback)} "
                 "(gloo binds there without GLOO_SOCKET_IFNAME: vllm-project/vllm#7074, pytorch/gloo#70)",
                 f"map {name} to its cluster address{' ' + nic.address if nic else ''} in /etc/hosts",
@@ -128,7 +128,7 @@ def _clock(node_epoch: Any, clock: Mapping[str, Any] | None) -> list[CheckResult
         return [
             finding(
                 "cluster.clock",
-                "WARN",
+                WARN,
                 f"the node's clock is {offset:+.1f} s from the controller's (torch's c10d rendezvous drops "
                 "a node whose heartbeats look 15 s old: torch/distributed/elastic/rendezvous/"
                 "dynamic_rendezvous.py)",

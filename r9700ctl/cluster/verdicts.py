@@ -45,21 +45,29 @@ def verdict(
 def floor_verdict(
     check: str,
     subject: str,
-    fraction: float,
-    warn: float,
-    fail: float,
+    figure: float,
+    reference: float,
+    limits: tuple[float, float],
     *,
     code: str,
     said: str,
-    threshold: str,
+    of: str,
+    fraction_key: str,
     **common: Any,
 ) -> CheckResult:
-    """A figure as a fraction of what it should reach: FAIL below `fail`, WARN below `warn`, else PASS."""
+    """`figure` as a fraction of the `reference` it should reach (`of` says what that is, e.g. "the
+    1.25 GB/s line rate"): FAIL below limits[1], WARN below limits[0], else PASS. The fraction goes
+    into the evidence under `fraction_key`; `said` is what was measured, the fraction is added."""
+    warn, fail = limits
+    fraction = figure / reference
+    common.setdefault("evidence", {})[fraction_key] = round(fraction, 3)
+    threshold = f">= {warn:g} x {of} (FAIL below {fail:g} x)"
+    common.update(said=f"{said} = {fraction:.2f} x {of}", threshold=threshold)
     if fraction < fail:
-        return verdict(check, subject, FAIL, code=code, said=said, threshold=threshold, **common)
+        return verdict(check, subject, FAIL, code=code, **common)
     if fraction < warn:
-        return verdict(check, subject, WARN, code=code, said=said, threshold=threshold, **common)
-    return verdict(check, subject, PASS, said=said, threshold=threshold, **common)
+        return verdict(check, subject, WARN, code=code, **common)
+    return verdict(check, subject, PASS, **common)
 
 
 def no_output(check: str, node: str, error: str, timed_out: bool) -> CheckResult:

@@ -213,6 +213,11 @@ def _check_request(
                 what=f"{name}: the fault {option.fault} is on the cluster network, and this lab has none",
                 hint="add --cluster-network",
             )
+        if option.fault == "link-drop" and name == f"node{nodes}":
+            raise BadInput(
+                what=f"{name}: link-drop breaks the link to the next node, and {name} is the last",
+                hint=f"plant it on node1..node{nodes - 1} (nodeN=link-drop breaks nodeN<->nodeN+1)",
+            )
         if option.fault == "acs-redirect" and gpus < 2:
             raise BadInput(
                 what="the acs-redirect fault needs 2 or more GPUs per node", hint="use --gpus 2 or more"

@@ -164,3 +164,41 @@ def test_sigterm_to_the_phase_program_kills_its_step_and_everything_the_step_sta
     time.sleep(0.2)
     assert left_running(fake_torchrun) == {}
     assert not (tmp_path / "out.json").exists()
+
+
+HANG_WORKER = f"""
+import os, subprocess, sys, time
+pids = os.environ["R9700_TEST_PIDS"]
+open(os.path.join(pids, "worker." + str(os.getpid())), "w").close()
+subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "grandchild.py")])
+time.sleep({SLEEP_S * 3})
+"""
+
+
+def test_with_the_real_torchrun_its_workers_and_their_children_are_killed_at_the_deadline(
+    tmp_path, monkeypatch
+):
+    """torch's own elastic agent (two workers, each in a session of its own, each with a child):
+    recorded before the fix, 4 of the 4 were still running after the deadline and the agent waited
+    for them to end by themselves."""
+    pytest.importorskip("torch.distributed.run")
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "hang_worker.py").write_text(textwrap.dedent(HANG_WORKER))
+    (site / "grandchild.py").write_text(textwrap.dedent(FAKE_GRANDCHILD))
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    monkeypatch.setenv("PYTHONPATH", f"{site}{os.pathsep}{REPO}")
+    monkeypatch.setenv("R9700_TEST_PIDS", str(pids))
+    try:
+        began = time.monotonic()
+        done = launch.run(plan(30.0, nproc_per_node=2, port=29471), "hang_worker", str(tmp_path / "rank"))
+        took = time.monotonic() - began
+        assert took < 30.0 + launch.PIPE_GRACE_S, took
+        assert sorted(n.split(".")[0] for n in recorded(pids)) == ["grandchild"] * 2 + ["worker"] * 2
+        assert left_running(pids) == {}
+        assert done["timed_out"] and done["killed"] >= 5  # torchrun, 2 workers, 2 children
+    finally:
+        for pid in recorded(pids).values():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -185,7 +185,8 @@ def test_with_the_real_torchrun_its_workers_and_their_children_are_killed_at_the
     site = tmp_path / "site"
     site.mkdir()
     (site / "hang_worker.py").write_text(textwrap.dedent(HANG_WORKER))
-    (site / "grandchild.py").write_text(textwrap.dedent(FAKE_GRANDCHILD))
+    grandchild = FAKE_GRANDCHILD.replace(f"time.sleep({SLEEP_S})", f"time.sleep({SLEEP_S * 3})")
+    (site / "grandchild.py").write_text(textwrap.dedent(grandchild))  # outlives the 30 s deadline
     pids = tmp_path / "pids"
     pids.mkdir()
     monkeypatch.setenv("PYTHONPATH", f"{site}{os.pathsep}{REPO}")

@@ -9,6 +9,8 @@ from /etc/r9700ctl/container.json (the pinned image, GPU access, shared memory, 
   r9700-run -n python3 train.py         print the docker command instead of running it
   r9700-run -e HIP_VISIBLE_DEVICES=0 -v /data:/data python3 train.py
   r9700-run --check                     exit 0 when the image is on this node and dockerd answers
+  r9700-run --image-id                  the image's ID (sha256 of its configuration: the same build
+                                        has the same ID on every node, whatever its tag says)
   r9700-run --host-network python3 job.py   on the host's network with memlock unlimited: what a
                                         job across nodes needs (RCCL's sockets on the cluster NIC;
                                         RDMA registers locked memory), as r9700ctl validate --cluster runs
@@ -62,8 +64,16 @@ def load_config(path: str) -> dict[str, Any]:
 
 
 def parse(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
-    """Options up to the command (or `--`): -n, --check, --host-network, -e NAME=VALUE, -v SRC:DST."""
-    options: dict[str, Any] = {"dry": False, "check": False, "host_network": False, "env": [], "volumes": []}
+    """Options up to the command (or `--`): -n, --check, --image-id, --host-network, -e NAME=VALUE,
+    -v SRC:DST."""
+    options: dict[str, Any] = {
+        "dry": False,
+        "check": False,
+        "image_id": False,
+        "host_network": False,
+        "env": [],
+        "volumes": [],
+    }
     args = list(argv)
     while args:
         arg = args[0]
@@ -77,6 +87,8 @@ def parse(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
             options["dry"] = True
         elif arg == "--check":
             options["check"] = True
+        elif arg == "--image-id":
+            options["image_id"] = True
         elif arg == "--host-network":
             options["host_network"] = True
         elif arg in ("-e", "-v"):
@@ -167,8 +179,10 @@ def docker_command(
     return [*argv, str(config["image"]), *command]
 
 
-def check(config: dict[str, Any]) -> int:
-    """0 and the image when it is on this node and dockerd answers; else 3 and why."""
+def check(config: dict[str, Any], show_id: bool = False) -> int:
+    """0 and the image (or, show_id, its ID) when it is on this node and dockerd answers; else 3
+    and why. The ID is what `docker image inspect` gives as .Id: the digest of the image's
+    configuration, so two nodes holding the same tag built twice show two IDs."""
     docker = str(config.get("docker") or "docker")
     try:
         done = subprocess.run(
@@ -185,15 +199,15 @@ def check(config: dict[str, Any]) -> int:
         why = (done.stderr.strip().splitlines() or ["no output"])[-1]
         print(f"r9700-run: image {config['image']} is not usable here: {why}", file=sys.stderr)
         return EXIT_CANNOT_RUN
-    print(config["image"])
+    print(done.stdout.strip() if show_id else config["image"])
     return 0
 
 
 def main(argv: list[str]) -> int:
     options, command = parse(argv)
     config = load_config(CONFIG)
-    if options["check"]:
-        return check(config)
+    if options["check"] or options["image_id"]:
+        return check(config, show_id=options["image_id"])
     if not command:
         fail(
             "no command given; e.g. r9700-run python3 -c 'import torch; print(torch.cuda.device_count())'",

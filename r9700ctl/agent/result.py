@@ -7,7 +7,7 @@ docs/architecture.md; standard library only (it runs on nodes inside the agent).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -109,6 +109,12 @@ def one_line(result: CheckResult) -> str:
 # failed, 3 could not run (no GPU, a step timed out or crashed), 4 inconclusive: it ran, nothing
 # failed, but something could not be judged (busy GPU, no threshold, too few or too noisy windows).
 EXIT_CODES = {PASS: 0, WARN: 1, FAIL: 2, ERROR: 3, INCONCLUSIVE: 4}
+
+
+def worst_first(results: Iterable[CheckResult]) -> list[CheckResult]:
+    """The verdicts a summary lists: every one that is not PASS (nothing to say) nor SKIP (a note),
+    worst first by SEVERITY, in their order within a status."""
+    return sorted((r for r in results if r.status not in (PASS, SKIP)), key=lambda r: -SEVERITY[r.status])
 
 
 def worst(statuses: list[str]) -> str:

@@ -33,6 +33,7 @@ NET_FAULTS = {
     "firewall-drop": "nftables drops TCP but the rendezvous port -> network CLUSTER_PORTS_BLOCKED",
     "hostname-loopback": "the host name maps to 127.0.1.1 -> facts CLUSTER_HOSTNAME_LOOPBACK",
     "decoy-route": "peers routed via a Docker-style bridge -> facts CLUSTER_ROUTE_NOT_CLUSTER_IF",
+    "link-drop": "nodeN<->nodeN+1 dropped, both fine with others -> network CLUSTER_LINK_BLAMED",
 }
 
 

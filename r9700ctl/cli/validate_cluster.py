@@ -12,6 +12,30 @@ if TYPE_CHECKING:
     from r9700ctl.history.runs import HistoryPlan
 
 
+def not_for_cluster(options: dict[str, Any], given: set[str]) -> list[str]:
+    """The options given that mean nothing for a cluster run, as flags: the agent's own (--local's),
+    its GPU count, --allow-busy and --level (the phases have no levels; a level given on the command
+    line is refused, R9700CTL_VALIDATE_LEVEL, a standing preference, is not)."""
+    from r9700ctl.validate_local import AGENT_FLAGS, LOCAL_ONLY
+
+    flags = {**{key: AGENT_FLAGS[key] for key in LOCAL_ONLY}, "expected_gpus": "--expected-gpus"}
+    found = [flag for key, flag in flags.items() if options.get(key) is not None]
+    if options.get("allow_busy"):
+        found.append("--allow-busy")
+    if "level" in given:
+        found.append("--level")
+    return found
+
+
+def given_on_the_command_line() -> set[str]:
+    """The validate parameters the user typed (not defaults, not environment variables)."""
+    import click
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    return {name for name in ctx.params if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE}
+
+
 def validate_cluster(
     out: Output,
     inventory: Path,
@@ -26,16 +50,14 @@ def validate_cluster(
     from r9700ctl.cluster.service import validate_cluster as run
     from r9700ctl.report.cluster import culprit_lines, matrix_lines, phases_table
     from r9700ctl.report.cluster_formats import render
-    from r9700ctl.validate_local import AGENT_FLAGS, LOCAL_ONLY
 
-    # Options of validate that mean nothing for a cluster run: the agent's own (--local's), its GPU
-    # count and --allow-busy.
-    not_for_cluster = {**{key: AGENT_FLAGS[key] for key in LOCAL_ONLY}, "expected_gpus": "--expected-gpus"}
-    for key, flag in not_for_cluster.items():
-        if options.get(key) is not None:
-            raise BadInput(what=f"{flag} does not apply to --cluster", hint=f"drop {flag}")
-    if options.get("allow_busy"):
-        raise BadInput(what="--allow-busy does not apply to --cluster", hint="drop --allow-busy")
+    refused = not_for_cluster(options, given_on_the_command_line())
+    if refused:  # one line, before the inventory is read or any host touched
+        verb = "does" if len(refused) == 1 else "do"
+        raise BadInput(
+            what=f"{', '.join(refused)} {verb} not apply to --cluster",
+            hint=f"drop {' and '.join(refused)}: --cluster runs its own phases, not the agent's checks",
+        )
     request = ClusterRequest(
         inventory=inventory,
         group=group,

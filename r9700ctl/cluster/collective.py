@@ -1,11 +1,15 @@
 """Phase 4's plan and judge: the agent's all-reduce sweep across each pair of nodes, then the cluster.
 
-Steps (each one torchrun rendezvous, r9700ctl/agent/cluster/collective.py): every node paired once
-(one round of disjoint pairs) with one rank per node, the same pairs with every GPU of each node
-where there are several, then the whole cluster; a failed pair's nodes are retested against nodes
-that passed (isolation.py). Bus bandwidth (busbw = S/t x 2(n-1)/n, nccl-tests doc/PERFORMANCE.md) is
-comparable with the bottleneck link, so the expected figure is the network phase's measure of that
-link: the pair's, or the slowest pair's for the whole cluster.
+Steps (each one torchrun rendezvous, r9700ctl/agent/cluster/collective.py), as the issue orders them:
+every pair of nodes in the round-robin rounds of phase 2 (plan.rounds: n-1 rounds of disjoint
+pairs cover every pair) with one rank per node, the same rounds with every GPU of each node where
+there are several, then the whole cluster. Every pair meets, so isolation (isolation.py) names a
+node or a link from the pairs alone. One wall clock covers the phase (wall_clock_s); on the node each
+step's deadline is its share of what is left of it (agent/cluster/collective.py).
+
+Bus bandwidth (busbw = S/t x 2(n-1)/n, nccl-tests doc/PERFORMANCE.md) is comparable with the
+bottleneck link, so the expected figure is the network phase's measure of that link: the pair's, or
+the slowest pair's for the whole cluster.
 """
 
 from __future__ import annotations
@@ -16,8 +20,8 @@ from typing import Any
 from r9700ctl.agent.kernels.specs import AllReduceSpec
 from r9700ctl.agent.result import FAIL, INCONCLUSIVE, CheckResult
 from r9700ctl.cluster.limits import ClusterLimits
-from r9700ctl.cluster.plan import RENDEZVOUS_PORT, pair_subject
-from r9700ctl.cluster.verdicts import floor_verdict, verdict
+from r9700ctl.cluster.plan import RENDEZVOUS_PORT, pair_subject, rounds
+from r9700ctl.cluster.verdicts import floor_verdict, stopped, verdict
 
 MiB = 1 << 20
 # On GPUs the issue's range, 1 MiB to 1 GiB (large sizes are bandwidth-bound: the figure judged).
@@ -27,11 +31,31 @@ CPU_SWEEP = AllReduceSpec(
     sizes_bytes=(1 * MiB, 8 * MiB), dtype="fp32", windows=3, warmup=1, calls_per_window=3
 )
 JOIN_TIMEOUT_S = 300  # a node early for the cluster step waits for the pairs still running
+# What one step may take on a node (torchrun importing torch, the rendezvous, the sweep): the phase's
+# wall clock is the join time plus this per step of the busiest node.
+STEP_BUDGET_S = 120
 
 
 def sweep_of(gpus: int) -> dict[str, Any]:
     spec = GPU_SWEEP if gpus > 0 else CPU_SWEEP
     return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(spec).items()}
+
+
+def schedule(nodes: list[str], gpus: int, run_id: str) -> list[dict[str, Any]]:
+    """Phase 4's steps: every pair, round by round (the rounds of phase 2), then the cluster (with
+    two nodes the cluster is their pair, already measured)."""
+    pairs = [pair for each_round in rounds(nodes) for pair in each_round]
+    return steps_for(pairs, nodes, gpus, run_id, with_cluster=len(nodes) > 2)
+
+
+def wall_clock_s(steps: list[dict[str, Any]]) -> float:
+    """The phase's wall clock: the join time and a step's budget for each step of the busiest node
+    (the nodes run their steps one after another; the pairs of a round at once)."""
+    per_node: dict[str, int] = {}
+    for step in steps:
+        for node in step["members"]:
+            per_node[node] = per_node.get(node, 0) + 1
+    return JOIN_TIMEOUT_S + STEP_BUDGET_S * max(per_node.values(), default=0)
 
 
 def steps_for(
@@ -121,16 +145,15 @@ def judge_step(
     failed = next((r for r in ranks if r.get("error")), None)
     sweep = next((r.get("sweep") for r in ranks if r.get("sweep")), None)
     if sweep is None:
-        why = (
-            failed["error"]
-            if failed
-            else ("timed out" if torchrun.get("timed_out") else f"exit {torchrun.get('rc')}")
-        )
-        code = (
-            "CLUSTER_RENDEZVOUS_FAILED"
-            if not ranks or "world_size" not in ranks[0]
-            else "CLUSTER_COLLECTIVE_TIMEOUT"
-        )
+        if torchrun.get("timed_out") and failed is None:  # killed at its share of the wall clock
+            code, why = "CLUSTER_PHASE_TIMEOUT", stopped(torchrun)
+        else:
+            why = failed["error"] if failed else f"exit {torchrun.get('rc')}"
+            code = (
+                "CLUSTER_RENDEZVOUS_FAILED"
+                if not ranks or "world_size" not in ranks[0]
+                else "CLUSTER_COLLECTIVE_TIMEOUT"
+            )
         return verdict(check, subject, FAIL, code=code, said=f"{name}: {str(why)[:300]}", evidence=evidence)
     rows = sweep.get("sizes") or []
     evidence.update(sizes=rows, backend=sweep.get("backend"), world_size=sweep.get("world_size"))
@@ -164,19 +187,16 @@ def judge_step(
             said=f"{name}: busbw {busbw} GB/s at {size}; no network figure to hold it to",
             **common,
         )
-    fraction = float(busbw) / network_gbs
-    evidence.update(network_gbs=network_gbs, fraction_of_network=round(fraction, 3))
-    warn, fail = limits.busbw_warn_fraction_of_network, limits.busbw_fail_fraction_of_network
-    threshold = f">= {warn:g} x the network's {network_gbs:.4g} GB/s (FAIL below {fail:g} x)"
-    said = f"{name}: busbw {float(busbw):.4g} GB/s at {size} = {fraction:.2f} x the network phase's figure"
+    evidence["network_gbs"] = network_gbs
     return floor_verdict(
         check,
         subject,
-        fraction,
-        warn,
-        fail,
+        float(busbw),
+        network_gbs,
+        (limits.busbw_warn_fraction_of_network, limits.busbw_fail_fraction_of_network),
         code="CLUSTER_BUSBW_LOW",
-        said=said,
-        threshold=threshold,
+        said=f"{name}: busbw {float(busbw):.4g} GB/s at {size}",
+        of=f"the network phase's {network_gbs:.4g} GB/s",
+        fraction_key="fraction_of_network",
         **common,
     )

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from r9700ctl.agent.result import ERROR, FAIL, INCONCLUSIVE, PASS, WARN, CheckResult
+from r9700ctl.agent.result import FAIL, INCONCLUSIVE, PASS, WARN, CheckResult
 from r9700ctl.cluster.limits import ClusterLimits
-from r9700ctl.cluster.verdicts import verdict
+from r9700ctl.cluster.verdicts import no_output, verdict
 
 GIB = 2**30
 
@@ -30,6 +30,7 @@ class NodeInput:
     routes: dict[str, Any] | None = None
     runtime: dict[str, Any] = field(default_factory=dict)  # agent.json: runtime, image, torchinfo
     error: str = ""  # unreachable, or why the program wrote nothing
+    timed_out: bool = False  # the phase's wall clock stopped the program
 
 
 @dataclass
@@ -69,6 +70,33 @@ def torch_of(node: NodeInput) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
+@dataclass(frozen=True)
+class Agreement:
+    """A fact the nodes must share: the odd node out gets `status` with `code`, the others named."""
+
+    check: str
+    value_of: Callable[[NodeInput, NodeNet | None], Any]  # None leaves the node out
+    status: str
+    code: str
+    label: str
+    describe: Callable[[Any], str] = str
+
+
+# MTU, NIC name and versions FAIL; link speed and GPU count WARN. The NIC's figures where the node
+# has a cluster NIC, the runtime's for every node that answered.
+AGREEMENTS = (
+    Agreement("cluster.facts.mtu", lambda n, net: net and net.mtu, FAIL, "CLUSTER_MTU_MISMATCH", "MTU"),
+    Agreement("cluster.facts.interface", lambda n, net: net and net.interface, FAIL,
+              "CLUSTER_IFNAME_MISMATCH", "cluster NIC"),
+    Agreement("cluster.facts.speed", lambda n, net: net and net.speed_mbps, WARN,
+              "CLUSTER_SPEED_MISMATCH", "link speed (Mb/s)"),
+    Agreement("cluster.facts.versions", lambda n, net: _versions(n), FAIL, "CLUSTER_VERSION_MISMATCH",
+              "versions", describe=lambda v: _describe_versions(v)),
+    Agreement("cluster.facts.gpus", lambda n, net: torch_of(n).get("gpus"), WARN,
+              "CLUSTER_GPU_COUNT_MISMATCH", "GPUs"),
+)  # fmt: skip
+
+
 def judge(
     nodes: list[NodeInput],
     network: str,
@@ -80,15 +108,7 @@ def judge(
     present: list[NodeInput] = []
     for node in nodes:
         if node.facts is None:
-            results.append(
-                verdict(
-                    "cluster.facts.node",
-                    node.node,
-                    ERROR,
-                    code="CLUSTER_UNREACHABLE",
-                    said=node.error or "no facts came back",
-                )
-            )
+            results.append(no_output("cluster.facts.node", node.node, node.error, node.timed_out))
         else:
             present.append(node)
     nets: dict[str, NodeNet] = {}
@@ -100,38 +120,9 @@ def judge(
     for node in present:
         if node.node in nets:
             results.append(_routes(node, nets))
-    results += agreement(
-        "cluster.facts.mtu", {n: nets[n].mtu for n in nets}, FAIL, "CLUSTER_MTU_MISMATCH", "MTU"
-    )
-    results += agreement(
-        "cluster.facts.interface",
-        {n: nets[n].interface for n in nets},
-        FAIL,
-        "CLUSTER_IFNAME_MISMATCH",
-        "cluster NIC",
-    )
-    results += agreement(
-        "cluster.facts.speed",
-        {n: nets[n].speed_mbps for n in nets},
-        WARN,
-        "CLUSTER_SPEED_MISMATCH",
-        "link speed (Mb/s)",
-    )
-    results += agreement(
-        "cluster.facts.versions",
-        {n.node: _versions(n) for n in present},
-        FAIL,
-        "CLUSTER_VERSION_MISMATCH",
-        "versions",
-        describe=_describe_versions,
-    )
-    results += agreement(
-        "cluster.facts.gpus",
-        {n.node: torch_of(n).get("gpus") for n in present},
-        WARN,
-        "CLUSTER_GPU_COUNT_MISMATCH",
-        "GPUs",
-    )
+    for rule in AGREEMENTS:
+        values = {n.node: rule.value_of(n, nets.get(n.node)) for n in present}
+        results += agreement(rule.check, values, rule.status, rule.code, rule.label, rule.describe)
     for node in present:
         results.append(_hostname(node, nets.get(node.node)))
         results.append(_clock(node, limits))
@@ -281,6 +272,8 @@ def _versions(node: NodeInput) -> dict[str, Any] | None:
         "rccl": torch.get("nccl"),
         "rocm": (facts.get("versions") or {}).get("rocm"),
         "image": node.runtime.get("image") or None,
+        # r9700-run --image-id: the build itself, so one tag pulled at two times reads as two images.
+        "image_id": node.runtime.get("image_id") or None,
     }
     return found if any(found.values()) else None
 
@@ -352,23 +345,8 @@ def _clock(node: NodeInput, limits: ClusterLimits) -> CheckResult:
 
 
 def _rdma(node: NodeInput, net: NodeNet | None, rdma: dict[str, Any], network: str) -> list[CheckResult]:
-    facts = node.facts or {}
-    results = []
-    memlock = (facts.get("memlock") or {}).get("soft_bytes")
-    if memlock != -1:
-        results.append(
-            verdict(
-                "cluster.facts.memlock",
-                node.node,
-                WARN,
-                code="CLUSTER_MEMLOCK_LIMITED",
-                value=memlock,
-                unit="bytes",
-                said=f"ulimit -l is {memlock} bytes",
-                threshold="unlimited with RDMA",
-            )
-        )
-    gids = facts.get("rdma") or []
+    results = [_memlock(node)]
+    gids = (node.facts or {}).get("rdma") or []
     index = rdma.get("gid_index")
     subnet = ipaddress.ip_network(network, strict=False)
     good = [
@@ -406,6 +384,41 @@ def _rdma(node: NodeInput, net: NodeNet | None, rdma: dict[str, Any], network: s
             )
         )
     return results
+
+
+def _memlock(node: NodeInput) -> CheckResult:
+    """RDMA registers (locks) the buffers it moves; the job's RLIMIT_MEMLOCK must allow it. In the
+    container runtime the job gets `--ulimit memlock=-1` from r9700-run --host-network
+    (agent/container_run.py), whatever the host's limit; on the host, the host's limit is the job's."""
+    check = "cluster.facts.memlock"
+    if str(node.runtime.get("runtime") or "").strip() == "container":
+        return verdict(
+            check,
+            node.node,
+            PASS,
+            said="the job runs in the image with memlock unlimited (r9700-run --host-network)",
+        )
+    memlock = ((node.facts or {}).get("memlock") or {}).get("soft_bytes")
+    if not isinstance(memlock, int):
+        return verdict(
+            check,
+            node.node,
+            INCONCLUSIVE,
+            code="CLUSTER_FACTS_MISSING",
+            said="the memlock limit was not read",
+        )
+    if memlock == -1:
+        return verdict(check, node.node, PASS, said="ulimit -l is unlimited")
+    return verdict(
+        check,
+        node.node,
+        WARN,
+        code="CLUSTER_MEMLOCK_LIMITED",
+        value=memlock,
+        unit="bytes",
+        said=f"ulimit -l is {memlock} bytes for a job on the host",
+        threshold="unlimited with RDMA",
+    )
 
 
 def _gid_in(gid: str, subnet: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:

@@ -22,6 +22,7 @@ class NodeOutput:
     routes: dict[str, Any] | None = None
     agent: dict[str, Any] = field(default_factory=dict)
     error: str = ""
+    timed_out: bool = False  # the role's `timeout` stopped the phase program (its wall clock ran out)
 
 
 @dataclass
@@ -73,14 +74,20 @@ class Launcher:
             elif host.status == "UNREACHABLE" or host.first_error:
                 output.error = host.first_error or "unreachable"
             elif output.document is None:
+                output.timed_out = _timed_out(output.agent)
                 output.error = _why_nothing(output.agent, phase)
             outputs[node] = output
         return outputs
 
 
+def _timed_out(agent: dict[str, Any]) -> bool:
+    """agent.json's timed_out: `timeout` exited 124, or the async task had not finished (Jinja text)."""
+    return str(agent.get("timed_out")).lower() == "true"
+
+
 def _why_nothing(agent: dict[str, Any], phase: str) -> str:
-    if str(agent.get("timed_out")).lower() == "true":
-        return f"the {phase} phase ran past its wall clock and was stopped"
+    if _timed_out(agent):
+        return f"the {phase} phase ran past its wall clock and was stopped (exit {agent.get('rc')})"
     lines = [str(line) for line in agent.get("stderr_tail") or [] if str(line).strip()]
     said = lines[-1] if lines else str(agent.get("msg") or "no output")
     return f"the {phase} program wrote nothing (exit {agent.get('rc')}): {said}"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from r9700ctl.agent import schemas
-from r9700ctl.agent.result import ERROR, FAIL, SEVERITY, SKIP, CheckResult, exit_code_for, overall
+from r9700ctl.agent.result import ERROR, FAIL, SKIP, CheckResult, exit_code_for, overall, worst_first
 from r9700ctl.cluster.facts import NodeNet
 from r9700ctl.errors import EXIT_CANNOT_RUN
 
@@ -97,14 +97,14 @@ class ClusterReport:
     def culprit(self) -> dict[str, Any] | None:
         """The finding to act on first: a blamed node or link, else the worst verdict of the first
         phase that failed; with the phase that found it and the code's next step."""
-        from r9700ctl import codes
+        from r9700ctl.agent import codes
 
         for phase in self.phases:
-            bad = [r for r in phase.results if r.status not in ("PASS", "SKIP")]
+            bad = worst_first(phase.results)
             if not bad:
                 continue
             blamed = [r for r in bad if r.id.startswith("cluster.isolation.") and r.status == FAIL]
-            chosen = blamed[0] if blamed else max(bad, key=lambda r: SEVERITY[r.status])
+            chosen = blamed[0] if blamed else bad[0]
             kind = "node" if "<->" not in chosen.subject else "link" if blamed else "pair"
             if chosen.subject == "cluster":
                 kind = "cluster"

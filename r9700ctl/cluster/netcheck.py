@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from r9700ctl.agent.result import CheckResult, finding
+from r9700ctl.agent.result import FAIL, PASS, WARN, CheckResult, finding
 
 # Preflight's clock rule is the validate rule's WARN level (thresholds.yaml cluster.clock_skew_warn_s
 # is the judged one); here the controller's clock is the reference and the facts call's duration
@@ -36,6 +36,19 @@ def settings(host_vars: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def rdma_problem(host_vars: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(what is wrong, the fix) where the RDMA settings cannot work, else None: RoCE needs the HCA
+    NCCL_IB_HCA will name (envlist.py writes NCCL_IB_HCA==DEV:PORT from it). The one rule, given by
+    preflight on every provision and by validate --cluster before it contacts a host."""
+    wanted = settings(host_vars)
+    if wanted["rdma"] == "roce" and not wanted["hca"]:
+        return (
+            "r9700_cluster_rdma is roce but r9700_cluster_rdma_hca is empty",
+            "name the cluster NIC's RDMA device and port, e.g. mlx5_0:1 (`rdma link` lists them)",
+        )
+    return None
+
+
 def judge(
     net: Mapping[str, Any], host_vars: Mapping[str, Any], clock: Mapping[str, Any] | None = None
 ) -> tuple[list[CheckResult], ClusterNic | None]:
@@ -49,7 +62,7 @@ def judge(
         return [
             finding(
                 "cluster.network",
-                "FAIL",
+                FAIL,
                 f"r9700_cluster_network={wanted['network']!r} is not a network",
                 "give it as a CIDR, e.g. 10.10.0.0/24",
                 code="SETTINGS_INVALID",
@@ -67,7 +80,7 @@ def judge(
         findings.append(
             finding(
                 "cluster.address",
-                "FAIL",
+                FAIL,
                 f"no address in r9700_cluster_network {network} "
                 f"(interfaces: {', '.join(seen) or 'none read'})",
                 "give the node's cluster NIC an address in that network, or correct r9700_cluster_network",
@@ -76,18 +89,11 @@ def judge(
         )
     else:
         findings.append(
-            finding("cluster.address", "PASS", f"cluster NIC {nic.interface} {nic.address} in {network}")
+            finding("cluster.address", PASS, f"cluster NIC {nic.interface} {nic.address} in {network}")
         )
-    if wanted["rdma"] == "roce" and not wanted["hca"]:
-        findings.append(
-            finding(
-                "cluster.rdma",
-                "FAIL",
-                "r9700_cluster_rdma is roce but r9700_cluster_rdma_hca is empty",
-                "name the cluster NIC's RDMA device and port, e.g. mlx5_0:1 (`rdma link` lists them)",
-                code="SETTINGS_INVALID",
-            )
-        )
+    problem = rdma_problem(host_vars)
+    if problem is not None:
+        findings.append(finding("cluster.rdma", FAIL, *problem, code="SETTINGS_INVALID"))
     findings += _hostname(net.get("hostname") or {}, nic)
     findings += _clock(net.get("epoch_s"), clock)
     return findings, nic
@@ -100,7 +106,7 @@ def _hostname(info: Mapping[str, Any], nic: ClusterNic | None) -> list[CheckResu
         return [
             finding(
                 "cluster.hostname",
-                "WARN",
+                WARN,
                 f"host name {name} resolves to {', '.join(loopback)} "
                 "(gloo binds there without GLOO_SOCKET_IFNAME: vllm-project/vllm#7074, pytorch/gloo#70)",
                 f"map {name} to its cluster address{' ' + nic.address if nic else ''} in /etc/hosts",
@@ -122,7 +128,7 @@ def _clock(node_epoch: Any, clock: Mapping[str, Any] | None) -> list[CheckResult
         return [
             finding(
                 "cluster.clock",
-                "WARN",
+                WARN,
                 f"the node's clock is {offset:+.1f} s from the controller's (torch's c10d rendezvous drops "
                 "a node whose heartbeats look 15 s old: torch/distributed/elastic/rendezvous/"
                 "dynamic_rendezvous.py)",

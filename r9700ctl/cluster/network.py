@@ -196,20 +196,16 @@ def _bandwidth(
             **common,
         )
     evidence["line_rate_gbs"] = line
-    fraction = value / line
-    evidence["fraction_of_line"] = round(fraction, 3)
-    warn, fail = limits.bandwidth_warn_fraction_of_line, limits.bandwidth_fail_fraction_of_line
-    threshold = f">= {warn:g} x line rate {line:.4g} GB/s (FAIL below {fail:g} x)"
-    said = f"{value:.3g} GB/s the slower way = {fraction:.2f} x the {line:.4g} GB/s line rate"
     return floor_verdict(
         check,
         subject,
-        fraction,
-        warn,
-        fail,
+        value,
+        line,
+        (limits.bandwidth_warn_fraction_of_line, limits.bandwidth_fail_fraction_of_line),
         code="CLUSTER_BANDWIDTH_LOW",
-        said=said,
-        threshold=threshold,
+        said=f"{value:.3g} GB/s the slower way",
+        of=f"the {line:.4g} GB/s line rate",
+        fraction_key="fraction_of_line",
         **common,
     )
 

@@ -21,7 +21,7 @@ from r9700ctl.cluster.launch import Launcher, NodeOutput
 from r9700ctl.cluster.limits import ClusterLimits, limits
 from r9700ctl.cluster.model import PHASES, ClusterReport, Matrix, PhaseReport
 from r9700ctl.cluster.plan import RENDEZVOUS_PORT, Measure, disjoint_rounds, pair_plans, rounds
-from r9700ctl.cluster.verdicts import verdict
+from r9700ctl.cluster.verdicts import no_output, verdict
 from r9700ctl.errors import BadInput
 
 if TYPE_CHECKING:
@@ -88,14 +88,22 @@ def settings_of(inventory: Inventory, path: Path) -> ClusterSettings:
             where=str(path),
             hint="one cluster network for the group; nodes on other subnets are another cluster",
         )
+    from r9700ctl.cluster.netcheck import rdma_problem, settings
+
+    for host in inventory.hosts:  # the rule preflight gives on provision, here before any host
+        problem = rdma_problem(host.vars)
+        if problem is not None:
+            what, fix = problem
+            raise BadInput(what=f"{host.name}: {what}", where=str(path), hint=fix)
     rates: dict[str, int | None] = {}
     for host in inventory.hosts:
         value = host.vars.get("r9700_cluster_line_rate_mbps")
         rates[host.name] = int(value) if value not in (None, "", 0, "0") else None
-    first = inventory.hosts[0].vars
+    first = settings(inventory.hosts[0].vars)
     rdma = {
-        "mode": str(first.get("r9700_cluster_rdma") or "off"),
-        "gid_index": first.get("r9700_cluster_rdma_gid_index"),
+        "mode": first["rdma"],
+        "hca": first["hca"],
+        "gid_index": inventory.hosts[0].vars.get("r9700_cluster_rdma_gid_index"),
     }
     return ClusterSettings(network=next(iter(parsed.values())), line_rate_mbps=rates, rdma=rdma)
 
@@ -191,14 +199,16 @@ class _Run:
         addresses = {n: str(nets[n].address) for n in nodes}
         mtus = {n: nets[n].mtu for n in nodes}
         schedule = rounds(nodes)
-        documents = self._pairs("2-network", schedule, addresses, mtus)
+        documents, missing = self._pairs("2-network", schedule, addresses, mtus)
         pairs = network_judge.records(documents)
         judged = network_judge.judge(pairs, nets, self.limits)
         found = isolation.isolate(nodes, judged.failed, self.limits.blame_min_good_partners)
         if found.retests:  # pairs that can decide which side of a failed pair is at fault
-            more = network_judge.records(
-                self._pairs("2-network-retest", disjoint_rounds(found.retests), addresses, mtus)
+            documents, more_missing = self._pairs(
+                "2-network-retest", disjoint_rounds(found.retests), addresses, mtus
             )
+            missing += more_missing
+            more = network_judge.records(documents)
             retested = network_judge.judge(more, nets, self.limits)
             judged.results += retested.results
             judged.failed.update(retested.failed)
@@ -207,7 +217,7 @@ class _Run:
             found = isolation.isolate(nodes, judged.failed, self.limits.blame_min_good_partners)
         findings = {(r.evidence.get("server"), r.evidence.get("client")): r for r in judged.results}
         keyed = {tuple(sorted(k)): v for k, v in findings.items() if None not in k}
-        results = judged.results + isolation.results(found, "network", keyed)
+        results = missing + judged.results + isolation.results(found, "network", keyed)
         return PhaseReport("network", results, matrix=Matrix("GB/s", judged.matrix))
 
     def rendezvous(self) -> PhaseReport:
@@ -232,29 +242,43 @@ class _Run:
         outputs = self.launcher.run("3-rendezvous", "smoke", plans, SMOKE_TIMEOUT_S + 30)
         documents = {n: o.document for n, o in outputs.items()}
         errors = {n: o.error for n, o in outputs.items()}
-        return PhaseReport("rendezvous", rendezvous.judge(documents, errors, nets))
+        stopped = {n for n, o in outputs.items() if o.timed_out}
+        return PhaseReport(
+            "rendezvous", rendezvous.judge(documents, errors, nets, self.settings.rdma, stopped)
+        )
 
     def collective(self) -> PhaseReport:
+        """Every pair of nodes in round-robin rounds (as phase 2), one rank per node, then every GPU
+        of each node, then the whole cluster: one playbook run, one wall clock for all the steps."""
         nets = self.report.nets
         nodes = sorted(nets)
         gpus = min(net.gpus for net in nets.values())
         network = next((p for p in self.report.phases if p.name == "network"), None)
         figures = network.matrix.values if network is not None and network.matrix else {}
-        first_round = rounds(nodes)[0]
-        idle = [n for n in nodes if all(n not in pair for pair in first_round)]
-        if idle and first_round:  # an odd count: the node left out meets a paired one too
-            first_round = [*first_round, (idle[0], first_round[0][0])]
-        results, failed = self._collective(
-            "4-collective", first_round, nodes, gpus, figures, with_cluster=True
+        steps = collective.schedule(nodes, gpus, f"{self.run_id}-4-collective")
+        timeout = collective.wall_clock_s(steps)
+        addresses = {n: str(nets[n].address) for n in nodes}
+        outputs = self.launcher.run(
+            "4-collective", "collective", collective.plans(steps, addresses, timeout), timeout + 60
         )
-        found = isolation.isolate(nodes, failed, self.limits.blame_min_good_partners)
-        if found.retests:
-            more, failed_more = self._collective(
-                "4-collective-retest", found.retests, nodes, gpus, figures, with_cluster=False
+        seen = collective.step_results({n: o.document for n, o in outputs.items()})
+        results = _missing("cluster.collective.node", outputs)
+        known = [v for row in figures.values() for v in row.values() if isinstance(v, float)]
+        failed: dict[tuple[str, str], bool] = {}
+        matrix: dict[str, dict[str, float | None]] = {n: {} for n in nodes}
+        for step in steps:
+            members = step["members"]
+            pair = len(members) == 2
+            expected = figures.get(members[0], {}).get(members[1]) if pair else min(known, default=None)
+            result = collective.judge_step(
+                step["name"], members, seen.get(step["name"]), expected, self.limits
             )
-            results += more
-            failed.update(failed_more)
-            found = isolation.isolate(nodes, failed, self.limits.blame_min_good_partners)
+            results.append(result)
+            if pair:  # a pair fails when any of its steps fails (one rank per node, or every GPU)
+                key = (min(members), max(members))
+                failed[key] = failed.get(key, False) or result.status == FAIL
+                if step["nproc_per_node"] == 1 and isinstance(result.value, float):
+                    matrix[members[0]][members[1]] = matrix[members[1]][members[0]] = result.value
         if gpus < 1:
             results.append(
                 verdict(
@@ -266,48 +290,13 @@ class _Run:
                     "steps need GPUs",
                 )
             )
-        matrix: dict[str, dict[str, float | None]] = {n: {} for n in nodes}
-        for result in results:
-            if result.id == "cluster.collective.pair" and isinstance(result.value, float):
-                a, b = result.subject.split("<->")
-                matrix[a][b] = matrix[b][a] = result.value
-        keyed = {
-            tuple(sorted(r.subject.split("<->"))): r for r in results if r.id == "cluster.collective.pair"
-        }
+        # Every pair met, so isolation has nothing left to retest: it names a node or a link.
+        found = isolation.isolate(nodes, failed, self.limits.blame_min_good_partners)
+        pairs = [r for r in results if r.id == "cluster.collective.pair"]
+        keyed = {tuple(sorted(r.subject.split("<->"))): r for r in pairs if r.status != FAIL}
+        keyed.update({tuple(sorted(r.subject.split("<->"))): r for r in pairs if r.status == FAIL})
         results += isolation.results(found, "collective", keyed)
         return PhaseReport("collective", results, matrix=Matrix("GB/s busbw", matrix))
-
-    def _collective(
-        self,
-        label: str,
-        pairs: list[tuple[str, str]],
-        nodes: list[str],
-        gpus: int,
-        figures: dict[str, dict[str, float | None]],
-        with_cluster: bool,
-    ) -> tuple[list[CheckResult], dict[tuple[str, str], bool]]:
-        steps = collective.steps_for(pairs, nodes, gpus, f"{self.run_id}-{label}", with_cluster)
-        timeout = collective.JOIN_TIMEOUT_S * 2 + 120 * len(steps)
-        addresses = {n: str(self.report.nets[n].address) for n in nodes}
-        involved = {n for step in steps for n in step["members"]}
-        node_plans = {n: p for n, p in collective.plans(steps, addresses, timeout).items() if n in involved}
-        outputs = self.launcher.run(label, "collective", node_plans, timeout + 60)
-        seen = collective.step_results({n: o.document for n, o in outputs.items()})
-        results, failed = [], {}
-        known = [v for row in figures.values() for v in row.values() if isinstance(v, float)]
-        for step in steps:
-            members = step["members"]
-            if len(members) == 2:
-                expected = figures.get(members[0], {}).get(members[1])
-            else:
-                expected = min(known) if known else None
-            result = collective.judge_step(
-                step["name"], members, seen.get(step["name"]), expected, self.limits
-            )
-            results.append(result)
-            if len(members) == 2 and step["nproc_per_node"] == 1:
-                failed[tuple(sorted(members))] = result.status == FAIL
-        return results, failed
 
     def _pairs(
         self,
@@ -315,12 +304,13 @@ class _Run:
         schedule: list[list[tuple[str, str]]],
         addresses: dict[str, str],
         mtus: dict[str, Any],
-    ) -> dict[str, dict[str, Any] | None]:
+    ) -> tuple[dict[str, dict[str, Any] | None], list[CheckResult]]:
+        """Each node's document of the pairs phase, and a verdict per node that left none."""
         involved = sorted({n for pairs in schedule for pair in pairs for n in pair})
         plans = pair_plans(schedule, {n: addresses[n] for n in involved}, mtus, self.measure)
         timeout = len(schedule) * self.measure.round_budget_s() + 30
         outputs = self.launcher.run(label, "pairs", plans, timeout)
-        return {n: out.document for n, out in outputs.items()}
+        return {n: out.document for n, out in outputs.items()}, _missing("cluster.network.node", outputs)
 
 
 def _facts_input(output: NodeOutput) -> facts_judge.NodeInput:
@@ -330,7 +320,17 @@ def _facts_input(output: NodeOutput) -> facts_judge.NodeInput:
         routes=output.routes,
         runtime=output.agent,
         error=output.error,
+        timed_out=output.timed_out,
     )
+
+
+def _missing(check: str, outputs: dict[str, NodeOutput]) -> list[CheckResult]:
+    """A verdict per node whose phase program left no document (its wall clock, or no answer)."""
+    return [
+        no_output(check, node, output.error, output.timed_out)
+        for node, output in sorted(outputs.items())
+        if output.document is None
+    ]
 
 
 def _not_run(name: str, before: list[PhaseReport]) -> PhaseReport:

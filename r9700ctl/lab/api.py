@@ -215,6 +215,11 @@ def _check_request(
             )
         if option.provisioned is not None:
             _check_provisioned(name, option.provisioned)
+        if option.fault == "link-drop" and name == f"node{nodes}":
+            raise BadInput(
+                what=f"{name}: link-drop breaks the link to the next node, and {name} is the last",
+                hint=f"plant it on node1..node{nodes - 1} (nodeN=link-drop breaks nodeN<->nodeN+1)",
+            )
         if option.fault == "acs-redirect" and gpus < 2:
             raise BadInput(
                 what="the acs-redirect fault needs 2 or more GPUs per node", hint="use --gpus 2 or more"

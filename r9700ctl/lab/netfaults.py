@@ -20,6 +20,7 @@ RENDEZVOUS_PORT = 29400
 # A jumbo MTU on one node's cluster NIC while the switch (the bridge's other ports) stays at 1500.
 JUMBO_MTU = 9000
 FIREWALL_TABLE = "r9700ctl_lab_fault"
+LINK_TABLE = "r9700ctl_lab_link_fault"  # link-drop's own table, so removing it leaves firewall-drop's
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,13 @@ NET_FAULTS: dict[str, NetFault] = {
         # A Docker network created over the cluster's addresses takes the route to the peers.
         NetFault("decoy-route", "a route sends the cluster subnet's first half through the Docker-style "
                  f"bridge {network.DECOY_BRIDGE}", "facts", "CLUSTER_ROUTE_NOT_CLUSTER_IF"),
+        # One path between two nodes broken while each reaches every other node: a switch ACL, a
+        # trunk or a routed hop that drops that pair's traffic only (issue 21: "two nodes that fail
+        # only with each other point to their link"). Planted on node N against node N+1's cluster
+        # address, so the fault is one link and neither node's own NIC.
+        NetFault("link-drop", "nftables on the node drops every packet to and from the next node's "
+                 "cluster address (the link between node N and node N+1, nothing else)", "network",
+                 "CLUSTER_LINK_BLAMED"),
     )
 }  # fmt: skip
 
@@ -82,6 +90,26 @@ def plant(names: LabNames, index: int, fault: str) -> None:
             stdin_data=rules.encode(),
             timeout=30,
         )
+    elif fault == "link-drop":
+        partner = names.cluster_address(index + 1)
+        rules = (
+            f"table inet {LINK_TABLE} {{\n"
+            "  chain input {\n"
+            "    type filter hook input priority 0; policy accept;\n"
+            f"    ip saddr {partner} drop\n"
+            "  }\n"
+            "  chain output {\n"
+            "    type filter hook output priority 0; policy accept;\n"
+            f"    ip daddr {partner} drop\n"
+            "  }\n"
+            "}\n"
+        )
+        processes.run(
+            [tool("ip"), "netns", "exec", ns, tool("nft"), "-f", "-"],
+            what=f"plant {fault} on node{index} (nft, against node{index + 1})",
+            stdin_data=rules.encode(),
+            timeout=30,
+        )
     elif fault == "decoy-route":
         first_half = f"{names.cluster_subnet.rsplit('.', 1)[0]}.0/25"
         processes.run(
@@ -89,3 +117,12 @@ def plant(names: LabNames, index: int, fault: str) -> None:
             what=f"plant {fault} on node{index}",
             timeout=30,
         )
+
+
+def remove_link_drop(names: LabNames, index: int) -> None:
+    """Take link-drop off node `index` again (its table alone: another fault's rules stay)."""
+    processes.run(
+        [tool("ip"), "netns", "exec", names.netns(index), tool("nft"), "delete", "table", "inet", LINK_TABLE],
+        what=f"remove link-drop from node{index}",
+        timeout=30,
+    )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from r9700ctl.agent.result import SEVERITY
+from r9700ctl.agent.result import FAIL, PASS, WARN, worst_first
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -29,10 +29,8 @@ def phases_table(report: ClusterReport) -> Table:
     table.add_column("worst finding", overflow="fold", ratio=1, min_width=20)
     for phase in report.phases:
         statuses = [r.status for r in phase.results]
-        counts = (
-            f"{statuses.count('PASS')}/{statuses.count('WARN')}/{statuses.count('FAIL')}/"
-            f"{len(statuses) - statuses.count('PASS') - statuses.count('WARN') - statuses.count('FAIL')}"
-        )
+        named = [statuses.count(status) for status in (PASS, WARN, FAIL)]
+        counts = "/".join(str(n) for n in [*named, len(statuses) - sum(named)])
         table.add_row(
             phase.name,
             phase.status,
@@ -44,10 +42,10 @@ def phases_table(report: ClusterReport) -> Table:
 
 
 def _worst(phase) -> str:
-    bad = [r for r in phase.results if r.status not in ("PASS", "SKIP")]
+    bad = worst_first(phase.results)
     if not bad:
         return f"{len(phase.results)} verdict(s), all PASS"
-    first = max(bad, key=lambda r: SEVERITY[r.status])
+    first = bad[0]
     return f"{first.id} {first.subject}: {first.status} {first.code}".rstrip()
 
 
@@ -63,8 +61,7 @@ def culprit_lines(report: ClusterReport) -> list[str]:
         )
         if culprit["next"]:
             lines.append(f"next: {culprit['next']}")
-    bad = [r for r in report.results if r.status not in ("PASS", "SKIP")]
-    for result in sorted(bad, key=lambda r: -SEVERITY[r.status]):
+    for result in worst_first(report.results):
         value = f" {result.value:.4g} {result.unit}" if isinstance(result.value, float) else ""
         lines.append(f"{result.status} {result.code} {result.id} {result.subject}:{value} {result.hint}")
     return lines

@@ -2,8 +2,10 @@
 
 Three labs, as few as the promises allow:
   * 3 healthy nodes: provisioned for the cluster (preflight, env, cluster roles), every phase PASSes
-    with gloo really running across the nodes' network namespaces; then the firewall-drop fault is
-    planted on node3 and the network phase names node3 (rendezvous port open, the rest dropped);
+    with gloo really running across the nodes' network namespaces; then the link between node1 and
+    node2 alone is broken (link-drop on node1, taken off again) and isolation names that link, not a
+    node; then the firewall-drop fault is planted on node3 and the network phase names node3
+    (rendezvous port open, the rest dropped);
   * 4 nodes, node2's link slow: isolation names node2 and no other;
   * 4 nodes with the faults the facts phase must find, on different nodes so they do not interfere:
     mtu-mismatch (node2), hostname-loopback (node3), decoy-route (node4); node1 stays clean.
@@ -98,6 +100,30 @@ def test_a_healthy_three_node_cluster_passes_every_phase_with_gloo_across_the_no
     assert "<svg" in Path(html).read_text() and "testsuite" in Path(junit).read_text()
     assert "r9700_check_status" in Path(prom).read_text()
     assert "cluster: PASS (exit 0)" in done.stdout
+
+
+def test_two_nodes_failing_only_with_each_other_get_their_link_named_not_a_node(healthy):
+    """Issue 21's isolation rule, in the lab: node1<->node2 dropped (nftables on node1 against node2's
+    cluster address), each passes with node3, so the link is to blame and neither node."""
+    from r9700ctl.lab import netfaults
+
+    lab, home = healthy
+    names = LabNames(lab.lab_id)
+    netfaults.plant(names, 1, "link-drop")
+    try:
+        done, document = validate(lab, home, "--no-history")
+    finally:
+        netfaults.remove_link_drop(names, 1)  # the firewall test below needs the network whole
+    assert done.returncode == 2, done.stdout[-4000:]
+    assert phase(document, "facts")["status"] == "PASS" and phase(document, "network")["status"] == "FAIL"
+    failed = {r["subject"] for r in phase(document, "network")["results"] if r["status"] == "FAIL"}
+    assert failed == {"node1<->node2"}  # the pair's own verdict, and the link blamed under that name
+    assert findings(document, "CLUSTER_LINK_BLAMED") == {"node1<->node2"}
+    assert not findings(document, "CLUSTER_NODE_BLAMED")
+    assert not findings(document, "CLUSTER_ISOLATION_UNDECIDED")
+    culprit = document["culprit"]
+    assert (culprit["kind"], culprit["subject"], culprit["phase"]) == ("link", "node1<->node2", "network")
+    assert "culprit: link node1<->node2, found by the network phase" in done.stdout
 
 
 def test_a_firewall_dropping_all_but_the_rendezvous_port_is_found_by_the_network_phase_on_its_node(healthy):

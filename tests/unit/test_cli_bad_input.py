@@ -293,6 +293,22 @@ CASES = [
         "exporter_port",
         group_vars="r9700_monitoring_node_exporter_port: 0",
     ),
+    # --- validate --cluster: what a cluster run cannot use (issue 21) ---------------------------
+    Case("cluster with --level burnin", ("validate", "{inv}", "--cluster", "--level", "burnin"), "--level"),
+    Case("cluster with --level config", ("validate", "{inv}", "--cluster", "--level", "config"), "--level"),
+    Case(
+        "cluster with --level and --expected-gpus",
+        ("validate", "{inv}", "--cluster", "--level", "quick", "--expected-gpus", "4"),
+        "--expected-gpus, --level do not apply to --cluster",
+    ),
+    Case("cluster with --allow-busy", ("validate", "{inv}", "--cluster", "--allow-busy"), "--allow-busy"),
+    Case(
+        "cluster with RoCE and no HCA",
+        ("validate", "{inv}", "--cluster"),
+        "node1: r9700_cluster_rdma is roce but r9700_cluster_rdma_hca is empty",
+        group_vars="r9700_cluster_network: 10.10.0.0/24\nr9700_cluster_rdma: roce",
+        inventory=NODES + f"node2 ansible_host=127.0.0.2 ansible_port={PORT}\n",
+    ),
     # --- item 16: no internal error for bad input -----------------------------------------------
     Case(
         "scrape-config with a port given as a template",
@@ -852,3 +868,14 @@ def test_where_the_file_system_cannot_swap_the_sticky_rule_is_applied_by_hand(
     assert "-o: cannot replace the existing file (Operation not permitted)" in refused.value.one_line()
     assert "in a sticky directory" in refused.value.hint
     assert _fingerprint(target)[0] == KEPT and os.listdir(shared) == ["f.json"]
+
+
+def test_cluster_refuses_a_level_typed_but_not_one_from_the_environment():
+    """R9700CTL_VALIDATE_LEVEL is a standing preference for validate's fleet runs; a --level typed
+    with --cluster asks for something the cluster phases do not do."""
+    from r9700ctl.cli.validate_cluster import not_for_cluster
+
+    assert not_for_cluster({"level": "burnin"}, given=set()) == []
+    assert not_for_cluster({"level": "burnin"}, given={"level"}) == ["--level"]
+    both = not_for_cluster({"duration": 60.0, "allow_busy": True}, given=set())
+    assert both == ["--duration", "--allow-busy"]

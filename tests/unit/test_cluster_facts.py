@@ -29,7 +29,8 @@ def node(name: str, index: int, **change) -> NodeInput:
     torch.update(change.pop("torch", {}))
     routes = {"routes": {f"node{i}": {"dev": "eth1"} for i in range(1, 4) if i != index}}
     routes.update(change.pop("routes", {}))
-    return NodeInput(name, facts, routes, {"runtime": "host", "torchinfo": json.dumps(torch)})
+    runtime = {"runtime": "host", "torchinfo": json.dumps(torch), **change.pop("runtime", {})}
+    return NodeInput(name, facts, routes, runtime)
 
 
 def three(**per_node) -> list[NodeInput]:
@@ -108,3 +109,79 @@ def test_roce_needs_a_rocev2_gid_holding_the_cluster_address_at_the_configured_i
 
 def test_agreement_leaves_out_nodes_that_did_not_say():
     assert agreement("x", {"a": 1, "b": None}, "FAIL", "CLUSTER_MTU_MISMATCH", "MTU") == []
+
+
+def test_the_node_whose_cluster_nic_has_another_name_is_named_with_the_others_name():
+    """NVIDIA/nccl#1277: NCCL_SOCKET_IFNAME is one name for the job; a node whose NIC is called
+    otherwise gets none of it."""
+    nodes = three(
+        node3={
+            "facts": {"interface": "ens1f0", "interfaces": [{"ifname": "ens1f0", "addresses": []}]},
+            "routes": {"routes": {"node1": {"dev": "ens1f0"}, "node2": {"dev": "ens1f0"}}},
+        }
+    )
+    found = verdicts(nodes, "cluster.facts.interface")
+    assert found == {
+        "node1": ("PASS", ""),
+        "node2": ("PASS", ""),
+        "node3": ("FAIL", "CLUSTER_IFNAME_MISMATCH"),
+    }
+    (result,) = [r for r in judge(nodes, NETWORK, LIMITS, {}).results if r.code == "CLUSTER_IFNAME_MISMATCH"]
+    assert "cluster NIC ens1f0 here, eth1 on node1, node2" in result.hint
+    assert verdicts(nodes, "cluster.facts.route")["node3"] == ("PASS", "")  # its own NIC carries its routes
+
+
+def test_nodes_whose_images_differ_only_in_their_digest_are_a_version_mismatch():
+    """ROCm/legacy-rocm-build#5656: multi-node R9700 vLLM broke between image builds; torch, HIP and
+    RCCL versions can read the same while the image is another build."""
+    image = "rocm/pytorch@sha256:" + "a" * 64
+    other = "rocm/pytorch@sha256:" + "b" * 64
+    container = {"runtime": "container", "image": image}
+    nodes = three(
+        node1={"runtime": container},
+        node2={"runtime": container},
+        node3={"runtime": {**container, "image": other}},
+    )
+    found = verdicts(nodes, "cluster.facts.versions")
+    assert found["node3"] == ("FAIL", "CLUSTER_VERSION_MISMATCH")
+    assert found["node1"] == found["node2"] == ("PASS", "")
+    (result,) = [r for r in judge(nodes, NETWORK, LIMITS, {}).results if r.code == "CLUSTER_VERSION_MISMATCH"]
+    assert "b" * 64 in result.evidence["values"]["node3"] and "a" * 64 in result.evidence["values"]["node1"]
+
+
+def test_nodes_holding_one_tag_of_two_builds_are_a_version_mismatch():
+    """The same tag pulled at two times: the reference reads the same, r9700-run --image-id does not."""
+    tag = "rocm/pytorch:latest"
+    nodes = three(
+        node1={"runtime": {"runtime": "container", "image": tag, "image_id": "sha256:" + "1" * 64}},
+        node2={"runtime": {"runtime": "container", "image": tag, "image_id": "sha256:" + "1" * 64}},
+        node3={"runtime": {"runtime": "container", "image": tag, "image_id": "sha256:" + "2" * 64}},
+    )
+    assert verdicts(nodes, "cluster.facts.versions") == {
+        "node1": ("PASS", ""),
+        "node2": ("PASS", ""),
+        "node3": ("FAIL", "CLUSTER_VERSION_MISMATCH"),
+    }
+
+
+ROCE = {"mode": "roce", "gid_index": 3, "hca": "mlx5_0:1"}
+
+
+def memlock_verdict(soft_bytes, runtime="host", rdma=ROCE):
+    one = node("node1", 1, facts={"memlock": {"soft_bytes": soft_bytes}}, runtime={"runtime": runtime})
+    found = [r for r in judge([one], NETWORK, LIMITS, {}, rdma).results if r.id == "cluster.facts.memlock"]
+    return [(r.status, r.code) for r in found]
+
+
+def test_with_roce_a_limited_memlock_for_a_job_on_the_host_warns():
+    """RDMA registers (locks) the buffers it moves; 8 MiB, Debian's default ulimit -l, is limited."""
+    assert memlock_verdict(8 << 20) == [("WARN", "CLUSTER_MEMLOCK_LIMITED")]
+    assert memlock_verdict(-1) == [("PASS", "")]
+    assert memlock_verdict(8 << 20, rdma={"mode": "off"}) == []  # sockets lock nothing
+
+
+def test_in_the_container_runtime_the_jobs_memlock_is_unlimited_whatever_the_hosts():
+    """Bug pinned: the host's 8 MiB warned though the job runs with r9700-run --host-network's
+    --ulimit memlock=-1; and a memlock not read at all warned "ulimit -l is None bytes"."""
+    assert memlock_verdict(8 << 20, runtime="container") == [("PASS", "")]
+    assert memlock_verdict(None) == [("INCONCLUSIVE", "CLUSTER_FACTS_MISSING")]

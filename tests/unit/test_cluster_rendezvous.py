@@ -138,3 +138,91 @@ def test_every_step_has_a_store_port_of_its_own():
     steps = steps_for([("c", "b"), ("a", "c")], ["a", "b", "c"], 0, "run", True)
     ports = [s["port"] for s in steps]
     assert len(set(ports)) == len(ports) and 29400 not in ports
+
+
+# -- the transport RCCL took, with r9700_cluster_rdma=roce (issue 21: NCCL_IB_HCA, RoCE v2) ----------
+
+ROCE = {"mode": "roce", "hca": "mlx5_10:1", "gid_index": 3}
+ROCE_NET = NodeNet("node1", "enp220s0np0", "11.1.128.136", 1500, 100000, None, gpus=8)
+
+
+def rccl(lines, net=NET, rdma=None):
+    document = smoke_document(gpu={"ran": True, "wrong": 0}, lines=lines)
+    return next(r for r in judge_node("node1", document, net, rdma) if r.id == "cluster.rendezvous.rccl")
+
+
+def fixture_lines(name):
+    return (FIXTURES / name).read_text().splitlines()[1:]
+
+
+def test_with_roce_configured_a_fallback_to_sockets_fails_naming_it():
+    """RCCL's own lines (ROCm/rccl#1055): NET/IB found no device, NCCL took NET/Socket without an error
+    (NVIDIA/nccl#958). Before, the judge passed it: the interface was the cluster NIC."""
+    lines = fixture_lines("rccl-nccl-debug-7900xtx.txt")
+    net = NodeNet("node1", "eth0", "172.17.0.2", 1500, 10000, None, gpus=2)
+    assert rccl(lines, net).status == "PASS"  # without RDMA configured, sockets on the cluster NIC are right
+    fallback = rccl(lines, net, ROCE)
+    assert (fallback.status, fallback.code) == ("FAIL", "CLUSTER_RDMA_FALLBACK")
+    assert "NET/Socket over eth0" in fallback.hint and "No device found" in fallback.hint
+    assert fallback.evidence["network"] == "Socket"
+
+
+def test_with_roce_configured_rdma_over_the_named_hca_passes_and_another_hca_fails():
+    lines = fixture_lines("nccl-debug-roce-ib.txt")
+    ok = rccl(lines, ROCE_NET, ROCE)
+    assert ok.status == "PASS" and "network IB" in ok.hint, ok.hint
+    other = rccl(lines, ROCE_NET, {**ROCE, "hca": "mlx5_0:1"})
+    assert (other.status, other.code) == ("FAIL", "CLUSTER_WRONG_INTERFACE") and "mlx5_10" in other.hint
+    elsewhere = rccl(lines, NET, ROCE)  # the OOB sockets on another NIC than the cluster's
+    assert (elsewhere.status, elsewhere.code) == ("FAIL", "CLUSTER_WRONG_INTERFACE")
+
+
+def test_a_run_whose_output_names_no_transport_is_inconclusive_never_a_pass():
+    """Bug pinned: no NCCL interface line at all (NCCL_DEBUG=WARN in the node's environment wins over
+    the agent's default) was a PASS "every rank on one node?"; a validator never passes what it did
+    not judge."""
+    for rdma in (None, ROCE):
+        unseen = rccl([], rdma=rdma)
+        assert (unseen.status, unseen.code) == ("INCONCLUSIVE", "CLUSTER_TRANSPORT_UNSEEN")
+    # Interfaces named, but not the network: with RoCE configured whether RDMA was taken is unknown.
+    posted = fixture_lines("rccl-nccl-debug-7900xtx.txt")
+    socket_only = [line for line in posted if "Using network" not in line]
+    net = NodeNet("node1", "eth0", "172.17.0.2", 1500, 10000, None, gpus=2)
+    assert rccl(socket_only, net).status == "PASS"
+    assert rccl(socket_only, net, ROCE).code == "CLUSTER_TRANSPORT_UNSEEN"
+
+
+def test_the_h200_run_took_sockets_on_its_own_nic():
+    lines = fixture_lines("nccl-debug-h200-no-ib.txt")
+    net = NodeNet("node1", "eth0", "192.0.2.2", 1500, 10000, None, gpus=1)
+    assert rccl(lines, net).status == "PASS"
+    assert rccl(lines, net, ROCE).code == "CLUSTER_RDMA_FALLBACK"
+
+
+# -- the phase's wall clock: CLUSTER_PHASE_TIMEOUT where it ran out --------------------------------
+
+
+def test_a_step_its_deadline_stopped_is_a_phase_timeout_naming_the_deadline():
+    """Before, a step killed at the wall clock read as a failed rendezvous; the catalogue's
+    CLUSTER_PHASE_TIMEOUT was given by no judge."""
+    torchrun = {"rc": -9, "timed_out": True, "deadline_s": 220.0, "killed": 4, "tail": []}
+    step = judge_step("a<->b x1", ["a", "b"], {"torchrun": torchrun, "ranks": []}, 0.1, LIMITS)
+    assert (step.status, step.code) == ("FAIL", "CLUSTER_PHASE_TIMEOUT")
+    assert "deadline of 220.0 s" in step.hint and "4 process(es)" in step.hint
+    late = {"torchrun": {"timed_out": True, "not_started": True, "deadline_s": 2.0}, "ranks": []}
+    assert "not started" in judge_step("cluster x1", ["a", "b", "c"], late, 0.1, LIMITS).hint
+    (smoke,) = judge_node("node1", {"torchrun": torchrun, "ranks": []}, NET)
+    assert (smoke.status, smoke.code) == ("FAIL", "CLUSTER_PHASE_TIMEOUT")
+    # A rank that said why keeps its own reason.
+    said = {"torchrun": torchrun, "ranks": [{"rank": 0, "error": "RendezvousTimeoutError: timed out"}]}
+    assert judge_node("node1", said, NET)[0].code == "CLUSTER_RENDEZVOUS_FAILED"
+
+
+def test_a_node_whose_phase_program_the_outer_timeout_stopped_is_an_error_phase_timeout():
+    (stopped,) = judge({"node1": None}, {"node1": "ran past its wall clock"}, {"node1": NET}, None, {"node1"})
+    assert (stopped.status, stopped.code) == ("ERROR", "CLUSTER_PHASE_TIMEOUT")
+    from r9700ctl.cluster.facts import NodeInput
+    from r9700ctl.cluster.facts import judge as facts
+
+    found = facts([NodeInput("node1", error="stopped", timed_out=True)], "10.0.0.0/24", LIMITS, {})
+    assert [(r.status, r.code) for r in found.results] == [("ERROR", "CLUSTER_PHASE_TIMEOUT")]

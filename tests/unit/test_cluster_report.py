@@ -104,3 +104,37 @@ def test_a_run_is_recorded_and_the_next_one_compares_pair_figures_with_it(tmp_pa
     # every compared cluster run inconclusive; only cluster@GROUP holds figures.
     assert [r.status for r in added if r.id == "baseline.coverage"] == ["PASS"]
     assert again.phases[-1].name == "baseline"
+
+
+def ten_gbe(node1_node3: float) -> ClusterReport:
+    """A 10 GbE cluster (1.25 GB/s line rate; pairs at ~1.15 GB/s, above the history's 0.5 GB/s
+    bandwidth floor, under which no relative change is judged)."""
+    network = [
+        pair("node1", "node2", 1.15),
+        pair("node1", "node3", node1_node3),
+        pair("node2", "node3", 1.16),
+    ]
+    return ClusterReport(
+        group="r9700_nodes",
+        network="10.214.1.0/24",
+        nodes=NODES,
+        started="2026-12-03T18:00:00+00:00",
+        phases=[PhaseReport("network", network)],
+        nets={n: NodeNet(n, "eth1", f"10.214.1.{11 + i}", 9000, 10000, 10000) for i, n in enumerate(NODES)},
+    )
+
+
+def test_compare_flags_the_pair_that_got_slower_and_only_that_one(tmp_path):
+    """The history's three-gate rule on a pair's figure: node1<->node3 from 1.15 to 0.92 GB/s is a
+    regression (FAIL BASELINE_REGRESSION) though the network phase alone still calls it PASS/WARN."""
+    path = tmp_path / "history.db"
+    record_history(ten_gbe(1.15), HistoryPlan(path=path, save_as="golden"))
+    again = ten_gbe(0.92)
+    added = record_history(again, HistoryPlan(path=path, compare_with="golden"))
+    by_pair = {r.subject: (r.status, r.code) for r in added if r.id == "baseline.tcp_bandwidth"}
+    assert by_pair == {
+        "node1<->node2": ("PASS", ""),
+        "node1<->node3": ("FAIL", "BASELINE_REGRESSION"),
+        "node2<->node3": ("PASS", ""),
+    }
+    assert again.status == "FAIL" and again.culprit()["subject"] == "node1<->node3"

@@ -189,3 +189,31 @@ def test_from_the_root_directory_nothing_is_mounted_on_slash(tmp_path):
     argv = shlex.split(run_wrapper(_config(tmp_path), "-n", "true", cwd=Path("/")).stdout)
     assert "/:/" not in argv and "-w" not in argv
     assert argv[-2:] == [IMAGE, "true"]
+
+
+def test_host_network_runs_on_the_hosts_network_with_memlock_unlimited(tmp_path):
+    """validate --cluster's torch phases run in the image through `r9700-run --host-network`: the
+    cluster NIC is the host's (Docker's bridge hides it) and RDMA needs locked memory without limit."""
+    argv = shlex.split(run_wrapper(_config(tmp_path), "-n", "--host-network", "python3", cwd=tmp_path).stdout)
+    image = argv.index(IMAGE)
+    options = argv[:image]
+    assert "--network=host" in options
+    assert options[options.index("--ulimit") + 1] == "memlock=-1"
+    assert argv[image:] == [IMAGE, "python3"]
+    plain = shlex.split(run_wrapper(_config(tmp_path), "-n", "python3", cwd=tmp_path).stdout)
+    assert "--network=host" not in plain and "--ulimit" not in plain
+
+
+def test_image_id_prints_the_builds_id_from_docker(tmp_path):
+    """Two nodes can hold one tag built twice: the ID (docker image inspect .Id) tells them apart."""
+    docker = tmp_path / "docker"
+    docker.write_text(
+        "#!/bin/sh\n"
+        '[ "$1 $2 $3 $4" = "image inspect --format {{.Id}}" ] || exit 9\n'
+        "echo sha256:" + "c" * 64 + "\n"
+    )
+    docker.chmod(0o755)
+    config = _config(tmp_path, docker=str(docker))
+    done = run_wrapper(config, "--image-id", cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (0, "sha256:" + "c" * 64 + "\n"), done.stderr
+    assert run_wrapper(config, "--check", cwd=tmp_path).stdout == IMAGE + "\n"

@@ -144,3 +144,28 @@ def test_the_cli_lists_the_same_network_faults_with_their_phase_and_code():
     for name, fault in NET_FAULTS.items():
         assert f"{fault.phase} {fault.code}" in lab_cli.NET_FAULTS[name]
         assert codes.record(fault.code).meaning
+
+
+def test_link_drop_needs_a_next_node_and_drops_only_that_nodes_cluster_address(monkeypatch):
+    """nodeN=link-drop breaks nodeN<->nodeN+1 and nothing else: its rules name the partner's cluster
+    address, in a table of its own (removing it leaves firewall-drop's)."""
+    from r9700ctl.errors import BadInput
+    from r9700ctl.lab import api, netfaults
+    from r9700ctl.lab.naming import LabNames
+    from r9700ctl.lab.node import NodeOptions
+
+    with pytest.raises(BadInput, match="node3 is the last"):
+        api._check_request(3, 1, {"node3": NodeOptions(fault="link-drop")}, None, cluster=True)
+    api._check_request(3, 1, {"node2": NodeOptions(fault="link-drop")}, None, cluster=True)
+    ran = []
+    monkeypatch.setattr(netfaults.processes, "run", lambda argv, **kw: ran.append((argv, kw)))
+    monkeypatch.setattr(netfaults, "tool", lambda name: name)
+    names = LabNames(7)
+    netfaults.plant(names, 2, "link-drop")
+    ((argv, kw),) = ran
+    rules = kw["stdin_data"].decode()
+    assert argv[:4] == ["ip", "netns", "exec", names.netns(2)]
+    partner = names.cluster_address(3)
+    assert f"ip saddr {partner} drop" in rules and f"ip daddr {partner} drop" in rules
+    assert f"table inet {netfaults.LINK_TABLE}" in rules and netfaults.LINK_TABLE != netfaults.FIREWALL_TABLE
+    assert names.cluster_address(1) not in rules

@@ -10,6 +10,7 @@ FILE --out FILE`). Each phase writes one JSON document; the controller (r9700ctl
   pairs.py      phase 2: disjoint pairs in rounds: DF ping at the MTU, TCP to the rendezvous port and
                 to an ephemeral one, iperf3 both ways (no GPU)
   probes.py     the commands behind pairs.py and their parsers (ping, iperf3)
+  launch.py     torchrun under a step's deadline; processes.py kills every process of a step by pid
   smoke.py      phase 3: one torchrun worker per node: gloo all-reduce, then one RCCL/NCCL element
   collective.py phase 4: the agent's all-reduce sweep across nodes (r9700ctl/agent/kernels/collective.py)
 """

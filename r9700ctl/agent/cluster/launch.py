@@ -20,13 +20,15 @@ transport and interface RCCL took are on record.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from typing import Any
 
+from r9700ctl.agent.cluster import processes
+
 ENVIRONMENT_FILE = "/etc/environment.d/90-r9700.conf"  # r9700_env (roles/r9700_env/vars/Debian.yml)
 TAIL_LINES = 60
+PIPE_GRACE_S = 5.0  # after the kill, how long the output pipe may take to close
 
 
 def node_environment(path: str = ENVIRONMENT_FILE) -> dict[str, str]:
@@ -75,7 +77,9 @@ def argv(plan: dict[str, Any], module: str, out_prefix: str) -> list[str]:
 def run(
     plan: dict[str, Any], module: str, out_prefix: str, extra_env: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    """Run torchrun to the end or its timeout (then its whole process group is killed)."""
+    """Run torchrun until it ends or until plan["timeout_s"] (this step's share of the phase's wall
+    clock) has passed; then torchrun, its workers and whatever they started are killed by their
+    pids (processes.kill_tree), as is anything left in torchrun's session after a normal end."""
     env = dict(os.environ)
     applied = node_environment()  # in the image there is no such file: r9700-run passed the list
     env.update(applied)
@@ -83,21 +87,34 @@ def run(
     env.setdefault("NCCL_DEBUG", "INFO")
     env.setdefault("NCCL_DEBUG_SUBSYS", "INIT,NET")
     command = argv(plan, module, out_prefix)
+    timeout_s = max(0.0, float(plan["timeout_s"]))
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
     )
+    processes.LIVE.add(process.pid)
+    killed: set[int] = set()
     try:
-        output, _ = process.communicate(timeout=float(plan["timeout_s"]))
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)  # torchrun and its workers: the session it leads
-        output, _ = process.communicate()
-        timed_out = True
+        try:
+            output, _ = process.communicate(timeout=timeout_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            killed = processes.kill_tree(process.pid)
+            try:
+                output, _ = process.communicate(timeout=PIPE_GRACE_S)
+            except subprocess.TimeoutExpired:  # a writer escaped the kill: stop reading
+                process.kill()
+                output = ""
+        killed |= processes.kill_tree(process.pid, root_alive=False)
+    finally:
+        processes.LIVE.discard(process.pid)
     lines = (output or "").splitlines()
     return {
         "argv": command,
         "rc": process.returncode,
         "timed_out": timed_out,
+        "deadline_s": round(timeout_s, 1),
+        "killed": len(killed),
         "environment": {
             k: v for k, v in applied.items() if k.startswith(("NCCL_", "GLOO_", "RCCL_", "HSA_"))
         },

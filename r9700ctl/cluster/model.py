@@ -97,7 +97,7 @@ class ClusterReport:
     def culprit(self) -> dict[str, Any] | None:
         """The finding to act on first: a blamed node or link, else the worst verdict of the first
         phase that failed; with the phase that found it and the code's next step."""
-        from r9700ctl import codes
+        from r9700ctl.agent import codes
 
         for phase in self.phases:
             bad = [r for r in phase.results if r.status not in ("PASS", "SKIP")]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from r9700ctl import codes
+from r9700ctl.agent import codes
 from r9700ctl.agent.result import PASS, CheckResult
 
 

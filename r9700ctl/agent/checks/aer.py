@@ -18,15 +18,7 @@ from r9700ctl.agent.result import PASS, SEVERITY, SKIP, CheckResult
 THRESHOLDS = ("aer.correctable_fail_per_min",)
 
 
-@register(
-    id="aer",
-    family="aer",
-    levels=from_level("quick"),
-    needs_gpu=True,
-    order=200,
-    runs_last=True,
-    thresholds=THRESHOLDS,
-)
+@register(id="aer", levels=from_level("quick"), order=200, runs_last=True, thresholds=THRESHOLDS)
 def run(ctx: AgentContext) -> list[CheckResult]:
     fail_per_min = float(ctx.threshold("aer.correctable_fail_per_min"))
     steps = ctx.aer_steps

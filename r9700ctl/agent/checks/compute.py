@@ -84,14 +84,7 @@ CLOCK_THROTTLE_NOTE = (
 )
 
 
-@register(
-    id="compute",
-    family="compute",
-    levels=from_level("quick"),
-    needs_gpu=True,
-    order=60,
-    thresholds=THRESHOLDS,
-)
+@register(id="compute", levels=from_level("quick"), order=60, thresholds=THRESHOLDS)
 def run(ctx: AgentContext) -> list[CheckResult]:
     dtypes = [d.strip() for d in str(_measure.param(ctx, "compute.dtypes", DEFAULTS)).split(",") if d.strip()]
     seconds = float(_measure.param(ctx, "compute.seconds", DEFAULTS))
@@ -110,14 +103,8 @@ def run(ctx: AgentContext) -> list[CheckResult]:
         hotspot_credible_c=float(ctx.threshold("compute.hotspot_warn_c")),
     )
     expected = len(dtypes) * (seconds + 10) + 20
-    outcome = ctx.run_step(
-        "compute.gemm",
-        indices,
-        _measure.call_kernel,
-        "gemm",
-        "gemm_under_load",
-        spec,
-        timeout_s=_measure.timeout(ctx, expected),
+    outcome = _measure.run_kernel(
+        ctx, "compute.gemm", indices, "gemm.gemm_under_load", spec, expected_s=expected
     )
     if not outcome.ok:
         return [ctx.outcome_result("compute.tflops", "node", outcome)]

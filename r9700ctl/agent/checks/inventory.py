@@ -215,14 +215,7 @@ def _vram_results(ctx: AgentContext) -> list[CheckResult]:
     return results
 
 
-@register(
-    id="inventory",
-    family="inventory",
-    levels=from_level("config"),
-    needs_gpu=False,
-    order=10,
-    thresholds=THRESHOLDS,
-)
+@register(id="inventory", levels=from_level("config"), needs_gpu=False, order=10, thresholds=THRESHOLDS)
 def run(ctx: AgentContext) -> list[CheckResult]:
     # Cards on the bus, whether or not torch can see them; torch-only devices (no sysfs) too.
     on_bus = ctx.discovery.on_bus or ctx.discovery.gpus

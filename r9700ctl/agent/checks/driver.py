@@ -271,8 +271,9 @@ def _rocm_result(ctx: AgentContext) -> CheckResult | None:
     base = re.match(r"\d+\.\d+(\.\d+)?", version)
     release = releases.get(base.group(0)) if base else None
     threshold = "this ROCm release supports every GPU target (manifest)"
-    verdict = partial(CheckResult, id="driver.rocm", subject="node", metric="rocm", value=version)
-    verdict = partial(verdict, threshold=threshold)
+    verdict = partial(
+        CheckResult, id="driver.rocm", subject="node", metric="rocm", value=version, threshold=threshold
+    )
     if release is None:
         said = f"ROCm {version} is not in the manifest: support for {', '.join(targets)} not judged"
         return verdict(status=PASS, hint=said, evidence={"targets": targets})

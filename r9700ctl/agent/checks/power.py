@@ -143,8 +143,8 @@ def _sampling(
         metric="sample_rate_hz",
         unit="Hz",
         threshold=threshold,
+        evidence=evidence,
     )
-    verdict = partial(verdict, evidence=evidence)
     if not sampler.get("source") or not rates:
         said = (
             "no power telemetry on this node (amdgpu hwmon, NVML or nvidia-smi): nothing of the power "
@@ -194,9 +194,14 @@ def _cap(
     exceed = float(ctx.threshold("power.cap_exceed_fraction"))
     threshold = f"sustained draw <= cap x {exceed:g}; the cap r9700_power set is the one in force"
     verdict = partial(
-        CheckResult, id="power.cap", subject=f"gpu{index}", metric="power_cap", unit="W", threshold=threshold
+        CheckResult,
+        id="power.cap",
+        subject=f"gpu{index}",
+        metric="power_cap",
+        unit="W",
+        threshold=threshold,
+        evidence=evidence,
     )
-    verdict = partial(verdict, evidence=evidence)
     if not caps:
         said = "the card reports no power cap (hwmon power1_cap, NVML enforced limit)"
         return verdict(status=SKIP, hint=said, code="TELEMETRY_MISSING")
@@ -253,9 +258,13 @@ def _psus(
         missing = [a for a in psu.gpus if a not in index_of]
         series = power.psu_totals(samples, psu, index_of)
         verdict = partial(
-            CheckResult, id=f"power.psu.{psu.name}", subject=psu.name, metric="psu_sustained_w", unit="W"
+            CheckResult,
+            id=f"power.psu.{psu.name}",
+            subject=psu.name,
+            metric="psu_sustained_w",
+            unit="W",
+            threshold=threshold,
         )
-        verdict = partial(verdict, threshold=threshold)
         if missing or not series:
             why = (
                 f"{', '.join(missing)} fed by it was not measured in this run"

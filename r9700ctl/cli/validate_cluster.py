@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -12,15 +13,21 @@ if TYPE_CHECKING:
     from r9700ctl.history.runs import HistoryPlan
 
 
-def validate_cluster(
-    out: Output,
-    inventory: Path,
-    group: str,
-    limit: str | None,
-    options: dict[str, Any],
-    plan: HistoryPlan,
-    formats: dict[str, Path],
-) -> None:
+@dataclass(frozen=True)
+class InventoryRun:
+    """What `validate INVENTORY` hands its two runs (the fleet's, cli/validate.py, and --cluster's):
+    the inventory with its group and limit, validate's other options, the history plan and the
+    report formats to write."""
+
+    inventory: Path
+    group: str
+    limit: str | None
+    options: dict[str, Any]
+    plan: HistoryPlan
+    formats: dict[str, Path]
+
+
+def validate_cluster(out: Output, asked: InventoryRun) -> None:
     from r9700ctl.cli.output import write_output
     from r9700ctl.cluster.service import ClusterRequest
     from r9700ctl.cluster.service import validate_cluster as run
@@ -30,6 +37,7 @@ def validate_cluster(
 
     # Options of validate that mean nothing for a cluster run: the agent's own (--local's), its GPU
     # count and --allow-busy.
+    options, plan = asked.options, asked.plan
     not_for_cluster = {**{key: AGENT_FLAGS[key] for key in LOCAL_ONLY}, "expected_gpus": "--expected-gpus"}
     for key, flag in not_for_cluster.items():
         if options.get(key) is not None:
@@ -37,9 +45,9 @@ def validate_cluster(
     if options.get("allow_busy"):
         raise BadInput(what="--allow-busy does not apply to --cluster", hint="drop --allow-busy")
     request = ClusterRequest(
-        inventory=inventory,
-        group=group,
-        limit=limit,
+        inventory=asked.inventory,
+        group=asked.group,
+        limit=asked.limit,
         runtime=str(options.get("runtime") or "auto"),
         history=plan,
     )
@@ -51,7 +59,7 @@ def validate_cluster(
         lines += matrix_lines(phase.matrix, f"{phase.name}: node x node, the slower way")
     out.lines(lines)
     flags = {"html": "--html", "prom": "--prom", "junit": "--junit"}
-    for name, path in formats.items():
+    for name, path in asked.formats.items():
         write_output(flags[name], path, render(name, report))
     out.line(f"cluster: {report.status} (exit {report.exit_code}); phase results in {report.reports_dir}")
     for note in plan.notes:

@@ -216,35 +216,23 @@ def _clock(ctx: AgentContext, index: int, telemetry: dict, info: dict) -> CheckR
         if boost
         else "no boost clock for this model"
     )
+    result = partial(
+        CheckResult,
+        id="compute.clock",
+        subject=f"gpu{index}",
+        metric="sclk_median",
+        unit="MHz",
+        threshold=threshold,
+        evidence=evidence,
+    )
     if sclk is None:
         why = (
             f"{info['source']} gave no shader clock" if info["source"] else "no telemetry source on this node"
         )
-        return CheckResult(
-            id="compute.clock",
-            subject=f"gpu{index}",
-            status=SKIP,
-            metric="sclk_median",
-            unit="MHz",
-            threshold=threshold,
-            hint=why,
-            evidence=evidence,
-            code="TELEMETRY_MISSING",
-        )
+        return result(status=SKIP, hint=why, code="TELEMETRY_MISSING")
     if not boost:
         verdict = ctx.unjudged("compute.boost_clock_mhz", "no boost clock for this model")
-        return CheckResult(
-            id="compute.clock",
-            subject=f"gpu{index}",
-            status=verdict.status,
-            metric="sclk_median",
-            value=round(sclk),
-            unit="MHz",
-            threshold=threshold,
-            hint=verdict.reason,
-            evidence=evidence,
-            code=verdict.code,
-        )
+        return result(status=verdict.status, value=round(sclk), hint=verdict.reason, code=verdict.code)
     ratio = sclk / float(boost)
     evidence["fraction_of_boost"] = round(ratio, 3)
     groups = telemetry.get("throttle_groups", {})
@@ -262,18 +250,7 @@ def _clock(ctx: AgentContext, index: int, telemetry: dict, info: dict) -> CheckR
                 f"{float(boost):.0f} MHz boost clock with no throttle reason reported"
             )
             status, hint = WARN, codes.hint(CLOCKS_LOW, said)
-    return CheckResult(
-        id="compute.clock",
-        subject=f"gpu{index}",
-        status=status,
-        metric="sclk_median",
-        value=round(sclk),
-        unit="MHz",
-        threshold=threshold,
-        hint=hint,
-        evidence=evidence,
-        code=CLOCKS_LOW,
-    )
+    return result(status=status, value=round(sclk), hint=hint, code=CLOCKS_LOW)
 
 
 def _throttle(ctx: AgentContext, index: int, samples: list[dict], telemetry: dict, info: dict) -> CheckResult:

@@ -25,38 +25,38 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported_modules(path: Path, name: str, known: set[str]) -> set[str]:
-    """The r9700ctl modules one file imports, `from pkg import mod` counting mod alone (pkg's
-    __init__ has run by then, so it is no edge of its own); `from mod import name` counts mod."""
+def imports(path: Path, name: str) -> list[tuple[str, list[str]]]:
+    """Every import of one file as (module, names): `import X` is (X, []), `from X import a, b`
+    (relative ones resolved) is (X, [a, b])."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: set[str] = set()
+    found: list[tuple[str, list[str]]] = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+            found += [(alias.name, []) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*parts, base] if base else parts)
-            modules = {f"{base}.{alias.name}" for alias in node.names} & known
-            found.update(modules if len(modules) == len(node.names) else {*modules, base})
-    return {target for target in found if target in known and target != name}
+            found.append((base, [alias.name for alias in node.names]))
+    return found
 
 
 def imported(path: Path, name: str, known: set[str]) -> set[str]:
     """The r9700ctl modules one file imports (`from X import Y` counts X and X.Y where they exist)."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = {
+        target for base, names in imports(path, name) for target in [base, *(f"{base}.{n}" for n in names)]
+    }
+    return {target for target in found if target in known and target != name}
+
+
+def imported_modules(path: Path, name: str, known: set[str]) -> set[str]:
+    """The r9700ctl modules one file imports, `from pkg import mod` counting mod alone (pkg's
+    __init__ has run by then, so it is no edge of its own); `from mod import name` counts mod."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*parts, base] if base else parts)
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)
+    for base, names in imports(path, name):
+        modules = {f"{base}.{n}" for n in names} & known
+        found.update(modules if names and len(modules) == len(names) else {*modules, base})
     return {target for target in found if target in known and target != name}
 
 

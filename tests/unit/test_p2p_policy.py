@@ -101,6 +101,16 @@ def test_config_space_read_without_root_is_unknown_not_clean(tmp_path):
     assert sysfs.acs_from_config(config_space(None)) == sysfs.AcsRead()  # read, and no ACS capability
 
 
+def test_the_p2p_facts_are_read_through_the_one_sysfs_reader():
+    """Issue 20 item 6: sysfs is read in one place. read_p2p read the IOMMU group, VRAM, the bridge
+    path and config space itself; now every file goes through agent/sysfs.py."""
+    import inspect
+
+    source = inspect.getsource(nodefacts.read_p2p)
+    assert "sysfs." in source
+    assert not [word for word in ("open(", "readlink", "_read(", "realpath", "listdir") if word in source]
+
+
 def test_a_gpu_without_an_iommu_group_means_the_iommu_is_off(tmp_path):
     gpu = r9700_card(tmp_path, "0000:00:01.1", 0x01, iommu=None)
     assert nodefacts.read_p2p(str(tmp_path), [gpu])["gpus"][gpu]["iommu_group"] is None

@@ -150,8 +150,12 @@ def verify(request: VerifyRequest, progress: Callable[[str], None] | None = None
         ]
         if request.keyword:
             command += ["-k", request.keyword]
+        # pytest writes its JUnit file in place (open "w"); it is written into the scratch
+        # directory and put in place by the one atomic writer, so that --junit is checked
+        # (cli.output.check_output_path) and written the way every other output file is.
+        junit = Path(scratch) / "junit.xml"
         if request.junit_xml:
-            command += [f"--junitxml={Path(request.junit_xml).resolve()}"]
+            command += [f"--junitxml={junit}"]
         env = dict(os.environ)
         # testinfra's ansible backend runs ansible-inventory: the one next to this Python.
         env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
@@ -174,6 +178,8 @@ def verify(request: VerifyRequest, progress: Callable[[str], None] | None = None
             ) from exc
         duration = time.monotonic() - start
         outcomes = _read_report(report)
+        if request.junit_xml and junit.is_file():
+            _put_junit(junit, Path(request.junit_xml))
     if not outcomes:  # nothing ran: never a PASS, whatever pytest's exit status was
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
         why = PYTEST_COULD_NOT_RUN.get(proc.returncode, f"pytest exit status {proc.returncode}")
@@ -203,6 +209,19 @@ def verify(request: VerifyRequest, progress: Callable[[str], None] | None = None
         junit_xml=str(Path(request.junit_xml).resolve()) if request.junit_xml else None,
         command=command,
     )
+
+
+def _put_junit(written: Path, path: Path) -> None:
+    from r9700ctl.agent.atomic import write_atomic
+
+    try:
+        write_atomic(path.expanduser(), written.read_bytes())
+    except OSError as exc:
+        raise CannotRun(
+            what=f"cannot write --junit: {exc.strerror or exc}",
+            where=str(path),
+            hint="give a writable path with --junit",
+        ) from exc
 
 
 def _require_the_test_runner() -> None:

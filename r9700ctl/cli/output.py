@@ -13,7 +13,10 @@ nowhere. `json_option()` writes the option's help from the same choice, so the t
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
@@ -120,8 +123,10 @@ def check_output_path(flag: str, path: Path) -> None:
 
     The writers are atomic (a hidden .tmp file beside PATH, then a rename), so what must hold is:
     PATH is not a directory or a special file (a FIFO, /dev/stdout: use '-'), its directory
-    exists, and a file can be created there. The last is tried for real (a probe file, removed
-    at once): permissions, a read-only mount and /proc all answer the same way.
+    exists, a file can be created there and, when PATH exists, a file can be renamed over it.
+    The last two are tried for real with probe files, removed at once: permissions, a read-only
+    mount, /proc, an immutable file and another user's file in a sticky directory all answer the
+    check the way they would answer the writer (_try_replacing leaves the existing file as it was).
     """
     path = path.expanduser()
     where = str(path)
@@ -163,6 +168,81 @@ def check_output_path(flag: str, path: Path) -> None:
             where=where,
             hint="give a path in a directory you can write to",
         ) from None
+    if path.exists():
+        _try_replacing(flag, path, where)
+
+
+RENAME_EXCHANGE = 2  # <linux/fs.h>; renameat2(2) since Linux 3.15, glibc 2.28 (man 2 rename)
+
+
+def _try_replacing(flag: str, path: Path, where: str) -> None:
+    """Refuse an existing PATH that the writer's os.replace could not rename a file over.
+
+    A probe beside PATH is swapped with it by renameat2(RENAME_EXCHANGE) and swapped back: the
+    kernel judges a swap as it judges a rename over PATH (man 2 rename: EPERM where the directory
+    is sticky and the file is neither the caller's nor the directory's owner's; man 1 chattr: a
+    file marked 'i' cannot be renamed, 'a' likewise), so nothing is guessed. PATH names a file
+    at every instant, and afterwards the same file (same inode, same bytes; only its ctime moves);
+    for the microseconds between the swaps a reader would find the empty probe there. Where the
+    file system cannot swap (EINVAL: NFS, FAT), the sticky-directory rule is applied by hand.
+    """
+    fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)
+    os.close(fd)
+    try:
+        errno_ = _exchange(probe, path)
+        if errno_ == 0:
+            if _exchange(probe, path) != 0:
+                os.replace(probe, path)  # the original, back under its name whatever happened
+            return
+        if errno_ in (errno.EINVAL, errno.ENOSYS):
+            errno_ = errno.EPERM if _sticky_and_not_ours(path) else 0
+        if errno_:
+            raise BadInput(
+                what=f"{flag}: cannot replace the existing file ({os.strerror(errno_)})",
+                where=where,
+                hint=_why_not_replaceable(path, errno_),
+            )
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(probe)
+
+
+def _exchange(one: str | Path, other: str | Path) -> int:
+    """renameat2(one, other, RENAME_EXCHANGE): 0, or the errno (ENOSYS where libc lacks it)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is None:
+        return errno.ENOSYS
+    at_fdcwd = -100
+    done = renameat2(at_fdcwd, os.fsencode(one), at_fdcwd, os.fsencode(other), RENAME_EXCHANGE)
+    return 0 if done == 0 else ctypes.get_errno()
+
+
+def _sticky_and_not_ours(path: Path) -> bool:
+    """man 2 rename, EPERM: a sticky directory lets only the file's owner, the directory's owner
+    or a privileged process rename over a file."""
+    directory, file = os.stat(path.parent), os.stat(path)
+    return bool(directory.st_mode & stat.S_ISVTX) and os.geteuid() not in (
+        0,
+        file.st_uid,
+        directory.st_uid,
+    )
+
+
+def _why_not_replaceable(path: Path, errno_: int) -> str:
+    if errno_ in (errno.EPERM, errno.EACCES) and _sticky_and_not_ours(path):
+        return (
+            f"it belongs to uid {os.stat(path).st_uid} in a sticky directory: give another path, "
+            "or have its owner remove it"
+        )
+    if errno_ == errno.EPERM:
+        return (
+            "it is marked immutable or append-only: lsattr shows i or a, chattr -i or -a as root "
+            "clears it; or give another path"
+        )
+    return "give another path"
 
 
 def write_output(flag: str, path: Path, text: str) -> None:

@@ -7,18 +7,25 @@ option or file and ends with the fix in parentheses, nothing on standard output,
 no internal error. No host may be contacted: the inventory's node is 127.0.0.1 at a port where
 nothing listens, and the runner, the agent launcher, paramiko and socket connections are patched
 to record a call and fail (`contacts`). Cases that leave a file behind (a history that is not
-r9700ctl's) also check the file is byte for byte as it was.
+r9700ctl's, an output file that cannot be replaced) also check the file is byte for byte as it was.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import io
+import json
 import os
 import re
+import shutil
 import socket
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Callable
+import tempfile
+import traceback
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -515,18 +522,25 @@ def test_bad_input_is_one_line_exit_64_and_no_host_is_contacted(
     with pytest.raises(SystemExit) as exited:
         main()
     out, err = capsys.readouterr()
-    lines = err.splitlines()
-    assert (exited.value.code, out, len(lines)) == (64, "", 1), err
-    line = lines[0]
-    assert line.startswith("error: ") and "internal error" not in line and "Traceback" not in err, line
-    assert case.names in line, line
-    assert re.search(r"\([^()]*\w[^()]*(\([^()]*\)[^()]*)*\)$", line), (
-        f"no fix in parentheses at the end: {line}"
-    )
+    _assert_refused_in_one_line(exited.value.code, out, err, case.names)
     assert contacts == []
     for name, data in before.items():
         assert (directory / name).read_bytes() == data, f"{name} was changed"
     assert not (tmp_path / "state" / "r9700ctl" / "runs").exists(), "a run directory was created"
+
+
+def _assert_refused_in_one_line(code: object, out: str, err: str, *names: str) -> None:
+    """Exit 64, nothing on standard output, one line on standard error that names `names` and
+    ends with the fix in parentheses."""
+    lines = err.splitlines()
+    assert (code, out, len(lines)) == (64, "", 1), err
+    line = lines[0]
+    assert line.startswith("error: ") and "internal error" not in line and "Traceback" not in err, line
+    for name in names:
+        assert name in line, line
+    assert re.search(r"\([^()]*\w[^()]*(\([^()]*\)[^()]*)*\)$", line), (
+        f"no fix in parentheses at the end: {line}"
+    )
 
 
 def test_every_case_has_its_own_id() -> None:
@@ -612,3 +626,229 @@ def test_good_values_pass_the_same_checks(name: str, value: object) -> None:
 
     checked, bad = variables.check_values({name: value})
     assert bad == [] and name in checked, [b.what() for b in bad]
+
+
+# --- item 16: an existing output file that the atomic writer cannot replace --------------------
+# Every writer renames a new file over PATH (r9700ctl.agent.atomic.write_atomic), so an existing
+# PATH must be replaceable, not only its directory writable. An immutable ('i') or append-only
+# ('a') file cannot be renamed over, by root either (man 1 chattr); in a sticky directory only
+# the file's owner, the directory's owner or a privileged process may (man 2 rename, EPERM).
+# Last round these passed the check, the run contacted the host, and the report was lost at the
+# end ("cannot write --json: Operation not permitted", exit 3).
+OUTPUT_OPTIONS = [
+    ("provision --json", ("provision", "{inv}", "--json", "{out}"), "--json"),
+    ("doctor --json", ("doctor", "{inv}", "--json", "{out}"), "--json"),
+    ("validate --json", ("validate", "{inv}", "--json", "{out}"), "--json"),
+    ("validate --html", ("validate", "{inv}", "--html", "{out}"), "--html"),
+    ("validate --prom", ("validate", "{inv}", "--prom", "{out}"), "--prom"),
+    ("validate --junit", ("validate", "{inv}", "--junit", "{out}"), "--junit"),
+    ("validate --local --prom", ("validate", "--local", "--prom", "{out}"), "--prom"),
+    ("verify --junit", ("verify", "{inv}", "--junit", "{out}"), "--junit"),
+    ("upgrade --check --json", ("upgrade", "{inv}", "--check", "--json", "{out}"), "--json"),
+    ("scrape-config -o", ("monitoring", "scrape-config", "{inv}", "-o", "{out}"), "--output"),
+]
+KEPT = b'{"an earlier report": "kept"}\n'
+
+
+@pytest.fixture
+def chattr() -> Iterator[Callable[[Path, str], None]]:
+    """chattr +i / +a on a file, undone after the test (so that pytest can remove it)."""
+    marked: list[Path] = []
+
+    def mark(path: Path, attribute: str) -> None:
+        if shutil.which("chattr") is None:
+            pytest.skip("no chattr here")
+        done = subprocess.run(["chattr", attribute, str(path)], capture_output=True, text=True, check=False)
+        if done.returncode != 0:  # not root, or a file system without the flags (tmpfs before 6.0)
+            pytest.skip(f"chattr {attribute} does not work here: {done.stderr.strip()}")
+        marked.append(path)
+
+    yield mark
+    for path in marked:
+        subprocess.run(["chattr", "-ia", str(path)], capture_output=True, check=False)
+
+
+def _fingerprint(path: Path) -> tuple[bytes, int, int, int]:
+    st = path.stat()
+    return path.read_bytes(), st.st_ino, st.st_mtime_ns, st.st_mode
+
+
+@pytest.mark.parametrize("attribute", ["+i", "+a"], ids=["immutable", "append-only"])
+@pytest.mark.parametrize(
+    ("args", "flag"), [(a, f) for _, a, f in OUTPUT_OPTIONS], ids=[i for i, _, _ in OUTPUT_OPTIONS]
+)
+def test_an_output_file_that_cannot_be_replaced_is_refused_before_anything_runs(
+    args: tuple[str, ...],
+    flag: str,
+    attribute: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    contacts: list[str],
+    chattr: Callable[[Path, str], None],
+) -> None:
+    (tmp_path / "inventory.ini").write_text(NODES, encoding="utf-8")
+    reports = tmp_path / "ro"
+    reports.mkdir()
+    target = reports / "f.json"
+    target.write_bytes(KEPT)
+    chattr(target, attribute)
+    before = _fingerprint(target)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    argv = [a.replace("{inv}", str(tmp_path / "inventory.ini")).replace("{out}", str(target)) for a in args]
+    monkeypatch.setattr(sys, "argv", ["r9700ctl", *argv])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    out, err = capsys.readouterr()
+    _assert_refused_in_one_line(exited.value.code, out, err, flag, str(target), "chattr -i or -a")
+    assert contacts == []
+    assert _fingerprint(target) == before, "the existing file was changed"
+    assert os.listdir(reports) == ["f.json"], "a probe file was left behind"
+    assert not (tmp_path / "state" / "r9700ctl" / "runs").exists(), "a run directory was created"
+
+
+OTHER_OWNER, RUNNER = 4242, 65534  # the file's owner (no account needed) and the user who runs r9700ctl
+
+
+def _main_as(
+    uid: int, argv: list[str], env: dict[str, str], contacts: list[str]
+) -> tuple[object, str, str, list[str]]:
+    """r9700ctl's main in a forked child that has become `uid` (the patches of `contacts` come
+    with the fork): its exit code, stdout, stderr and the contacts it recorded there."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            os.close(reader)
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            os.environ.update(env)
+            sys.argv = ["r9700ctl", *argv]
+            out, err = io.StringIO(), io.StringIO()
+            code: object = None
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    main()
+                except SystemExit as exc:
+                    code = exc.code
+            result = [code, out.getvalue(), err.getvalue(), list(contacts)]
+        except BaseException:  # everything goes back to the parent as text
+            result = ["child failed", "", traceback.format_exc(), []]
+        os.write(writer, json.dumps(result).encode())
+        os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    code, out, err, calls = json.loads(data)
+    return code, out, err, calls
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="needs root: to make another user's file and to become a third user"
+)
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [(a, f) for i, a, f in OUTPUT_OPTIONS if i in ("provision --json", "scrape-config -o")],
+    ids=["provision --json", "scrape-config -o"],
+)
+def test_another_users_file_in_a_sticky_directory_is_refused_for_a_user_who_cannot_replace_it(
+    args: tuple[str, ...], flag: str, contacts: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--json /tmp/f.json` where f.json is another user's: the directory is sticky, the file is
+    even writable by everyone, and yet a rename over it is refused, so the check refuses it too."""
+    base = Path(tempfile.mkdtemp(prefix="r9700ctl-sticky-"))  # pytest's own tmp is root's, 0700
+    try:
+        base.chmod(0o755)
+        (base / "inventory.ini").write_text(NODES, encoding="utf-8")
+        shared = base / "shared"
+        shared.mkdir()
+        shared.chmod(0o1777)
+        target = shared / "f.json"
+        target.write_bytes(KEPT)
+        os.chown(target, OTHER_OWNER, OTHER_OWNER)
+        target.chmod(0o666)
+        before = _fingerprint(target)
+        argv = [a.replace("{inv}", str(base / "inventory.ini")).replace("{out}", str(target)) for a in args]
+        env = {"HOME": str(base), "XDG_STATE_HOME": str(base / "state"), "NO_COLOR": "1"}
+        # The same command once as root, on a file it may replace (its run ends at the patched
+        # runner), so that every module the command imports is loaded before the child drops
+        # root: a Python installed under /root (0700) is unreadable to the other user.
+        warm = base / "warm"
+        warm.mkdir()
+        monkeypatch.setenv("XDG_STATE_HOME", str(warm / "state"))
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            monkeypatch.setattr(
+                sys, "argv", ["r9700ctl", *[a.replace(str(target), str(warm / "f.json")) for a in argv]]
+            )
+            with contextlib.suppress(SystemExit):
+                main()
+        contacts.clear()
+        code, out, err, calls = _main_as(RUNNER, argv, env, contacts)
+        assert code != "child failed", err
+        _assert_refused_in_one_line(
+            code, out, err, flag, str(target), f"uid {OTHER_OWNER} in a sticky directory"
+        )
+        assert calls == [] and contacts == []
+        assert _fingerprint(target) == before, "the existing file was changed"
+        assert os.listdir(shared) == ["f.json"], "a probe file was left behind"
+        assert not (base / "state").exists(), "a run directory was created"
+    finally:
+        shutil.rmtree(base)
+
+
+def test_the_check_leaves_a_replaceable_file_and_a_link_to_it_as_they_were(tmp_path: Path) -> None:
+    """The probe swapped in and out: same bytes, same inode, same mtime, nothing left beside it."""
+    from r9700ctl.cli.output import check_output_path
+
+    target = tmp_path / "f.json"
+    target.write_bytes(KEPT)
+    link = tmp_path / "latest.json"
+    link.symlink_to(target.name)
+    before = _fingerprint(target)
+    check_output_path("--json", target)
+    check_output_path("--json", link)
+    assert _fingerprint(target) == before
+    assert link.is_symlink() and os.readlink(link) == target.name
+    assert sorted(os.listdir(tmp_path)) == ["f.json", "latest.json"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root's privilege over a sticky directory is what is shown")
+def test_root_may_replace_another_users_file_in_a_sticky_directory(tmp_path: Path) -> None:
+    """The rename would succeed for root (CAP_FOWNER, man 2 rename), so the check must not refuse."""
+    from r9700ctl.cli.output import check_output_path
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    target = shared / "f.json"
+    target.write_bytes(KEPT)
+    os.chown(target, OTHER_OWNER, OTHER_OWNER)
+    before = _fingerprint(target)
+    check_output_path("--json", target)
+    assert _fingerprint(target) == before and os.listdir(shared) == ["f.json"]
+
+
+def test_where_the_file_system_cannot_swap_the_sticky_rule_is_applied_by_hand(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NFS answers renameat2(RENAME_EXCHANGE) with EINVAL: another user's file in a sticky
+    directory is still refused, and a file of one's own still passes."""
+    from r9700ctl.cli import output
+    from r9700ctl.errors import BadInput
+
+    monkeypatch.setattr(output, "_exchange", lambda _one, _other: errno.EINVAL)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    target = shared / "f.json"
+    target.write_bytes(KEPT)
+    monkeypatch.setattr(os, "geteuid", lambda: os.stat(target).st_uid)
+    output.check_output_path("-o", target)
+    monkeypatch.setattr(os, "geteuid", lambda: RUNNER)
+    with pytest.raises(BadInput) as refused:
+        output.check_output_path("-o", target)
+    assert "-o: cannot replace the existing file (Operation not permitted)" in refused.value.one_line()
+    assert "in a sticky directory" in refused.value.hint
+    assert _fingerprint(target)[0] == KEPT and os.listdir(shared) == ["f.json"]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from r9700ctl.agent import codes, stats
-from r9700ctl.agent.result import FAIL, PASS, WARN, CheckResult
+from r9700ctl.agent.result import FAIL, NOT_JUDGED, PASS, WARN, CheckResult
 
 LIMIT_KEYS = ("min_nodes", "warn_z", "fail_z")  # models.default.fleet in thresholds.yaml
 HIGHER_IS_BETTER = frozenset({"GB/s", "TFLOPS", "x"})  # bandwidths, throughput, speed-ups
@@ -82,7 +82,7 @@ def node_figures(report: Mapping[str, Any]) -> dict[MetricKey, tuple[float, str]
         value, unit = result.get("value"), str(result.get("unit") or "")
         if unit not in HIGHER_IS_BETTER | LOWER_IS_BETTER or not _is_number(value):
             continue
-        if result.get("status") in ("INCONCLUSIVE", "ERROR"):
+        if result.get("status") in NOT_JUDGED:
             continue  # not a figure of the card (busy GPU, too few windows, a crashed step)
         key = MetricKey(
             check=str(result.get("id", "")),

@@ -53,7 +53,7 @@ def issues(manifest: Manifest) -> list[KnownIssue]:
 
 
 def signatures(manifest: Manifest) -> dict[str, Signature]:
-    from r9700ctl import codes
+    from r9700ctl.agent import codes
 
     entries = manifest.raw.get("kernel_log_signatures") or {}
     found = {}

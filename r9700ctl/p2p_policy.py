@@ -36,9 +36,6 @@ MODES = ("auto", "on", "off")
 ACS_REQUEST_REDIRECT = acs.REQUEST_REDIRECT
 ACS_COMPLETION_REDIRECT = acs.COMPLETION_REDIRECT
 ports_between = acs.ports_between
-# /sys/kernel/iommu_groups/<n>/type (Documentation/ABI/testing/sysfs-kernel-iommu_groups, Linux
-# 5.11+): "identity" = passthrough; "DMA" and "DMA-FQ" translate every DMA address.
-IOMMU_PASSTHROUGH = iommu.IDENTITY
 
 
 @dataclass(frozen=True)
@@ -121,17 +118,26 @@ def blockers(gpus: Sequence[GpuUnderTest], facts: Mapping[str, Any]) -> tuple[li
         else:
             seen.append(f"{gpu.address}: BAR {size_text(largest)} >= VRAM {size_text(vram)}")
         group, kind = info.get("iommu_group"), info.get("iommu_type")
-        if group is None:
+        judged = _iommu(len(gpus), gpu.address, group, kind)
+        if judged.status == PASS and judged.mode == "off":
             seen.append(f"{gpu.address}: no IOMMU group (IOMMU off)")
-        elif kind == IOMMU_PASSTHROUGH:
+        elif judged.status == PASS:
             seen.append(f"{gpu.address}: IOMMU passthrough (group {group})")
-        else:  # translating, or a type this kernel does not say: not seen to allow it
+        else:  # translating, or a type that does not say (not seen to allow it)
+            verb = "translates" if judged.translated else "may translate"
             stops.append(
-                f"{gpu.address}: the IOMMU translates its DMA (group {group} type {kind or 'unknown'}; "
+                f"{gpu.address}: the IOMMU {verb} its DMA (group {group} type {kind or 'unknown'}; "
                 f"add {iommu.PASSTHROUGH_PARAM} to the kernel command line)"
             )
     stops_acs, seen_acs = _acs(gpus, per_gpu, facts.get("bridges") or {})
     return stops + stops_acs, seen + seen_acs
+
+
+def _iommu(gpus: int, address: str, group: str | None, kind: str | None) -> iommu.IommuVerdict:
+    """One GPU's IOMMU by the one rule (agent/rules/iommu.py) from its group: none means the IOMMU is
+    off; a group is judged by its type alone (P2P weighs no command line: the group says more)."""
+    units = () if group is None else None
+    return iommu.judge(iommu.IommuFacts(gpus=gpus, group_types={address: kind or ""}, units=units))
 
 
 def _acs(

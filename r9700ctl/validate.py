@@ -20,7 +20,19 @@ from typing import TYPE_CHECKING, Any
 
 from r9700ctl import fleet as fleet_judge
 from r9700ctl.agent import levels, schemas
-from r9700ctl.agent.result import ERROR, STATUSES, CheckResult, exit_code_for, overall, worst
+from r9700ctl.agent.result import (
+    ERROR,
+    FAIL,
+    INCONCLUSIVE,
+    PASS,
+    QUIET,
+    STATUSES,
+    WARN,
+    CheckResult,
+    exit_code_for,
+    overall,
+    worst,
+)
 from r9700ctl.errors import EXIT_CANNOT_RUN
 from r9700ctl.fleet import FleetJudgement
 
@@ -56,16 +68,16 @@ class NodeOutcome:
         results = (self.report or {}).get("results") or []
         statuses = [r.get("status") for r in results if isinstance(r, dict)]
         return {
-            "passed": statuses.count("PASS"),
-            "warn": statuses.count("WARN"),
-            "fail": statuses.count("FAIL"),
-            "inconclusive": statuses.count("INCONCLUSIVE"),
+            "passed": statuses.count(PASS),
+            "warn": statuses.count(WARN),
+            "fail": statuses.count(FAIL),
+            "inconclusive": statuses.count(INCONCLUSIVE),
         }
 
     def worst_finding(self) -> dict[str, Any] | None:
         """The most severe non-passing result of this node's report (first one of that severity)."""
         results = [r for r in (self.report or {}).get("results") or [] if isinstance(r, dict)]
-        bad = [r for r in results if r.get("status") in STATUSES and r.get("status") not in ("PASS", "SKIP")]
+        bad = [r for r in results if r.get("status") in STATUSES and r.get("status") not in QUIET]
         if not bad:
             return None
         status = worst([r["status"] for r in bad])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 from r9700ctl.agent import checks, levels, report, schemas
@@ -96,6 +97,7 @@ def _names(text: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The agent's options, each stored under the name of its Options field."""
     parser = _Parser(
         prog="python -m r9700ctl.agent",
         description=DESCRIPTION,
@@ -106,10 +108,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--level", choices=levels.LEVEL_NAMES, default="config", help="how deep to go (default: config)"
     )
     parser.add_argument(
-        "--duration", type=_duration, metavar="S", help="burnin only: soak length in seconds (default 3600)"
+        "--duration",
+        dest="duration_s",
+        type=_duration,
+        metavar="S",
+        help="burnin only: soak length in seconds (default 3600)",
     )
     parser.add_argument(
         "--json",
+        dest="json_path",
         type=Path,
         metavar="PATH",
         help=f"also write the report as JSON (schema {schemas.VALIDATE}), atomically",
@@ -153,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--thresholds",
+        dest="thresholds_path",
         type=Path,
         metavar="FILE",
         help="thresholds overriding the shipped ones: JSON with the layout of r9700ctl/data/thresholds.yaml "
@@ -173,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--baseline",
+        dest="baseline_path",
         type=Path,
         metavar="PREVIOUS.json",
         help="compare every GB/s, TFLOPS and speedup figure with the same check and subject in this "
@@ -209,21 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.list:
             sys.stdout.write(_list_checks())
             return 0
-        options = Options(
-            level=args.level,
-            duration_s=args.duration,
-            json_path=args.json,
-            expected_gpus=args.expected_gpus,
-            expect_scaling=args.expect_scaling,
-            only=args.only,
-            skip=args.skip,
-            journal_dir=args.journal_dir,
-            gpus=args.gpus,
-            thresholds_path=args.thresholds,
-            root=args.root,
-            baseline_path=args.baseline,
-            allow_busy=args.allow_busy,
-        )
+        # Every field of Options is the option of its name (the parser's dest).
+        options = Options(**{f.name: getattr(args, f.name) for f in fields(Options)})
 
         def progress(text: str) -> None:
             if args.verbose:

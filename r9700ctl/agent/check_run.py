@@ -205,34 +205,34 @@ def _unusable_reason(level: str, discovery: gpus.Discovery, selected: list[gpus.
 
 
 def _run_check(spec: checks.CheckSpec, ctx: AgentContext) -> list[CheckResult]:
+    """The check's results; a check that raises or returns something else is one ERROR (a bug in
+    the check: the other checks still run)."""
+    crashed = partial(
+        CheckResult,
+        id=f"{spec.id}.crashed",
+        subject="node",
+        status=ERROR,
+        metric="exception",
+        code="CHECK_CRASHED",
+    )
     try:
         produced = spec.fn(ctx)
     except Exception as exc:
         return [
-            CheckResult(
-                id=f"{spec.id}.crashed",
-                subject="node",
-                status=ERROR,
-                metric="exception",
+            crashed(
                 value=f"{type(exc).__name__}: {exc}",
                 threshold="the check runs to the end",
                 hint="a bug in the check; the evidence holds the traceback (report it); the other checks ran",
                 evidence={"traceback": traceback.format_exc(limit=12)},
-                code="CHECK_CRASHED",
             )
         ]
     if not isinstance(produced, list) or not all(isinstance(r, CheckResult) for r in produced):
         return [
-            CheckResult(
-                id=f"{spec.id}.crashed",
-                subject="node",
-                status=ERROR,
-                metric="exception",
+            crashed(
                 value="bad return value",
                 threshold="the check returns a list of CheckResult",
                 hint="a bug in the check",
                 evidence={"returned": repr(produced)[:500]},
-                code="CHECK_CRASHED",
             )
         ]
     return produced

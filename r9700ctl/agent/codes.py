@@ -14,6 +14,7 @@ step is written once.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -104,6 +105,15 @@ def catalogue() -> dict[str, Code]:
 def record(code: str) -> Code:
     """The record of `code`; KeyError for a code the catalogue lacks (a bug the tests catch)."""
     return catalogue()[code]
+
+
+def nearest(code: str, limit: int = 3) -> list[str]:
+    """The catalogued codes closest to a mistyped or partial one (case ignored)."""
+    wanted = code.strip().upper()
+    names = list(catalogue())
+    contains = [n for n in names if wanted and wanted in n]
+    close = difflib.get_close_matches(wanted, names, n=limit, cutoff=0.5)
+    return list(dict.fromkeys(close + contains))[:limit]
 
 
 class _Fill(dict):

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from r9700ctl.agent.result import QUIET
+
 _VERSION = re.compile(r"^\s*v?(\d+)(?:\.(\d+))?(?:\.(\d+))?")
 
 
@@ -249,10 +251,6 @@ def hints_for(
     return [m.issue.hint() for m in applicable(issues, node) if m.issue.names_result(check_id, text, codes)]
 
 
-# Results that are not evidence of anything: a check that passed or did not run.
-_QUIET = ("PASS", "SKIP")
-
-
 def annotate(results: Iterable[Any], issues: Iterable[KnownIssue], node: NodeView) -> None:
     """Name, in each result that did not pass, the known issues it is evidence of.
 
@@ -266,7 +264,7 @@ def annotate(results: Iterable[Any], issues: Iterable[KnownIssue], node: NodeVie
     if not found:
         return
     for result in results:
-        if result.status in _QUIET:
+        if result.status in QUIET:  # a pass or a note is evidence of nothing
             continue
         text: str | None = None
         for m in found:

@@ -105,9 +105,6 @@ def read_os_release(root: str) -> dict[str, str]:
     }
 
 
-PCI_ADDRESS = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
-
-
 def bar_facts(root: str, address: str) -> list[dict[str, Any]]:
     """The memory BARs of a device (r9700ctl.agent.sysfs.read_bars), sizes in bytes, as facts."""
     bars = sysfs.read_bars(Path(root), address)
@@ -117,52 +114,34 @@ def bar_facts(root: str, address: str) -> list[dict[str, Any]]:
     ]
 
 
-def read_acs(config: bytes) -> dict[str, Any]:
-    """The ACS capability and control words from a config space dump (extended space needs root)."""
-    if len(config) <= 0x100:
-        return {"error": f"extended configuration space unreadable ({len(config)} bytes; needs root)"}
-    words = sysfs.acs_words(config)
-    if words is None:
-        return {"capability": None, "control": None}
-    return {"capability": words[0], "control": words[1]}
+def acs_fact(read: sysfs.AcsRead) -> dict[str, Any]:
+    """A bridge's ACS as the `p2p` facts carry it: its capability and control words, or the error."""
+    if read.error:
+        return {"error": read.error}
+    return {"capability": read.capability, "control": read.control}
 
 
 def read_p2p(root: str, addresses: list[str]) -> dict[str, Any]:
-    """What PCIe peer-to-peer depends on, per GPU: BARs, VRAM, IOMMU group type, bridge path + ACS."""
-    base = _path(root, "/sys/bus/pci/devices")
+    """What PCIe peer-to-peer depends on, per GPU: BARs, VRAM, IOMMU group type, bridge path + ACS
+    (each read by agent/sysfs.py, as the agent's platform checks read them)."""
+    top = Path(root)
     gpus: dict[str, Any] = {}
     bridges: dict[str, Any] = {}
     for address in addresses:
-        device_dir = os.path.join(base, address)
-        if not os.path.isdir(device_dir):
+        if not sysfs.device_dir(top, address).is_dir():
             continue
-        real = os.path.realpath(device_dir)
-        path = [part for part in real.split(os.sep) if PCI_ADDRESS.match(part)]
-        group_link = os.path.join(device_dir, "iommu_group")
-        group = os.path.basename(os.readlink(group_link)) if os.path.islink(group_link) else None
-        kind = None
-        if group is not None:
-            try:
-                with open(os.path.join(group_link, "type"), encoding="ascii") as fh:
-                    kind = fh.read().strip() or None
-            except OSError:
-                kind = None
-        vram = (_read(root, f"/sys/bus/pci/devices/{address}/mem_info_vram_total") or "").strip()
+        path = [*sysfs.bridge_chain(top, address), address]
+        group = sysfs.iommu_group(top, address)
         gpus[address] = {
             "bars": bar_facts(root, address),
-            "vram_bytes": int(vram) if vram.isdigit() else None,
+            "vram_bytes": sysfs.vram_total_bytes(top, address),
             "iommu_group": group,
-            "iommu_type": kind,
-            "path": path or [address],
+            "iommu_type": (sysfs.iommu_group_type(top, address) or None) if group is not None else None,
+            "path": path,
         }
         for bridge in path[:-1]:
-            if bridge in bridges:
-                continue
-            try:
-                with open(os.path.join(base, bridge, "config"), "rb") as fh:
-                    bridges[bridge] = read_acs(fh.read())
-            except OSError as exc:
-                bridges[bridge] = {"error": f"config space unreadable ({exc.strerror})"}
+            if bridge not in bridges:
+                bridges[bridge] = acs_fact(sysfs.read_acs(top, bridge))
     return {"source": "sysfs", "gpus": gpus, "bridges": bridges}
 
 

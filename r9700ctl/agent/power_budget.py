@@ -27,6 +27,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -262,34 +263,26 @@ def budget_line(
     demand = psu.host_w + known
     usable = psu.watts * (1 - margin)
     parts = f"{len(draws)} GPU(s) {what} ({known:g} W) + host {psu.host_w:g} W"
+    line = partial(BudgetLine, psu=psu.name, watts=psu.watts, margin=margin, host_w=psu.host_w, draw_w=draws)
     if unknown:
-        return BudgetLine(
-            psu.name, psu.watts, margin, psu.host_w, draws, None, WARN,
+        said = (
             f"PSU {psu.name} ({psu.watts:g} W): the draw of {', '.join(unknown)} is unknown, so its budget "
-            f"cannot be checked ({parts} known)",
-            "set r9700_power_cap_w (or a per-GPU cap) for those GPUs",
-            unknown, "PSU_DRAW_UNKNOWN",
-        )  # fmt: skip
-    fix = _fix(psu, usable)
+            f"cannot be checked ({parts} known)"
+        )
+        fix = "set r9700_power_cap_w (or a per-GPU cap) for those GPUs"
+        return line(
+            demand_w=None, status=WARN, detail=said, fix=fix, unknown=unknown, code="PSU_DRAW_UNKNOWN"
+        )
+    line = partial(line, demand_w=demand)
+    carry = f"PSU {psu.name} ({psu.watts:g} W) would carry {demand:g} W: {parts}; "
     if demand > psu.watts:
-        return BudgetLine(
-            psu.name, psu.watts, margin, psu.host_w, draws, demand, FAIL,
-            f"PSU {psu.name} ({psu.watts:g} W) would carry {demand:g} W: {parts}; "
-            f"over its rating by {demand - psu.watts:g} W",
-            fix, code="PSU_OVER_RATING",
-        )  # fmt: skip
+        said = carry + f"over its rating by {demand - psu.watts:g} W"
+        return line(status=FAIL, detail=said, fix=_fix(psu, usable), code="PSU_OVER_RATING")
     if demand > usable:
-        return BudgetLine(
-            psu.name, psu.watts, margin, psu.host_w, draws, demand, WARN,
-            f"PSU {psu.name} ({psu.watts:g} W) would carry {demand:g} W: {parts}; inside its "
-            f"{margin:.0%} safety margin by {demand - usable:g} W ({psu.watts - demand:g} W left)",
-            fix, code="PSU_INSIDE_MARGIN",
-        )  # fmt: skip
-    return BudgetLine(
-        psu.name, psu.watts, margin, psu.host_w, draws, demand, PASS,
-        f"PSU {psu.name} ({psu.watts:g} W) would carry {demand:g} W: {parts}; "
-        f"{usable - demand:g} W below its {margin:.0%} margin",
-    )  # fmt: skip
+        left = f"{demand - usable:g} W ({psu.watts - demand:g} W left)"
+        said = carry + f"inside its {margin:.0%} safety margin by {left}"
+        return line(status=WARN, detail=said, fix=_fix(psu, usable), code="PSU_INSIDE_MARGIN")
+    return line(status=PASS, detail=carry + f"{usable - demand:g} W below its {margin:.0%} margin")
 
 
 def _fix(psu: Psu, usable: float) -> str:

@@ -20,6 +20,12 @@ INCONCLUSIVE = "INCONCLUSIVE"
 # The one list of statuses. SKIP: not run, or reported only (a note: a bundle's INFO finding is a
 # SKIP); INCONCLUSIVE: ran, but could not be judged (never a PASS).
 STATUSES = (PASS, WARN, FAIL, SKIP, ERROR, INCONCLUSIVE)
+# Statuses that ask nothing of anyone: it passed, or it did not run or was reported only. Every
+# other status is something to read (a table's rows, the worst finding, a known issue's evidence).
+QUIET = (PASS, SKIP)
+# Statuses that judged nothing of the hardware: a step that could not run, or ran without a verdict.
+# Their figures are not the card's (the fleet judge leaves them out).
+NOT_JUDGED = (ERROR, INCONCLUSIVE)
 
 # Evidence key of a measurement whose output was wrong (a copy, GEMM, memory kernel or all-reduce
 # that did not return the expected data): a fault of the hardware or its driver, not a figure,

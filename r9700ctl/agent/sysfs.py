@@ -297,22 +297,44 @@ def largest_prefetchable_bar(root: Path, address: str) -> int | None:
     return max(sizes) if sizes else None
 
 
+@dataclass(frozen=True)
+class AcsRead:
+    """A port's ACS capability and control words as read from its config space; `error` says why
+    they could not be read (a non-root read of `config` returns only its first 64 bytes)."""
+
+    capability: int | None = None  # None: no ACS capability (or not read)
+    control: int | None = None
+    error: str = ""
+
+
+def acs_from_config(config: bytes) -> AcsRead:
+    """The ACS words of a config-space dump; the extended space (past 0x100) needs root."""
+    if len(config) <= 0x100:
+        return AcsRead(error=f"extended configuration space unreadable ({len(config)} bytes; needs root)")
+    words = acs_words(config)
+    return AcsRead() if words is None else AcsRead(capability=words[0], control=words[1])
+
+
+def read_acs(root: Path, address: str) -> AcsRead:
+    """The ACS words of a bridge, read from its `config`."""
+    try:
+        config = (device_dir(root, address) / "config").read_bytes()
+    except OSError as exc:
+        return AcsRead(error=f"config space unreadable ({exc.strerror})")
+    return acs_from_config(config)
+
+
 def acs_control(root: Path, address: str) -> dict[str, bool] | None:
     """ACS control flags of a bridge from its config space; None when unreadable (non-root) or absent.
 
-    Unprivileged reads of `config` return only the first 64 bytes, so "unreadable" and "no ACS"
-    are told apart: unreadable -> None, no ACS capability -> {}.
+    "Unreadable" and "no ACS" are told apart: unreadable -> None, no ACS capability -> {}.
     """
-    try:
-        config = (device_dir(root, address) / "config").read_bytes()
-    except OSError:
+    read = read_acs(root, address)
+    if read.error:
         return None
-    if len(config) < 0x104:
-        return None
-    words = acs_words(config)
-    if words is None:
+    if read.control is None:
         return {}
-    return {name: bool(words[1] & bit) for name, bit in ACS_BITS.items()}
+    return {name: bool(read.control & bit) for name, bit in ACS_BITS.items()}
 
 
 def acs_words(config: bytes) -> tuple[int, int] | None:
@@ -423,6 +445,14 @@ def kfd_nodes(root: Path) -> dict[str, dict[str, int]]:
             props["gpu_id"] = gpu_id  # names the GPU in /sys/class/kfd/kfd/proc/<pid>/*_<gpu_id>
         nodes[address] = props
     return nodes
+
+
+def iommu_group(root: Path, address: str) -> str | None:
+    """The number of the device's IOMMU group; None without one (no IOMMU, or the IOMMU off)."""
+    try:
+        return Path(os.readlink(device_dir(root, address) / "iommu_group")).name
+    except OSError:
+        return None
 
 
 def iommu_group_type(root: Path, address: str) -> str | None:

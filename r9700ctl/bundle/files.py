@@ -190,6 +190,17 @@ class Diagnosis:
         reasons = [f"{n}: {self.bundle.why_missing(n)}" for n in missing if self.bundle.why_missing(n)]
         self.not_judged.append(not_judged(topic, missing or tuple(files), "; ".join(reasons), because))
 
+    def read_amd(self, name: str, parse: Callable[[str, str], Any], topic: str) -> Any:
+        """What a rule about AMD's software reads from `name` (its parser's result), or None: the
+        node has NVIDIA GPUs only, the file is absent (the question `topic` is then left open), or
+        it could not be read (already a "could not read" finding)."""
+        if not self.amd_relevant:
+            return None
+        if not self.bundle.has(name):
+            self.cannot_judge(topic, name)
+            return None
+        return self.bundle.parsed(name, parse)
+
     @property
     def discrete_gpus(self) -> list[BundleGpu]:
         return [g for g in self.gpus if g.discrete is not False]

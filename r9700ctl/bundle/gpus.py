@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from r9700ctl.agent.parsers._common import GpuRecord
 from r9700ctl.bundle.files import BundleFiles, Diagnosis, evidence_in, find_line, read_env
 from r9700ctl.bundle.model import AMD, NVIDIA, BundleGpu, Evidence
 
@@ -181,46 +182,58 @@ def _pci_id(vendor: Any, device: Any) -> str | None:
     return f"{_hex4(vendor) or AMD}:{device_hex}" if device_hex else None
 
 
+def _from_smi(
+    bundle: BundleFiles,
+    name: str,
+    gpu: GpuRecord,
+    anchor: str,
+    *,
+    vendor: str,
+    pci_id: str | None = None,
+    discrete: bool | None = None,
+) -> BundleGpu:
+    """A GPU of an SMI tool's record (amd-smi, rocm-smi, nvidia-smi: the facts they share under one
+    name), with the line `anchor` finds as its evidence."""
+    gfx = getattr(gpu, "gfx_target", None)
+    return BundleGpu(
+        bdf=gpu.bdf,
+        vendor=vendor,
+        pci_id=pci_id,
+        name=gpu.name,
+        gfx=gfx,
+        gfx_from=name if gfx else None,
+        vram_mib=gpu.vram_total_mib,
+        discrete=discrete,
+        seen_in=[name],
+        evidence=evidence_in(bundle, name, re.escape(anchor)) if anchor else Evidence(name, None),
+    )
+
+
 def _from_amdsmi(bundle: BundleFiles, name: str) -> list[BundleGpu]:
     from r9700ctl.agent.parsers import amdsmi
 
     report = bundle.parsed(name, amdsmi.parse)
-    records = []
-    for gpu in getattr(report, "gpus", None) or []:
-        anchor = gpu.bdf[5:] if gpu.bdf else (gpu.name or "")
-        records.append(
-            BundleGpu(
-                bdf=gpu.bdf,
-                vendor=_hex4(gpu.vendor_id) or AMD,
-                pci_id=_pci_id(gpu.vendor_id, gpu.device_id),
-                name=gpu.name,
-                gfx=gpu.gfx_target,
-                gfx_from=name if gpu.gfx_target else None,
-                vram_mib=gpu.vram_total_mib,
-                seen_in=[name],
-                evidence=evidence_in(bundle, name, re.escape(anchor)) if anchor else Evidence(name, None),
-            )
+    return [
+        _from_smi(
+            bundle,
+            name,
+            gpu,
+            gpu.bdf[5:] if gpu.bdf else (gpu.name or ""),
+            vendor=_hex4(gpu.vendor_id) or AMD,
+            pci_id=_pci_id(gpu.vendor_id, gpu.device_id),
         )
-    return records
+        for gpu in getattr(report, "gpus", None) or []
+    ]
 
 
 def _from_rocmsmi(bundle: BundleFiles, name: str) -> list[BundleGpu]:
     from r9700ctl.agent.parsers import rocmsmi
 
     report = bundle.parsed(name, rocmsmi.parse_json)
+    cards = getattr(report, "cards", None) or []
     return [
-        BundleGpu(
-            bdf=card.bdf,
-            vendor=AMD,
-            pci_id=_pci_id(AMD, card.device_id),
-            name=card.name,
-            gfx=card.gfx_target,
-            gfx_from=name if card.gfx_target else None,
-            vram_mib=card.vram_total_mib,
-            seen_in=[name],
-            evidence=evidence_in(bundle, name, re.escape(f'"card{card.index}"')),
-        )
-        for card in getattr(report, "cards", None) or []
+        _from_smi(bundle, name, c, f'"card{c.index}"', vendor=AMD, pci_id=_pci_id(AMD, c.device_id))
+        for c in cards
     ]
 
 
@@ -280,15 +293,7 @@ def _from_nvidia_smi(bundle: BundleFiles, name: str) -> list[BundleGpu]:
 
     report = bundle.parsed(name, nvidia_smi.parse)
     return [
-        BundleGpu(
-            bdf=gpu.bdf,
-            vendor=NVIDIA,
-            name=gpu.name,
-            vram_mib=gpu.vram_total_mib,
-            discrete=True,
-            seen_in=[name],
-            evidence=evidence_in(bundle, name, re.escape(gpu.bus_id or gpu.name or "<gpu ")),
-        )
+        _from_smi(bundle, name, gpu, gpu.bus_id or gpu.name or "<gpu ", vendor=NVIDIA, discrete=True)
         for gpu in getattr(report, "gpus", None) or []
     ]
 

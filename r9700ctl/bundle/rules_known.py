@@ -15,16 +15,11 @@ from r9700ctl.bundle.model import FAIL, NOTE, RCCL_LOG, WARN, Evidence
 
 def rule_dmesg(d: Diagnosis) -> None:
     """Each kind of amdgpu trouble in dmesg.txt: how many lines on which GPU, what it means, what to do."""
-    if not d.amd_relevant:
-        return
-    if not d.bundle.has("dmesg.txt"):
-        d.cannot_judge("amdgpu errors in the kernel log", "dmesg.txt")
-        return
     from r9700ctl.agent.parsers import dmesg
     from r9700ctl.agent.rules import kernel_log
     from r9700ctl.known_issues import signatures
 
-    report = d.bundle.parsed("dmesg.txt", dmesg.parse)
+    report = d.read_amd("dmesg.txt", dmesg.parse, "amdgpu errors in the kernel log")
     if report is None:
         return
     explained = signatures(d.manifest)

@@ -617,14 +617,10 @@ def _ip_major(gpu: Any) -> int | None:
 
 def rule_dkms(d: Diagnosis) -> None:
     """amdgpu DKMS must be installed for the running kernel; broken entries and dkms warnings are named."""
-    if not d.amd_relevant:
-        return
-    if not d.bundle.has("dkms-status.txt"):
-        d.cannot_judge("whether the amdgpu DKMS module is built for the running kernel", "dkms-status.txt")
-        return
     from r9700ctl.agent.parsers import dkms
 
-    report = d.bundle.parsed("dkms-status.txt", dkms.parse)
+    topic = "whether the amdgpu DKMS module is built for the running kernel"
+    report = d.read_amd("dkms-status.txt", dkms.parse, topic)
     if report is None:
         return
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from r9700ctl.cli.app import Application
+from r9700ctl.cli.output import Output
 from r9700ctl.errors import BadInput
 
 
@@ -35,25 +36,25 @@ def explain(app: Application, code: str | None, markdown: bool) -> None:
     Exit codes: 0 explained (or listed); 64 a code the catalogue does not have (the line names
     the nearest ones).
     """
-    from r9700ctl import codes
+    from r9700ctl.agent import codes
+    from r9700ctl.report import explain as text
 
+    if markdown and code is not None:
+        raise BadInput(what="--markdown prints the whole catalogue and takes no CODE", hint="drop CODE")
+    out = Output(app, None)
+    catalogue = codes.catalogue()
     if markdown:
-        if code is not None:
-            raise BadInput(what="--markdown prints the whole catalogue and takes no CODE", hint="drop CODE")
-        click.echo(codes.render_markdown(), nl=False)
-        return
-    catalogue = codes.load()
-    if code is None:
-        width = max(len(name) for name in catalogue)
-        for name in sorted(catalogue):
-            click.echo(f"{name:<{width}}  {catalogue[name].meaning}")
-        return
-    entry = catalogue.get(code.strip().upper())
-    if entry is None:
-        near = codes.nearest(code)
-        raise BadInput(
-            what=f"unknown reason code {code!r}",
-            hint=(f"nearest: {', '.join(near)}; " if near else "") + "`r9700ctl explain` lists every code",
-        )
-    for line in codes.explain_lines(entry):
-        click.echo(line)
+        out.echo(text.render_markdown(catalogue), nl=False)
+    elif code is None:
+        out.lines(text.listing_lines(catalogue))
+    else:
+        entry = catalogue.get(code.strip().upper())
+        if entry is None:
+            near = codes.nearest(code)
+            raise BadInput(
+                what=f"unknown reason code {code!r}",
+                hint=(f"nearest: {', '.join(near)}; " if near else "")
+                + "`r9700ctl explain` lists every code",
+            )
+        out.lines(text.explain_lines(entry))
+    out.finish(None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -10,7 +11,6 @@ import click
 from r9700ctl.agent import schemas
 from r9700ctl.cli.app import Application
 from r9700ctl.cli.output import Output, json_option
-from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK
 
 # Same limits as r9700ctl.lab (a unit test keeps them equal); repeated so --help imports no lab code.
 MAX_NODES = 200
@@ -61,6 +61,14 @@ dir_option = click.option(
     envvar="R9700CTL_LAB_DIR",
     help="Lab directory: state, inventory.ini, ssh_config, keys. [env var: R9700CTL_LAB_DIR]",
 )
+
+
+def _progress(out: Output) -> Callable[[str], None]:
+    """Each step of `up` or `down` as a line, with the seconds since the command started."""
+    from r9700ctl.report.lab import progress_line
+
+    started = time.monotonic()
+    return lambda message: out.line(progress_line(time.monotonic() - started, message))
 
 
 @click.group()
@@ -153,37 +161,22 @@ def up(
     """
     from r9700ctl import lab as lab_api
     from r9700ctl.lab.node import NodeOptions
+    from r9700ctl.report.lab import up_lines
 
+    out = Output(app, None)
     started = time.monotonic()
-
-    def progress(message: str) -> None:
-        click.echo(f"[{time.monotonic() - started:6.1f}s] {message}")
-
     options = {node: NodeOptions(fault=name) for node, name in faults.items()}
     info = lab_api.up(
         directory,
         nodes=nodes,
         gpus=gpus,
-        progress=progress,
+        progress=_progress(out),
         recorded=recorded,
         node_options=options,
         cluster=cluster,
     )
-    _render_up(info, time.monotonic() - started)
-
-
-def _render_up(info, seconds: float) -> None:
-    click.echo(f"lab up in {seconds:.1f} s: {len(info.nodes)} node(s) in {info.subnet}")
-    if info.cluster_subnet:
-        members = ", ".join(f"{n} {a}" for n, a in info.cluster_nodes)
-        click.echo(f"cluster    {info.cluster_subnet} on eth1: {members}")
-    for name, address in info.nodes:
-        click.echo(f"  {name:<8} {address:<15} ssh -F {info.ssh_config} {name}")
-    click.echo(f"mirror     {info.mirror_url}  (stand-ins; key {info.key_fingerprint})")
-    click.echo(f"apt proxy  {info.proxy_url}")
-    click.echo(f"inventory  {info.inventory}")
-    click.echo(f"next       r9700ctl provision {info.inventory}")
-    click.echo(f"remove it  r9700ctl lab down --dir {info.directory}")
+    out.lines(up_lines(info, time.monotonic() - started))
+    out.finish(None)
 
 
 @lab.command()
@@ -202,13 +195,12 @@ def status(app: Application, *, directory: Path, json_path: str | None) -> None:
       r9700ctl lab status --dir /tmp/lab --json status.json  # the text, and JSON in a file
     """
     from r9700ctl import lab as lab_api
-    from r9700ctl.report.lab import status_lines
+    from r9700ctl.report.lab import status_exit_code, status_lines
 
     out = Output(app, json_path, replaces_text=True)
     result = lab_api.status(directory)
     out.lines(status_lines(result))
-    code = EXIT_OK if result.healthy else (EXIT_FAIL if result.exists else EXIT_CANNOT_RUN)
-    out.finish(result.to_json(), code)
+    out.finish(result.to_json(), status_exit_code(result))
 
 
 @lab.command()
@@ -232,11 +224,13 @@ def dockerd(app: Application, *, nodes: tuple[str, ...], directory: Path) -> Non
     """
     from r9700ctl.lab import LabInfo
 
+    out = Output(app, None)
     info = LabInfo.load(directory)
     for name in nodes or tuple(n for n, _ in info.nodes):
         info.address(name)  # an unknown node name is one line with the known ones
         info.start_dockerd(name)
-        click.echo(f"{name}: dockerd answers")
+        out.line(f"{name}: dockerd answers")
+    out.finish(None)
 
 
 @lab.command()
@@ -253,17 +247,8 @@ def down(app: Application, *, directory: Path) -> None:
       sudo r9700ctl lab down --dir /tmp/lab
     """
     from r9700ctl import lab as lab_api
+    from r9700ctl.report.lab import down_lines
 
-    started = time.monotonic()
-
-    def progress(message: str) -> None:
-        click.echo(f"[{time.monotonic() - started:6.1f}s] {message}")
-
-    report = lab_api.down(directory, progress=progress)
-    if not report.had_lab:
-        click.echo(f"no lab in {report.directory}: nothing to remove")
-        return
-    click.echo(f"removed {len(report.removed)} item(s) in {report.seconds:.1f} s:")
-    for item in report.removed:
-        click.echo(f"  {item}")
-    click.echo("checked: no namespace, interface, mount, process or file of the lab is left")
+    out = Output(app, None)
+    out.lines(down_lines(lab_api.down(directory, progress=_progress(out))))
+    out.finish(None)

@@ -20,6 +20,7 @@ from r9700ctl.cli.output import Output, check_output_path, file_option, json_opt
 from r9700ctl.errors import BadInput
 
 if TYPE_CHECKING:
+    from r9700ctl.cli.validate_cluster import InventoryRun
     from r9700ctl.history.runs import HistoryPlan
 
 LEVELS = LEVEL_NAMES
@@ -228,13 +229,14 @@ def validate(
     out = Output(app, options["json_path"])
     formats = _wanted_formats(options)
     plan = _history_plan(options, want_trends="html" in formats)
-    if inventory is not None and options.get("cluster"):
-        from r9700ctl.cli.validate_cluster import validate_cluster
-
-        validate_cluster(out, inventory, group, limit, options, plan, formats)
-        return
     if inventory is not None:
-        _validate_fleet(out, inventory, group, limit, options, plan, formats)
+        from r9700ctl.cli.validate_cluster import InventoryRun, validate_cluster
+
+        asked = InventoryRun(inventory, group, limit, options, plan, formats)
+        if options.get("cluster"):
+            validate_cluster(out, asked)
+        else:
+            _validate_fleet(out, asked)
         return
     if limit is not None:
         raise BadInput(what="--limit applies to an INVENTORY, not --local", hint="drop --limit")
@@ -275,20 +277,13 @@ def _validate_local(
     out.finish(outcome.report, outcome.exit_code)
 
 
-def _validate_fleet(
-    out: Output,
-    inventory: Path,
-    group: str,
-    limit: str | None,
-    options: dict[str, Any],
-    plan: HistoryPlan,
-    formats: dict[str, Path],
-) -> None:
+def _validate_fleet(out: Output, asked: InventoryRun) -> None:
     """INVENTORY: the agent on every node through Ansible, then a table per node and the fleet findings."""
     from r9700ctl.report import validate as text
     from r9700ctl.validate import validate_inventory
     from r9700ctl.validate_local import AGENT_FLAGS, LOCAL_ONLY
 
+    options, plan = asked.options, asked.plan
     for key in LOCAL_ONLY:
         flag = AGENT_FLAGS[key]
         if options.get(key) is not None:
@@ -297,10 +292,10 @@ def _validate_fleet(
             )
     with out.progress(int(options.get("verbose") or 0)) as progress:
         report = validate_inventory(
-            inventory,
-            group,
+            asked.inventory,
+            asked.group,
             level=str(options["level"]),
-            limit=limit,
+            limit=asked.limit,
             expected_gpus=options.get("expected_gpus"),
             allow_busy=bool(options.get("allow_busy")),
             runtime=str(options.get("runtime") or "auto"),
@@ -310,7 +305,7 @@ def _validate_fleet(
     out.table(text.nodes_table(report))
     out.lines(text.fleet_text(report))
     document = report.to_dict()
-    _write_formats(out, document, formats, plan)
+    _write_formats(out, document, asked.formats, plan)
     out.line(text.fleet_closing(report))
     _say_history(out, plan)
     out.finish(document, report.exit_code)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,21 +37,28 @@ def given_on_the_command_line() -> set[str]:
     return {name for name in ctx.params if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE}
 
 
-def validate_cluster(
-    out: Output,
-    inventory: Path,
-    group: str,
-    limit: str | None,
-    options: dict[str, Any],
-    plan: HistoryPlan,
-    formats: dict[str, Path],
-) -> None:
+@dataclass(frozen=True)
+class InventoryRun:
+    """What `validate INVENTORY` hands its two runs (the fleet's, cli/validate.py, and --cluster's):
+    the inventory with its group and limit, validate's other options, the history plan and the
+    report formats to write."""
+
+    inventory: Path
+    group: str
+    limit: str | None
+    options: dict[str, Any]
+    plan: HistoryPlan
+    formats: dict[str, Path]
+
+
+def validate_cluster(out: Output, asked: InventoryRun) -> None:
     from r9700ctl.cli.output import write_output
     from r9700ctl.cluster.service import ClusterRequest
     from r9700ctl.cluster.service import validate_cluster as run
     from r9700ctl.report.cluster import culprit_lines, matrix_lines, phases_table
     from r9700ctl.report.cluster_formats import render
 
+    options, plan = asked.options, asked.plan
     refused = not_for_cluster(options, given_on_the_command_line())
     if refused:  # one line, before the inventory is read or any host touched
         verb = "does" if len(refused) == 1 else "do"
@@ -59,9 +67,9 @@ def validate_cluster(
             hint=f"drop {' and '.join(refused)}: --cluster runs its own phases, not the agent's checks",
         )
     request = ClusterRequest(
-        inventory=inventory,
-        group=group,
-        limit=limit,
+        inventory=asked.inventory,
+        group=asked.group,
+        limit=asked.limit,
         runtime=str(options.get("runtime") or "auto"),
         history=plan,
     )
@@ -73,7 +81,7 @@ def validate_cluster(
         lines += matrix_lines(phase.matrix, f"{phase.name}: node x node, the slower way")
     out.lines(lines)
     flags = {"html": "--html", "prom": "--prom", "junit": "--junit"}
-    for name, path in formats.items():
+    for name, path in asked.formats.items():
         write_output(flags[name], path, render(name, report))
     out.line(f"cluster: {report.status} (exit {report.exit_code}); phase results in {report.reports_dir}")
     for note in plan.notes:

@@ -28,7 +28,7 @@ from r9700ctl import agentpack
 from r9700ctl import inventory as inventory_module
 from r9700ctl.agent import codes, schemas
 from r9700ctl.agent.levels import LEVEL_NAMES
-from r9700ctl.agent.result import ERROR, FAIL, PASS, SEVERITY, CheckResult
+from r9700ctl.agent.result import ERROR, FAIL, PASS, SEVERITY, WARN, CheckResult
 from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, EXIT_WARN, BadInput
 from r9700ctl.lifecycle import plan as planning
 from r9700ctl.lifecycle.plan import NodePlan
@@ -39,7 +39,7 @@ UPGRADE = "upgrade"
 ROLLBACK = "rollback"
 KERNEL = "kernel-upgrade"
 GATE_LEVELS = LEVEL_NAMES
-GATE_PASSES = ("PASS", "WARN")
+GATE_PASSES = (PASS, WARN)
 # --gate-rule: "pass" returns a node whose validation is PASS or WARN; "no-worse" also one whose
 # validation after the move is no worse than before it (same status, no check newly failing):
 # for nodes that did not pass before, such as the lab's, which have no GPU to count.

@@ -159,6 +159,11 @@ class Resolved:
     # that r9700_env comments out, keeping a backup (r9700_env_comment_out_conflicts; nodeenv.py).
     node_environment_fixes: list[dict[str, Any]] = field(default_factory=list)
 
+    def node_gpus(self) -> list[tuple[str | None, str | None]]:
+        """The node's discrete GPUs the manifest knows, as (PCI id, gfx target): what known issues
+        and the `auto` release are matched against."""
+        return [(g["pci_id"], g["gfx"]) for g in self.gpus if g["discrete"] and g["known"]]
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -215,10 +220,14 @@ class Context:
 
     @functools.cached_property
     def known(self) -> list[Any]:
-        """The known issues (Match) of the node's GPUs with the release resolved (release.py)."""
-        from r9700ctl.preflight.release import known_issues
+        """The known issues (Match) of the node's GPUs with the release resolved (release.py resolves
+        it first; environment.py and the known_issues check read them after)."""
+        from r9700ctl.known_issues import NodeView, applicable, issues
 
-        return known_issues(self.res, self.manifest)
+        if not self.res.rocm_version:
+            return []
+        node = NodeView(gpus=tuple(self.res.node_gpus()), rocm=self.res.rocm_version)
+        return applicable(issues(self.manifest), node)
 
 
 def newest_first(versions: list[str]) -> list[str]:

@@ -27,10 +27,6 @@ def known_issue_checks(ctx: Context) -> list[CheckResult]:
     return _check_known_issues(ctx.res, ctx.known, ctx.settings)
 
 
-def known_issues(res: Resolved, manifest: Manifest) -> list[Any]:
-    return _known_issues(res, manifest)
-
-
 def workarounds(ctx: Context) -> dict[str, tuple[str, str, str]]:
     return _workarounds(ctx.known, ctx.settings)
 
@@ -61,7 +57,7 @@ def _check_rocm(res: Resolved, settings: Settings, manifest: Manifest) -> list[C
         from r9700ctl.known_issues import auto_release, issues
 
         candidates, by_kernel = kernel_lines.auto_candidates(working, _kernel_node(res, settings), manifest)
-        choice = auto_release(issues(manifest), _node_gpus(res), candidates)
+        choice = auto_release(issues(manifest), res.node_gpus(), candidates)
         res.rocm_version = choice.release or candidates[-1]
         res.rocm_choice = f"auto -> ROCm {res.rocm_version} (newest supporting {target_text}{by_kernel}" + (
             f"; {choice.skipped_text()})" if choice.skipped else ")"
@@ -166,19 +162,6 @@ def _check_kernel_line(res: Resolved, settings: Settings, manifest: Manifest) ->
 
     node = _kernel_node(res, settings)
     return kernel_lines.judge(node, res.rocm_version, settings.allow_unsupported, manifest)
-
-
-def _node_gpus(res: Resolved) -> list[tuple[str | None, str | None]]:
-    return [(g["pci_id"], g["gfx"]) for g in res.gpus if g["discrete"] and g["known"]]
-
-
-def _known_issues(res: Resolved, manifest: Manifest) -> list[Any]:
-    """The known issues (Match) of the node's GPUs with the chosen release."""
-    from r9700ctl.known_issues import NodeView, applicable, issues
-
-    if not res.rocm_version:
-        return []
-    return applicable(issues(manifest), NodeView(gpus=tuple(_node_gpus(res)), rocm=res.rocm_version))
 
 
 def _skipped(issue_id: str, settings: Settings) -> bool:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from r9700ctl.agent.result import FAIL, NOT_JUDGED, PASS, QUIET, WARN
+
 if TYPE_CHECKING:
     from rich.table import Table
 
@@ -27,9 +29,9 @@ def hosts_table(report: DoctorReport, verbose: bool) -> Table:
     table.add_column("detail", overflow="fold", ratio=3)
     table.add_column("fix", overflow="fold", ratio=2)
     for host in report.hosts:
-        shown = [c for c in host.checks if verbose or c.status not in ("PASS", "SKIP")]
+        shown = [c for c in host.checks if verbose or c.status not in QUIET]
         if not shown:  # the summary row says what ran: skips alone pass nothing
-            passed = sum(1 for c in host.checks if c.status == "PASS")
+            passed = sum(1 for c in host.checks if c.status == PASS)
             skipped = len(host.checks) - passed
             table.add_row(
                 host.name,
@@ -60,9 +62,9 @@ def known_issue_lines(report: DoctorReport) -> list[str]:
 
 def hosts_summary(report: DoctorReport) -> str:
     unreached = [h.name for h in report.hosts if not h.reached]
-    failed = [h.name for h in report.hosts if h.reached and h.status in ("FAIL", "ERROR", "INCONCLUSIVE")]
+    failed = [h.name for h in report.hosts if h.reached and h.status in (FAIL, *NOT_JUDGED)]
     ready = [h for h in report.hosts if h.reached and h.name not in failed]
-    warned = sum(1 for h in ready if h.status == "WARN")
+    warned = sum(1 for h in ready if h.status == WARN)
     parts = [
         f"{len(report.hosts)} host(s): {len(ready)} ready" + (f" ({warned} with warnings)" if warned else "")
     ]
@@ -88,10 +90,11 @@ def bundles_lines(fleet: FleetBundleReport, verbose: bool) -> list[str]:
 def bundle_lines(bundle: BundleReport, verbose: bool) -> list[str]:
     from r9700ctl.bundle import lines as evidence_of
     from r9700ctl.bundle import severity
+    from r9700ctl.bundle.model import INFO
 
     lines = [f"bundle {bundle.path} (node {bundle.node})"]
     lines += [f"  {line}" for line in bundle.overview_lines()]
-    shown = [f for f in bundle.findings if verbose or severity(f) != "INFO"]
+    shown = [f for f in bundle.findings if verbose or severity(f) != INFO]
     hidden = len(bundle.findings) - len(shown)
     if not bundle.findings:
         lines.append("  no problems found in the files present")

@@ -35,6 +35,29 @@ def test_the_severity_order_is_fail_error_inconclusive_warn_skip_pass() -> None:
     assert sorted(STATUSES, key=lambda s: -SEVERITY[s]) == [FAIL, ERROR, INCONCLUSIVE, WARN, SKIP, PASS]
 
 
+# Modules whose status tuples their owners move on their own (the cluster engineer's, issue 21).
+STATUS_TUPLES_ELSEWHERE = {"r9700ctl/report/cluster.py", "r9700ctl/cluster/model.py"}
+
+
+def test_no_module_writes_a_list_of_statuses_of_its_own() -> None:
+    """A tuple, list or set of status names is written once, in agent/result.py (STATUSES, QUIET,
+    NOT_JUDGED, SEVERITY): doctor, the HTML report, the fleet judge, validate and the known-issue
+    matcher each wrote ("PASS", "SKIP") or ("INCONCLUSIVE", "ERROR") again."""
+    import ast
+
+    found = []
+    for path in sorted((REPO / "r9700ctl").rglob("*.py")):
+        where = str(path.relative_to(REPO))
+        if where == "r9700ctl/agent/result.py" or where in STATUS_TUPLES_ELSEWHERE or "/lab/" in where:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and len(node.elts) > 1:
+                words = [e.value for e in node.elts if isinstance(e, ast.Constant)]
+                if len(words) == len(node.elts) and set(words) <= set(STATUSES):
+                    found.append(f"{where}:{node.lineno} {ast.unparse(node)}")
+    assert found == []
+
+
 def test_every_list_of_levels_is_the_one_list() -> None:
     """The CLI's --level and --gate-level, the check registry, the monitoring timer, the validate
     timeouts and the r9700_validate role's spec all name the levels of agent/levels.py."""

@@ -44,6 +44,15 @@ F = iommu.IommuFacts
         pytest.param(F(gpus=2, passthrough_param=True), True, PASS, "passthrough (cmdline)", id="iommu=pt"),
         pytest.param(F(gpus=2, units=("ivhd0",)), True, WARN, "unknown", id="unit-no-param"),
         pytest.param(F(gpus=3), True, WARN, "unknown", id="bundle-cmdline-only"),
+        # "blocked" and "unknown" say nothing of passthrough (they passed as it once): other facts decide.
+        pytest.param(F(gpus=2, group_types={"gpu0": "blocked"}), True, WARN, "unknown", id="blocked-type"),
+        pytest.param(
+            F(gpus=2, passthrough_param=True, group_types={"gpu0": "unknown"}),
+            True,
+            PASS,
+            "passthrough (cmdline)",
+            id="unknown-type-iommu=pt",
+        ),
     ],
 )
 def test_the_iommu_rule(facts, expected, status, mode):

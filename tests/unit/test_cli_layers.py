@@ -30,12 +30,11 @@ ENGINES = {
 }
 # The one way out: Output.finish (its JSON writer and Click's exit), cli.main's sys.exit.
 WAY_OUT = {"output.py", "__init__.py"}
-# lab/ is a test bench with its own commands (lab up, down, dockerd): not a use case's face.
-BENCH = {"lab.py"}
 
 
 def modules() -> list[Path]:
-    return sorted(path for path in CLI.glob("*.py") if path.name not in BENCH)
+    """Every command module, cli/lab.py too: the lab's face prints and exits the same way."""
+    return sorted(CLI.glob("*.py"))
 
 
 def imported_names(tree: ast.AST) -> set[str]:
@@ -75,6 +74,19 @@ def test_a_cli_module_names_no_playbook_and_writes_and_exits_only_through_output
         if c in {"json.dumps", "sys.exit", "write_json", "write_json_output"} or c.endswith((".exit", "Exit"))
     }
     assert not own_way, f"{path.name} writes JSON or exits its own way: {sorted(own_way)}"
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda p: p.name)
+def test_a_cli_module_prints_through_output(path: Path) -> None:
+    """No click.echo of its own (cli/lab.py had 15, cli/explain.py its listing): text goes through
+    Output, so --json - moves it to standard error the same way for every command."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    calls = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    if path.name in WAY_OUT:
+        return
+    assert not {c for c in calls if c in {"click.echo", "print", "click.secho"}}, (
+        f"{path.name} prints its own way"
+    )
 
 
 def test_the_checks_see_what_they_forbid(tmp_path: Path) -> None:

@@ -17,9 +17,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from r9700ctl import codes
-from r9700ctl.agent import codes as agent_codes
+from r9700ctl.agent import codes
 from r9700ctl.cli import cli
+from r9700ctl.report import explain
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "r9700ctl"
@@ -32,11 +32,11 @@ def run_cli(*args: str):
 
 
 def test_every_record_is_complete_and_its_action_is_one_of_the_classes():
-    catalogue = codes.load()
+    catalogue = codes.catalogue()
     assert len(catalogue) > 100
     for entry in catalogue.values():
-        assert agent_codes.CODE_SHAPE.match(entry.code)
-        assert entry.action in agent_codes.ACTIONS
+        assert codes.CODE_SHAPE.match(entry.code)
+        assert entry.action in codes.ACTIONS
         assert all((entry.meaning, entry.cause, entry.next, entry.category, entry.source)), entry
 
 
@@ -44,19 +44,19 @@ def test_a_record_without_its_next_step_is_refused():
     document = {
         "codes": {"X_Y": {"meaning": "m", "cause": "c", "action": "none", "category": "x", "source": "s"}}
     }
-    with pytest.raises(agent_codes.CatalogueError, match="X_Y lacks next"):
-        agent_codes.records(document)
+    with pytest.raises(codes.CatalogueError, match="X_Y lacks next"):
+        codes.records(document)
 
 
 def test_an_unknown_action_class_is_refused():
     entry = {"meaning": "m", "cause": "c", "next": "n", "action": "panic", "category": "x", "source": "s"}
-    with pytest.raises(agent_codes.CatalogueError, match="action 'panic'"):
-        agent_codes.records({"codes": {"X_Y": entry}})
+    with pytest.raises(codes.CatalogueError, match="action 'panic'"):
+        codes.records({"codes": {"X_Y": entry}})
 
 
 def test_the_known_issues_codes_name_are_issues_of_the_manifest():
     issues = yaml.safe_load((PACKAGE / "data/manifest.yaml").read_text())["known_issues"]
-    for entry in codes.load().values():
+    for entry in codes.catalogue().values():
         assert not entry.known_issue or entry.known_issue in issues, entry.code
 
 
@@ -97,14 +97,14 @@ def _named_codes(path: Path) -> set[tuple[str, int]]:
         name = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
         if name in TAKES_A_CODE and node.args:
             code = value(node.args[-1] if name == "coded" else node.args[0])
-            if code and agent_codes.CODE_SHAPE.match(code):
+            if code and codes.CODE_SHAPE.match(code):
                 found.add((code, node.lineno))
     return found
 
 
 def test_every_code_the_source_names_is_catalogued():
     """A code= keyword or a hint("X") with a code the catalogue lacks would ship unexplained."""
-    catalogue = codes.load()
+    catalogue = codes.catalogue()
     missing = []
     for path in sorted(PACKAGE.rglob("*.py")):
         for code, line in _named_codes(path):
@@ -118,7 +118,7 @@ def test_every_code_the_manifest_names_is_catalogued():
     named = {s["code"] for s in manifest["kernel_log_signatures"].values()}
     for issue in manifest["known_issues"].values():
         named |= set((issue.get("detection", {}).get("agent") or {}).get("codes") or [])
-    assert named - set(codes.load()) == set()
+    assert named - set(codes.catalogue()) == set()
 
 
 # Codes catalogued and given by no judge yet, each with why (the catalogue is append-only: a code
@@ -130,14 +130,14 @@ def test_every_catalogued_code_is_used_somewhere():
     """A code nobody gives is a typo's twin (or a judge that lost it); only RESERVED ones may be."""
     text = "\n".join(p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py"))
     text += (PACKAGE / "data/manifest.yaml").read_text()
-    unused = [c for c in codes.load() if not re.search(rf"\b{c}\b", text)]
+    unused = [c for c in codes.catalogue() if not re.search(rf"\b{c}\b", text)]
     assert sorted(set(unused) - set(RESERVED)) == []
-    assert set(RESERVED) <= set(codes.load())
+    assert set(RESERVED) <= set(codes.catalogue())
 
 
 def test_docs_codes_is_the_catalogue_rendered():
     """Regenerate with: r9700ctl explain --markdown > docs/codes.md"""
-    assert (REPO / codes.DOC_PATH).read_text(encoding="utf-8") == codes.render_markdown()
+    assert (REPO / explain.DOC_PATH).read_text(encoding="utf-8") == explain.render_markdown(codes.catalogue())
 
 
 def test_the_controllers_codes_json_is_codes_yaml_as_the_agent_reads_it():
@@ -188,7 +188,7 @@ def test_an_unknown_code_is_one_line_naming_the_nearest_and_exit_64(monkeypatch,
 def test_explain_without_a_code_lists_every_code():
     result = run_cli("explain")
     assert result.exit_code == 0
-    assert len(result.output.splitlines()) == len(codes.load())
+    assert len(result.output.splitlines()) == len(codes.catalogue())
 
 
 def test_every_cluster_code_the_source_names_is_in_the_catalogue():
@@ -198,4 +198,4 @@ def test_every_cluster_code_the_source_names_is_in_the_catalogue():
         m for path in PACKAGE.rglob("*.py") for m in re.findall(r'"(CLUSTER_[A-Z_]+)"', path.read_text())
     }
     assert named, "the cluster judges name their codes"
-    assert sorted(named - set(codes.load())) == []
+    assert sorted(named - set(codes.catalogue())) == []

@@ -34,6 +34,30 @@ def test_time_windows_runs_warmup_apart_and_refills_before_each_window():
     assert all(s >= 0 for s in per_call)
 
 
+def test_a_concurrent_window_queues_every_lanes_calls_in_turn_and_times_each_lane():
+    """The window gemm, p2p and hostbw share: one figure per lane, `count` rounds of calls queued
+    round-robin between the starts and the stops (on the host the clock times it)."""
+    order: list[str] = []
+    cpu = torch.device("cpu")
+    lanes = [(cpu, None, lambda: order.append("a")), (cpu, None, lambda: order.append("b"))]
+    per_call = timing.concurrent_window(lanes, 3, gates=2)
+    assert len(per_call) == 2 and all(s >= 0 for s in per_call)
+    assert order == ["a", "b"] * 3
+
+
+def test_a_verified_copy_is_judged_by_the_checksum_of_its_target():
+    source = buffers.random_int32(1024, torch.device("cpu"), seed=5)
+    target = source.clone()
+    expected = buffers.checksum(source)
+    assert buffers.compared(target, expected) == {
+        "ok": True,
+        "expected_checksum": expected,
+        "got_checksum": expected,
+    }
+    buffers.poison(target)
+    assert buffers.compared(target, expected)["ok"] is False
+
+
 def test_checksum_catches_a_single_changed_word():
     """Copies are verified by checksum: one flipped word in 1 Mi words must show."""
     data = buffers.random_int32(1 << 20, torch.device("cpu"), seed=3)

@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 from agent_fake_node import agent_environment, run_agent
 
-from r9700ctl import codes
 from r9700ctl import p2p_policy as p2p
-from r9700ctl.agent import nodefacts
+from r9700ctl.agent import codes, nodefacts
 from r9700ctl.agent.parsers import amdsmi, rocminfo
 from r9700ctl.lab import machine
 from r9700ctl.lab.recordings import recorded_root
@@ -82,7 +81,7 @@ def test_each_fault_is_flagged_by_its_one_check_and_nothing_else(tmp_path, name)
     assert all(r["hint"] for r in results if r["status"] != "PASS")
     # Issue 20: the agent runs as a child here, out of tests/conftest.py's reach: its report's
     # every verdict that is not PASS names a catalogued reason code.
-    catalogue = codes.load()
+    catalogue = codes.catalogue()
     uncoded = [(r["id"], r["subject"], r["code"]) for r in report["results"] if r["status"] != "PASS"]
     assert [c for c in uncoded if c[2] not in catalogue] == []
 
@@ -136,7 +135,7 @@ def test_the_cli_lists_the_same_faults_as_the_machine():
 
 
 def test_the_cli_lists_the_same_network_faults_with_their_phase_and_code():
-    from r9700ctl import codes
+    from r9700ctl.agent import codes
     from r9700ctl.cli import lab as lab_cli
     from r9700ctl.lab.netfaults import NET_FAULTS
 

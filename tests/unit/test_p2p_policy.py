@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from r9700ctl import p2p_policy as p2p
-from r9700ctl.agent import nodefacts
+from r9700ctl.agent import nodefacts, sysfs
 from r9700ctl.agent.units import size_text
 from r9700ctl.bundle.model import BundleGpu, BundleReport
 
@@ -97,7 +97,18 @@ def test_facts_give_bar_sizes_iommu_group_type_and_the_bridge_path_with_acs(tmp_
 
 def test_config_space_read_without_root_is_unknown_not_clean(tmp_path):
     """A non-root read of `config` returns 64 bytes: ACS unknown must not pass as 'no redirect'."""
-    assert "needs root" in nodefacts.read_acs(config_space(None, size=64))["error"]
+    assert "needs root" in sysfs.acs_from_config(config_space(None, size=64)).error
+    assert sysfs.acs_from_config(config_space(None)) == sysfs.AcsRead()  # read, and no ACS capability
+
+
+def test_the_p2p_facts_are_read_through_the_one_sysfs_reader():
+    """Issue 20 item 6: sysfs is read in one place. read_p2p read the IOMMU group, VRAM, the bridge
+    path and config space itself; now every file goes through agent/sysfs.py."""
+    import inspect
+
+    source = inspect.getsource(nodefacts.read_p2p)
+    assert "sysfs." in source
+    assert not [word for word in ("open(", "readlink", "_read(", "realpath", "listdir") if word in source]
 
 
 def test_a_gpu_without_an_iommu_group_means_the_iommu_is_off(tmp_path):
@@ -132,11 +143,27 @@ def test_a_small_bar_keeps_auto_off_and_names_the_gpu_and_sizes(tmp_path):
     )
 
 
-@pytest.mark.parametrize("kind", ["DMA", "DMA-FQ"])
+@pytest.mark.parametrize("kind", ["DMA", "DMA-FQ", "unmanaged"])
 def test_a_translating_iommu_keeps_auto_off(tmp_path, kind):
     addresses, facts = two_cards(tmp_path, iommu=kind)
     decision = p2p.decide("auto", "r9700_p2p=auto", gpus(*addresses), facts)
-    assert not decision.enabled and f"type {kind}; add iommu=pt" in decision.reason
+    assert (
+        not decision.enabled and f"translates its DMA (group 5 type {kind}; add iommu=pt" in decision.reason
+    )
+
+
+@pytest.mark.parametrize(("kind", "said"), [("blocked", "blocked"), ("unknown", "unknown"), ("", "unknown")])
+def test_a_group_type_that_does_not_say_passthrough_keeps_auto_off(tmp_path, kind, said):
+    """The kernel prints "blocked" (no DMA) and "unknown" (a domain type its sysfs does not name);
+    an older kernel has no type file. None is a passthrough, so P2P stays off, as the one IOMMU rule
+    (agent/rules/iommu.py) judges them: P2P no longer decides IOMMU by a test of its own."""
+    addresses, facts = two_cards(tmp_path, iommu=kind)
+    decision = p2p.decide("auto", "r9700_p2p=auto", gpus(*addresses), facts)
+    assert not decision.enabled
+    assert (
+        f"{addresses[1]}: the IOMMU may translate its DMA (group 5 type {said}; add iommu=pt"
+        in decision.reason
+    )
 
 
 def test_acs_redirect_on_a_switch_two_gpus_share_keeps_auto_off(tmp_path):

@@ -13,6 +13,7 @@ from dataclasses import fields
 
 import pytest
 
+from r9700ctl.agent.parsers._common import AmdGpuRecord, GpuRecord
 from r9700ctl.agent.parsers.amdsmi import AmdSmiGpu
 from r9700ctl.agent.parsers.nvidia_smi import NvidiaGpu
 from r9700ctl.agent.parsers.rocmsmi import RocmSmiCard
@@ -51,6 +52,15 @@ RETIRED = (
 def test_a_fact_several_tools_report_has_one_name_in_every_record(fact):
     for tool in SHARED[fact]:
         assert fact in {f.name for f in fields(RECORDS[tool])}, f"{tool}'s record lacks {fact}"
+
+
+def test_the_shared_facts_are_declared_once_in_the_record_every_tool_extends():
+    """One declaration of the shared names (parsers/_common.py), so a record cannot drift from it."""
+    assert all(issubclass(record, GpuRecord) for record in RECORDS.values())
+    assert issubclass(AmdSmiGpu, AmdGpuRecord) and issubclass(RocmSmiCard, AmdGpuRecord)
+    shared_by_all = {fact for fact, tools in SHARED.items() if len(tools) == len(RECORDS)}
+    assert shared_by_all <= {f.name for f in fields(GpuRecord)}
+    assert set(SHARED) <= {f.name for f in fields(AmdGpuRecord)}
 
 
 def test_no_record_keeps_a_tool_specific_name_for_a_shared_fact():

@@ -1,8 +1,10 @@
 """The check registry: one module per family in this package, each registering `run(ctx)`.
 
-    @register(id="hostbw", family="hostbw", levels=from_level("quick"),
-              needs_gpu=True, order=40, thresholds=("hostbw.peer_warn_fraction", ...))
+    @register(id="hostbw", levels=from_level("quick"), order=40, thresholds=("hostbw.peer_warn_fraction",))
     def run(ctx: AgentContext) -> list[CheckResult]: ...
+
+A check's family (what --only and --skip also match) is its id unless it names another; a check
+needs a GPU unless it says `needs_gpu=False`.
 
 `thresholds` names every thresholds.yaml key the check reads: the runner refuses to start when
 the data files lack one (there are no fallback values in the code).
@@ -55,7 +57,7 @@ REGISTRY: dict[str, CheckSpec] = {}
 def register(
     *,
     id: str,
-    family: str,
+    family: str = "",
     levels: Iterable[str],
     needs_gpu: bool = True,
     order: int = 100,
@@ -73,7 +75,7 @@ def register(
         if existing is not None and existing.fn.__module__ != fn.__module__:
             raise ValueError(f"check id {id!r} registered twice ({existing.fn.__module__}, {fn.__module__})")
         REGISTRY[id] = CheckSpec(
-            id, family, level_set, needs_gpu, order, runs_last, fn, frozenset(thresholds)
+            id, family or id, level_set, needs_gpu, order, runs_last, fn, frozenset(thresholds)
         )
         return fn
 

@@ -1,5 +1,6 @@
-"""Shared glue of the measurement checks (hostbw, p2p, memory, compute, collective, scaling,
-stability): per-level defaults, timeouts, the windows rule and the common results.
+"""Shared glue of the checks, the measurement checks above all (hostbw, p2p, memory, compute,
+collective, scaling, stability): per-level defaults, timeouts, running a kernel, the windows rule
+and the common results (a node without a GPU, or with one where two are needed).
 
 The kernels (r9700ctl.agent.kernels) measure; the checks only choose parameters, run the
 kernels through ctx.run_step / ctx.run_ranks, and judge. Module name starts with "_": the
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from r9700ctl.agent import levels
-from r9700ctl.agent.context import AgentContext
+from r9700ctl.agent.context import AgentContext, StepOutcome
 from r9700ctl.agent.judge import Verdict, judge_measured, not_applied, worse_of
 from r9700ctl.agent.result import PASS, SKIP, CheckResult
 
@@ -37,6 +38,17 @@ def call_rank_kernel(rank: int, world_size: int, module: str, function: str, *ar
     import importlib
 
     return getattr(importlib.import_module(f"{KERNELS}.{module}"), function)(rank, world_size, *args)
+
+
+def run_kernel(
+    ctx: AgentContext, step_id: str, gpus: list[int], kernel: str, spec: Any, *, expected_s: float
+) -> StepOutcome:
+    """kernels.<module>.<function> (`kernel` names both, "gemm.gemm_under_load") on `spec` in a
+    journaled child on `gpus`, with the watchdog's timeout for a step expected to take `expected_s`."""
+    module, function = kernel.split(".")
+    return ctx.run_step(
+        step_id, gpus, call_kernel, module, function, spec, timeout_s=timeout(ctx, expected_s)
+    )
 
 
 def param(ctx: AgentContext, key: str, defaults: dict[str, dict[str, Any]]) -> Any:
@@ -83,6 +95,13 @@ def measured(
         unit=unit,
         higher_is_better=higher_is_better,
     )
+
+
+def no_gpu(check_id: str, threshold: str, hint: str = "no GPU found") -> list[CheckResult]:
+    """The SKIP a check gives on a node where discovery found no GPU to judge."""
+    return [
+        CheckResult(id=check_id, subject="node", status=SKIP, threshold=threshold, hint=hint, code="NO_GPU")
+    ]
 
 
 def skip_single_gpu(ctx: AgentContext, check_id: str) -> list[CheckResult] | None:

@@ -9,6 +9,8 @@ It runs last (after P2P), so it sees every step of the run; at config level noth
 
 from __future__ import annotations
 
+from functools import partial
+
 from r9700ctl.agent import aer_counters as aer
 from r9700ctl.agent.checks import register
 from r9700ctl.agent.context import AgentContext
@@ -18,15 +20,7 @@ from r9700ctl.agent.result import PASS, SEVERITY, SKIP, CheckResult
 THRESHOLDS = ("aer.correctable_fail_per_min",)
 
 
-@register(
-    id="aer",
-    family="aer",
-    levels=from_level("quick"),
-    needs_gpu=True,
-    order=200,
-    runs_last=True,
-    thresholds=THRESHOLDS,
-)
+@register(id="aer", levels=from_level("quick"), order=200, runs_last=True, thresholds=THRESHOLDS)
 def run(ctx: AgentContext) -> list[CheckResult]:
     fail_per_min = float(ctx.threshold("aer.correctable_fail_per_min"))
     steps = ctx.aer_steps
@@ -37,23 +31,17 @@ def run(ctx: AgentContext) -> list[CheckResult]:
             "no new nonfatal/fatal error; new correctable errors WARN, more than "
             f"{fail_per_min:g}/min of a step FAIL ({ctx.threshold_text('aer.correctable_fail_per_min')})"
         )
+        verdict_for = partial(
+            CheckResult, id="aer", subject=subject, metric="new_errors", threshold=threshold
+        )
         if not address or not steps or all(address in s["unreadable"] for s in steps):
             why = (
                 "no GPU step ran"
                 if not steps
                 else "no AER counters on its path (AER off, or a kernel before 4.19)"
             )
-            results.append(
-                CheckResult(
-                    id="aer",
-                    subject=subject,
-                    status=SKIP,
-                    metric="new_errors",
-                    threshold=threshold,
-                    hint=why,
-                    code="NOT_APPLICABLE" if not steps else "AER_UNAVAILABLE",
-                )
-            )
+            code = "NOT_APPLICABLE" if not steps else "AER_UNAVAILABLE"
+            results.append(verdict_for(status=SKIP, hint=why, code=code))
             continue
         roles, slot = aer.roles(ctx.root, address), aer.slot_name(ctx.root, address)
         worst, total, per_step = None, 0, []
@@ -73,17 +61,8 @@ def run(ctx: AgentContext) -> list[CheckResult]:
                     "with_errors": per_step}  # fmt: skip
         hint = "" if worst.status == PASS else f"{worst.summary}; {worst.hint}"
         results.append(
-            CheckResult(
-                id="aer",
-                subject=subject,
-                status=worst.status,
-                metric="new_errors",
-                value=total,
-                unit="errors",
-                threshold=threshold,
-                hint=hint,
-                evidence=evidence,
-                code=worst.code,
+            verdict_for(
+                status=worst.status, value=total, unit="errors", hint=hint, evidence=evidence, code=worst.code
             )
         )
     return results

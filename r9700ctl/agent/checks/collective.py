@@ -64,13 +64,7 @@ def p2p_on_env(ctx: AgentContext) -> dict[str, str]:
     return {"HSA_FORCE_FINE_GRAIN_PCIE": "1"} if any(g.vendor == "1002" for g in ctx.gpus) else {}
 
 
-@register(
-    id="collective",
-    family="collective",
-    levels=from_level("quick"),
-    order=70,
-    thresholds=THRESHOLDS,
-)
+@register(id="collective", levels=from_level("quick"), order=70, thresholds=THRESHOLDS)
 def run(ctx: AgentContext) -> list[CheckResult]:
     skip = _measure.skip_single_gpu(ctx, "collective.allreduce")
     if skip:

@@ -84,14 +84,7 @@ CLOCK_THROTTLE_NOTE = (
 )
 
 
-@register(
-    id="compute",
-    family="compute",
-    levels=from_level("quick"),
-    needs_gpu=True,
-    order=60,
-    thresholds=THRESHOLDS,
-)
+@register(id="compute", levels=from_level("quick"), order=60, thresholds=THRESHOLDS)
 def run(ctx: AgentContext) -> list[CheckResult]:
     dtypes = [d.strip() for d in str(_measure.param(ctx, "compute.dtypes", DEFAULTS)).split(",") if d.strip()]
     seconds = float(_measure.param(ctx, "compute.seconds", DEFAULTS))
@@ -110,14 +103,8 @@ def run(ctx: AgentContext) -> list[CheckResult]:
         hotspot_credible_c=float(ctx.threshold("compute.hotspot_warn_c")),
     )
     expected = len(dtypes) * (seconds + 10) + 20
-    outcome = ctx.run_step(
-        "compute.gemm",
-        indices,
-        _measure.call_kernel,
-        "gemm",
-        "gemm_under_load",
-        spec,
-        timeout_s=_measure.timeout(ctx, expected),
+    outcome = _measure.run_kernel(
+        ctx, "compute.gemm", indices, "gemm.gemm_under_load", spec, expected_s=expected
     )
     if not outcome.ok:
         return [ctx.outcome_result("compute.tflops", "node", outcome)]
@@ -229,35 +216,23 @@ def _clock(ctx: AgentContext, index: int, telemetry: dict, info: dict) -> CheckR
         if boost
         else "no boost clock for this model"
     )
+    result = partial(
+        CheckResult,
+        id="compute.clock",
+        subject=f"gpu{index}",
+        metric="sclk_median",
+        unit="MHz",
+        threshold=threshold,
+        evidence=evidence,
+    )
     if sclk is None:
         why = (
             f"{info['source']} gave no shader clock" if info["source"] else "no telemetry source on this node"
         )
-        return CheckResult(
-            id="compute.clock",
-            subject=f"gpu{index}",
-            status=SKIP,
-            metric="sclk_median",
-            unit="MHz",
-            threshold=threshold,
-            hint=why,
-            evidence=evidence,
-            code="TELEMETRY_MISSING",
-        )
+        return result(status=SKIP, hint=why, code="TELEMETRY_MISSING")
     if not boost:
         verdict = ctx.unjudged("compute.boost_clock_mhz", "no boost clock for this model")
-        return CheckResult(
-            id="compute.clock",
-            subject=f"gpu{index}",
-            status=verdict.status,
-            metric="sclk_median",
-            value=round(sclk),
-            unit="MHz",
-            threshold=threshold,
-            hint=verdict.reason,
-            evidence=evidence,
-            code=verdict.code,
-        )
+        return result(status=verdict.status, value=round(sclk), hint=verdict.reason, code=verdict.code)
     ratio = sclk / float(boost)
     evidence["fraction_of_boost"] = round(ratio, 3)
     groups = telemetry.get("throttle_groups", {})
@@ -275,18 +250,7 @@ def _clock(ctx: AgentContext, index: int, telemetry: dict, info: dict) -> CheckR
                 f"{float(boost):.0f} MHz boost clock with no throttle reason reported"
             )
             status, hint = WARN, codes.hint(CLOCKS_LOW, said)
-    return CheckResult(
-        id="compute.clock",
-        subject=f"gpu{index}",
-        status=status,
-        metric="sclk_median",
-        value=round(sclk),
-        unit="MHz",
-        threshold=threshold,
-        hint=hint,
-        evidence=evidence,
-        code=CLOCKS_LOW,
-    )
+    return result(status=status, value=round(sclk), hint=hint, code=CLOCKS_LOW)
 
 
 def _throttle(ctx: AgentContext, index: int, samples: list[dict], telemetry: dict, info: dict) -> CheckResult:

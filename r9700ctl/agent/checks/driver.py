@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from r9700ctl.agent import codes, sysfs
-from r9700ctl.agent.checks import register
+from r9700ctl.agent.checks import _measure, register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.datafiles import load_data
 from r9700ctl.agent.levels import from_level
@@ -85,77 +85,59 @@ def _module_results(ctx: AgentContext) -> list[CheckResult]:
     return results
 
 
+def _access_verdict(state: str, path: str, missing_code: str, missing_hint: str) -> tuple[str, str, str]:
+    """Status, reason code and hint of a device node as device_access found it: ok, missing (the
+    driver made none), or restricted (this user cannot open it)."""
+    if state == "ok":
+        return PASS, "", ""
+    if state == "missing":
+        return FAIL, missing_code, missing_hint
+    code = "DEVICE_NOT_ACCESSIBLE"
+    return WARN, code, codes.hint(code, f"{path} exists but this user cannot open it")
+
+
 def _access_results(ctx: AgentContext, access: Callable[[str, int], bool] = os.access) -> list[CheckResult]:
     results = []
-    amd = [g for g in ctx.discovery.gpus if g.vendor == sysfs.AMD]
-    if amd:
-        kfd = ctx.root / "dev/kfd"
-        state = device_access(kfd, access)
-        status = {"ok": PASS, "missing": FAIL, "restricted": WARN}[state]
-        code = {"ok": "", "missing": "KFD_MISSING", "restricted": "DEVICE_NOT_ACCESSIBLE"}[state]
-        hint = {
-            "ok": "",
-            "missing": codes.hint(
-                code, "/dev/kfd is missing: amdgpu is not loaded or has no KFD (compute) support"
-            )
-            if code == "KFD_MISSING"
-            else "",
-            "restricted": codes.hint(code, "/dev/kfd exists but this user cannot open it") if code else "",
-        }[state]
+    verdict = partial(CheckResult, id="driver.access", threshold="present and openable")
+    if any(g.vendor == sysfs.AMD for g in ctx.discovery.gpus):
+        state = device_access(ctx.root / "dev/kfd", access)
+        said = "/dev/kfd is missing: amdgpu is not loaded or has no KFD (compute) support"
+        status, code, hint = _access_verdict(
+            state, "/dev/kfd", "KFD_MISSING", codes.hint("KFD_MISSING", said)
+        )
+        evidence = {"path": "/dev/kfd", "uid": os.getuid()}
         results.append(
-            CheckResult(
-                id="driver.access",
+            verdict(
                 subject="node",
                 status=status,
                 metric="/dev/kfd",
                 value=state,
-                threshold="present and openable",
                 hint=hint,
-                evidence={"path": "/dev/kfd", "uid": os.getuid()},
+                evidence=evidence,
                 code=code,
             )
         )
     for gpu in ctx.discovery.gpus:
         if gpu.vendor != sysfs.AMD:
             continue
+        node = partial(verdict, subject=gpu.subject, metric="render_node")
         if not gpu.render_node:
+            said = "no /dev/dri/renderD* for this GPU: amdgpu did not initialise it; see dmesg"
             results.append(
-                CheckResult(
-                    id="driver.access",
-                    subject=gpu.subject,
+                node(
                     status=FAIL,
-                    metric="render_node",
                     value="missing",
-                    threshold="present and openable",
-                    hint="no /dev/dri/renderD* for this GPU: amdgpu did not initialise it; see dmesg",
+                    hint=said,
                     evidence={"pci": gpu.pci_address},
                     code="RENDER_NODE_MISSING",
                 )
             )
             continue
         state = device_access(ctx.root / gpu.render_node.lstrip("/"), access)
-        status = {"ok": PASS, "missing": FAIL, "restricted": WARN}[state]
-        code = {"ok": "", "missing": "RENDER_NODE_MISSING", "restricted": "DEVICE_NOT_ACCESSIBLE"}[state]
-        hint = {
-            "ok": "",
-            "missing": f"{gpu.render_node} is missing: see dmesg for amdgpu errors",
-            "restricted": codes.hint(code, f"{gpu.render_node} exists but this user cannot open it")
-            if code
-            else "",
-        }[state]
-        results.append(
-            CheckResult(
-                id="driver.access",
-                subject=gpu.subject,
-                status=status,
-                metric="render_node",
-                value=state,
-                threshold="present and openable",
-                hint=hint,
-                evidence={"path": gpu.render_node, "pci": gpu.pci_address},
-                code=code,
-            )
-        )
+        missing = f"{gpu.render_node} is missing: see dmesg for amdgpu errors"
+        status, code, hint = _access_verdict(state, gpu.render_node, "RENDER_NODE_MISSING", missing)
+        evidence = {"path": gpu.render_node, "pci": gpu.pci_address}
+        results.append(node(status=status, value=state, hint=hint, evidence=evidence, code=code))
     return results
 
 
@@ -289,56 +271,30 @@ def _rocm_result(ctx: AgentContext) -> CheckResult | None:
     base = re.match(r"\d+\.\d+(\.\d+)?", version)
     release = releases.get(base.group(0)) if base else None
     threshold = "this ROCm release supports every GPU target (manifest)"
+    verdict = partial(
+        CheckResult, id="driver.rocm", subject="node", metric="rocm", value=version, threshold=threshold
+    )
     if release is None:
-        return CheckResult(
-            id="driver.rocm",
-            subject="node",
-            status=PASS,
-            metric="rocm",
-            value=version,
-            threshold=threshold,
-            hint=f"ROCm {version} is not in the manifest: support for {', '.join(targets)} not judged",
-            evidence={"targets": targets},
-        )
+        said = f"ROCm {version} is not in the manifest: support for {', '.join(targets)} not judged"
+        return verdict(status=PASS, hint=said, evidence={"targets": targets})
     missing = [t for t in targets if t not in (release.get("gfx") or [])]
     if missing:
         supporting = [v for v, r in releases.items() if all(t in (r.get("gfx") or []) for t in targets)]
-        return CheckResult(
-            id="driver.rocm",
-            subject="node",
-            status=FAIL,
-            metric="rocm",
-            value=version,
-            threshold=threshold,
-            hint=f"ROCm {version} does not support {', '.join(missing)}: upgrade to "
-            f"{' or '.join(supporting[:3]) or 'a supporting release'} (r9700ctl provision)",
-            evidence={"targets": targets, "supported": release.get("gfx")},
-            code="ROCM_RELEASE_UNSUPPORTED",
+        said = (
+            f"ROCm {version} does not support {', '.join(missing)}: upgrade to "
+            f"{' or '.join(supporting[:3]) or 'a supporting release'} (r9700ctl provision)"
         )
-    return CheckResult(
-        id="driver.rocm",
-        subject="node",
-        status=PASS,
-        metric="rocm",
-        value=version,
-        threshold=threshold,
-        evidence={"targets": targets},
-    )
+        evidence = {"targets": targets, "supported": release.get("gfx")}
+        return verdict(status=FAIL, hint=said, evidence=evidence, code="ROCM_RELEASE_UNSUPPORTED")
+    return verdict(status=PASS, evidence={"targets": targets})
 
 
-@register(id="driver", family="driver", levels=from_level("config"), needs_gpu=False, order=11)
+@register(id="driver", levels=from_level("config"), needs_gpu=False, order=11)
 def run(ctx: AgentContext) -> list[CheckResult]:
     if not ctx.discovery.gpus:
-        return [
-            CheckResult(
-                id="driver.module",
-                subject="node",
-                status=SKIP,
-                threshold="driver loaded for the GPUs found",
-                hint="no GPU found (see inventory.count)",
-                code="NO_GPU",
-            )
-        ]
+        return _measure.no_gpu(
+            "driver.module", "driver loaded for the GPUs found", "no GPU found (see inventory.count)"
+        )
     results = _module_results(ctx)
     results += _access_results(ctx)
     results.append(_dmesg_result(ctx))

@@ -16,6 +16,7 @@ kernels/hostbw.py says which).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from r9700ctl.agent import codes
@@ -46,6 +47,7 @@ BELOW_FLOOR = "HOSTBW_BELOW_FLOOR"
 BELOW_PEERS = "HOSTBW_BELOW_PEERS"
 CORRUPTION = "HOSTBW_CORRUPTION"
 CONCURRENT = "HOSTBW_CONCURRENT_LIMITED"
+KERNEL = "hostbw.host_device_bandwidth"
 
 
 def _slow_link(ctx: AgentContext, value: float, link: pcie.ExpectedLink) -> str:
@@ -142,43 +144,29 @@ def _direction_result(
     )
 
 
-@register(
-    id="hostbw",
-    family="hostbw",
-    levels=from_level("quick"),
-    needs_gpu=True,
-    order=40,
-    thresholds=THRESHOLDS,
-)
+@register(id="hostbw", levels=from_level("quick"), order=40, thresholds=THRESHOLDS)
 def run(ctx: AgentContext) -> list[CheckResult]:
     size = int(_measure.param(ctx, "hostbw.size_mib", DEFAULTS)) * _measure.MiB
     windows = int(_measure.param(ctx, "hostbw.windows", DEFAULTS))
     copies = int(_measure.param(ctx, "hostbw.copies_per_window", DEFAULTS))
-    numa = {g.index: g.numa_node for g in ctx.gpus}
+    # One spec for every copy of the phase: each GPU alone with a pageable buffer too, then all at once.
+    copying = CopySpec(
+        gpus=(),
+        size_bytes=size,
+        windows=windows,
+        copies_per_window=copies,
+        numa_nodes={g.index: g.numa_node for g in ctx.gpus},
+        root=str(ctx.root),
+    )
     # 2 directions x (warm-up + windows x copies) at >= 10 GB/s, plus pageable and start-up.
     expected = 2 * (3 + windows * copies) * size / 10e9 + 15
     results: list[CheckResult] = []
     alone: dict[int, dict[str, Any]] = {}
     common: dict[str, Any] = {}
     for gpu in ctx.gpus:
-        spec = CopySpec(
-            gpus=(gpu.index,),
-            size_bytes=size,
-            windows=windows,
-            copies_per_window=copies,
-            numa_nodes=numa,
-            pageable=True,
-            root=str(ctx.root),
-        )
-        outcome = ctx.run_step(
-            f"hostbw.gpu{gpu.index}",
-            [gpu.index],
-            _measure.call_kernel,
-            "hostbw",
-            "host_device_bandwidth",
-            spec,
-            timeout_s=_measure.timeout(ctx, expected),
-        )
+        spec = replace(copying, gpus=(gpu.index,), pageable=True)
+        step = f"hostbw.gpu{gpu.index}"
+        outcome = _measure.run_kernel(ctx, step, [gpu.index], KERNEL, spec, expected_s=expected)
         if not outcome.ok:
             results.append(ctx.outcome_result("hostbw.h2d", gpu.subject, outcome))
             continue
@@ -198,32 +186,14 @@ def run(ctx: AgentContext) -> list[CheckResult]:
             result.evidence.update(common)
             results.append(result)
     if len(ctx.gpus) > 1 and alone:
-        results.extend(_concurrent(ctx, size, windows, copies, numa, alone, expected * len(ctx.gpus)))
+        results.extend(_concurrent(ctx, copying, alone, expected * len(ctx.gpus)))
     return results
 
 
-def _concurrent(
-    ctx: AgentContext, size: int, windows: int, copies: int, numa: dict, alone: dict, expected: float
-) -> list[CheckResult]:
+def _concurrent(ctx: AgentContext, copying: CopySpec, alone: dict, expected: float) -> list[CheckResult]:
     indices = ctx.gpu_indices
-    spec = CopySpec(
-        gpus=tuple(indices),
-        size_bytes=size,
-        windows=windows,
-        copies_per_window=copies,
-        numa_nodes=numa,
-        pageable=False,
-        root=str(ctx.root),
-    )
-    outcome = ctx.run_step(
-        "hostbw.all",
-        indices,
-        _measure.call_kernel,
-        "hostbw",
-        "host_device_bandwidth",
-        spec,
-        timeout_s=_measure.timeout(ctx, expected),
-    )
+    spec = replace(copying, gpus=tuple(indices), pageable=False)
+    outcome = _measure.run_kernel(ctx, "hostbw.all", indices, KERNEL, spec, expected_s=expected)
     if not outcome.ok:
         return [ctx.outcome_result("hostbw.concurrent", "node", outcome)]
     limit = float(ctx.threshold("hostbw.concurrent_warn_fraction"))

@@ -151,20 +151,18 @@ def _vram_results(ctx: AgentContext) -> list[CheckResult]:
     for gpu in ctx.discovery.gpus:
         mib = round(gpu.vram_bytes / MIB, 1) if gpu.vram_bytes else None
         evidence = {"pci": gpu.pci_address, "bytes": gpu.vram_bytes, "healthy_mib": healthy, "source": source}
+        verdict = partial(
+            CheckResult,
+            id="inventory.vram",
+            subject=gpu.subject,
+            metric="vram",
+            unit="MiB",
+            evidence=evidence,
+        )
         if mib is None:
-            results.append(
-                CheckResult(
-                    id="inventory.vram",
-                    subject=gpu.subject,
-                    status=INCONCLUSIVE,
-                    metric="vram",
-                    unit="MiB",
-                    threshold="reported VRAM of a healthy card of the model",
-                    hint="no source reported the memory size (sysfs mem_info_vram_total, torch)",
-                    evidence=evidence,
-                    code="VRAM_UNKNOWN",
-                )
-            )
+            said = "no source reported the memory size (sysfs mem_info_vram_total, torch)"
+            threshold = "reported VRAM of a healthy card of the model"
+            results.append(verdict(status=INCONCLUSIVE, threshold=threshold, hint=said, code="VRAM_UNKNOWN"))
             continue
         if gpu.model != ctx.model or healthy is None:
             why = (
@@ -172,57 +170,29 @@ def _vram_results(ctx: AgentContext) -> list[CheckResult]:
                 if gpu.model != ctx.model
                 else "no VRAM size of a healthy card of this model"
             )
-            verdict = ctx.unjudged("inventory.vram_healthy_mib", why)
+            unjudged = ctx.unjudged("inventory.vram_healthy_mib", why)
             results.append(
-                CheckResult(
-                    id="inventory.vram",
-                    subject=gpu.subject,
-                    status=verdict.status,
-                    metric="vram",
+                verdict(
+                    status=unjudged.status,
                     value=mib,
-                    unit="MiB",
-                    threshold=verdict.threshold,
-                    hint=verdict.reason,
-                    evidence=evidence,
-                    code=verdict.code,
+                    threshold=unjudged.threshold,
+                    hint=unjudged.reason,
+                    code=unjudged.code,
                 )
             )
             continue
         floor = fraction * float(healthy)
         status = PASS if mib >= floor else WARN
-        hint = (
-            ""
-            if status == PASS
-            else codes.hint(
-                "VRAM_BELOW_HEALTHY",
-                f"reports {mib:.0f} MiB where healthy cards of this model report {float(healthy):.0f}",
-            )
-        )
+        said = f"reports {mib:.0f} MiB where healthy cards of this model report {float(healthy):.0f}"
+        hint = "" if status == PASS else codes.hint("VRAM_BELOW_HEALTHY", said)
+        threshold = f">= {fraction:g} x {float(healthy):g} MiB, what healthy cards report ({source})"
         results.append(
-            CheckResult(
-                id="inventory.vram",
-                subject=gpu.subject,
-                status=status,
-                metric="vram",
-                value=mib,
-                unit="MiB",
-                threshold=f">= {fraction:g} x {float(healthy):g} MiB, what healthy cards report ({source})",
-                hint=hint,
-                evidence=evidence,
-                code="VRAM_BELOW_HEALTHY",
-            )
+            verdict(status=status, value=mib, threshold=threshold, hint=hint, code="VRAM_BELOW_HEALTHY")
         )
     return results
 
 
-@register(
-    id="inventory",
-    family="inventory",
-    levels=from_level("config"),
-    needs_gpu=False,
-    order=10,
-    thresholds=THRESHOLDS,
-)
+@register(id="inventory", levels=from_level("config"), needs_gpu=False, order=10, thresholds=THRESHOLDS)
 def run(ctx: AgentContext) -> list[CheckResult]:
     # Cards on the bus, whether or not torch can see them; torch-only devices (no sysfs) too.
     on_bus = ctx.discovery.on_bus or ctx.discovery.gpus

@@ -38,14 +38,7 @@ BELOW_PEERS = "MEMORY_BELOW_PEERS"
 CORRUPTION = "MEMORY_CORRUPTION"
 
 
-@register(
-    id="memory",
-    family="memory",
-    levels=from_level("quick"),
-    needs_gpu=True,
-    order=50,
-    thresholds=THRESHOLDS,
-)
+@register(id="memory", levels=from_level("quick"), order=50, thresholds=THRESHOLDS)
 def run(ctx: AgentContext) -> list[CheckResult]:
     array = int(_measure.param(ctx, "memory.array_mib", DEFAULTS)) * _measure.MiB
     windows = int(_measure.param(ctx, "memory.windows", DEFAULTS))
@@ -61,14 +54,13 @@ def run(ctx: AgentContext) -> list[CheckResult]:
     figures: dict[int, dict[str, Any]] = {}
     results: list[CheckResult] = []
     for gpu in ctx.gpus:
-        outcome = ctx.run_step(
+        outcome = _measure.run_kernel(
+            ctx,
             f"memory.gpu{gpu.index}",
             [gpu.index],
-            _measure.call_kernel,
-            "memory",
-            "memory_bandwidth",
+            "memory.memory_bandwidth",
             MemorySpec(gpu=gpu.index, array_bytes=array, windows=windows, calls_per_window=calls),
-            timeout_s=_measure.timeout(ctx, expected),
+            expected_s=expected,
         )
         if outcome.ok:
             figures[gpu.index] = outcome.value

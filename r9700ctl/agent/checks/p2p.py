@@ -51,15 +51,7 @@ ASYMMETRIC = "P2P_ASYMMETRIC"
 NO_PEER_ACCESS = "P2P_NO_PEER_ACCESS"
 
 
-@register(
-    id="p2p",
-    family="p2p",
-    levels=from_level("quick"),
-    needs_gpu=True,
-    order=100,
-    runs_last=True,
-    thresholds=THRESHOLDS,
-)
+@register(id="p2p", levels=from_level("quick"), order=100, runs_last=True, thresholds=THRESHOLDS)
 def run(ctx: AgentContext) -> list[CheckResult]:
     skip = _measure.skip_single_gpu(ctx, "p2p.bandwidth")
     if skip:
@@ -72,14 +64,9 @@ def run(ctx: AgentContext) -> list[CheckResult]:
     pairs: dict[tuple[int, int], dict[str, Any]] = {}
     results: list[CheckResult] = []
     for a, b in combinations(ctx.gpu_indices, 2):
-        outcome = ctx.run_step(
-            f"p2p.pair{a}-{b}",
-            [a, b],
-            _measure.call_kernel,
-            "p2p",
-            "pair_bandwidth",
-            PairSpec(a=a, b=b, size_bytes=size, windows=windows, copies_per_window=copies),
-            timeout_s=_measure.timeout(ctx, expected),
+        spec = PairSpec(a=a, b=b, size_bytes=size, windows=windows, copies_per_window=copies)
+        outcome = _measure.run_kernel(
+            ctx, f"p2p.pair{a}-{b}", [a, b], "p2p.pair_bandwidth", spec, expected_s=expected
         )
         if not outcome.ok:
             results.append(ctx.outcome_result("p2p.bandwidth", f"gpu{a}<->gpu{b}", outcome))

@@ -66,14 +66,7 @@ def link_result(
     )
 
 
-@register(
-    id="pcie",
-    family="pcie",
-    levels=from_level("config"),
-    needs_gpu=False,
-    order=13,
-    thresholds=THRESHOLDS,
-)
+@register(id="pcie", levels=from_level("config"), needs_gpu=False, order=13, thresholds=THRESHOLDS)
 def run(ctx: AgentContext) -> list[CheckResult]:
     results = []
     for gpu in ctx.gpus:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from r9700ctl.agent import codes, sysfs
-from r9700ctl.agent.checks import register
+from r9700ctl.agent.checks import _measure, register
 from r9700ctl.agent.context import AgentContext
 from r9700ctl.agent.levels import from_level
 from r9700ctl.agent.parsers import cmdline
@@ -206,7 +206,6 @@ def _p2p_env_result(ctx: AgentContext) -> CheckResult:
 
 @register(
     id="platform",
-    family="platform",
     levels=from_level("config"),
     needs_gpu=False,
     order=12,
@@ -214,16 +213,7 @@ def _p2p_env_result(ctx: AgentContext) -> CheckResult:
 )
 def run(ctx: AgentContext) -> list[CheckResult]:
     if not ctx.gpus:
-        return [
-            CheckResult(
-                id="platform.iommu",
-                subject="node",
-                status=SKIP,
-                threshold="GPUs to judge",
-                hint="no GPU found",
-                code="NO_GPU",
-            )
-        ]
+        return _measure.no_gpu("platform.iommu", "GPUs to judge")
     return [
         _iommu_result(ctx),
         _acs_result(ctx),

@@ -54,14 +54,7 @@ CAP_NOT_HELD = "CAP_NOT_HELD"
 CAP_NOT_APPLIED = "CAP_NOT_APPLIED"
 
 
-@register(
-    id="power",
-    family="power",
-    levels=from_level("standard"),
-    needs_gpu=True,
-    order=65,
-    thresholds=THRESHOLDS,
-)
+@register(id="power", levels=from_level("standard"), order=65, thresholds=THRESHOLDS)
 def run(ctx: AgentContext) -> list[CheckResult]:
     stage_s = float(_measure.param(ctx, "power.stage_s", DEFAULTS))
     all_s = float(_measure.param(ctx, "power.all_s", DEFAULTS))
@@ -75,14 +68,8 @@ def run(ctx: AgentContext) -> list[CheckResult]:
         hotspot_credible_c=float(ctx.threshold("compute.hotspot_warn_c")),
     )
     expected = spec.idle_s + len(ctx.gpus) * stage_s + (all_s if len(ctx.gpus) > 1 else 0) + 30
-    outcome = ctx.run_step(
-        "power.staged",
-        ctx.gpu_indices,
-        _measure.call_kernel,
-        "power",
-        "staged_power",
-        spec,
-        timeout_s=_measure.timeout(ctx, expected),
+    outcome = _measure.run_kernel(
+        ctx, "power.staged", ctx.gpu_indices, "power.staged_power", spec, expected_s=expected
     )
     if not outcome.ok:
         return [ctx.outcome_result("power.staged", "node", outcome)]
@@ -156,8 +143,8 @@ def _sampling(
         metric="sample_rate_hz",
         unit="Hz",
         threshold=threshold,
+        evidence=evidence,
     )
-    verdict = partial(verdict, evidence=evidence)
     if not sampler.get("source") or not rates:
         said = (
             "no power telemetry on this node (amdgpu hwmon, NVML or nvidia-smi): nothing of the power "
@@ -206,65 +193,33 @@ def _cap(
     }
     exceed = float(ctx.threshold("power.cap_exceed_fraction"))
     threshold = f"sustained draw <= cap x {exceed:g}; the cap r9700_power set is the one in force"
+    verdict = partial(
+        CheckResult,
+        id="power.cap",
+        subject=f"gpu{index}",
+        metric="power_cap",
+        unit="W",
+        threshold=threshold,
+        evidence=evidence,
+    )
     if not caps:
-        return CheckResult(
-            id="power.cap",
-            subject=f"gpu{index}",
-            status=SKIP,
-            metric="power_cap",
-            unit="W",
-            threshold=threshold,
-            hint="the card reports no power cap (hwmon power1_cap, NVML enforced limit)",
-            evidence=evidence,
-            code="TELEMETRY_MISSING",
-        )
+        said = "the card reports no power cap (hwmon power1_cap, NVML enforced limit)"
+        return verdict(status=SKIP, hint=said, code="TELEMETRY_MISSING")
     cap = caps[-1]
     held = [v for v in (evidence["sustained_alone_w"], evidence["sustained_all_w"]) if v is not None]
     sustained = max(held) if held else None
     beside = f"cap {cap:.0f} W in force; drew {evidence['peak_w']} W peak"
     if sustained is not None:
         beside += f", {sustained:.0f} W sustained over {window_s:g} s"
+    verdict = partial(verdict, value=round(cap, 1))
     if wanted is not None and abs(cap - wanted) > 1.0:
-        return CheckResult(
-            id="power.cap",
-            subject=f"gpu{index}",
-            status=WARN,
-            metric="power_cap",
-            value=round(cap, 1),
-            unit="W",
-            threshold=threshold,
-            hint=codes.hint(
-                CAP_NOT_APPLIED, f"r9700_power set {wanted:g} W for this card but {cap:g} W is in force"
-            )
-            + f" ({beside})",
-            evidence=evidence,
-            code=CAP_NOT_APPLIED,
-        )
+        said = f"r9700_power set {wanted:g} W for this card but {cap:g} W is in force"
+        hint = codes.hint(CAP_NOT_APPLIED, said) + f" ({beside})"
+        return verdict(status=WARN, hint=hint, code=CAP_NOT_APPLIED)
     if sustained is not None and sustained > cap * exceed:
-        return CheckResult(
-            id="power.cap",
-            subject=f"gpu{index}",
-            status=WARN,
-            metric="power_cap",
-            value=round(cap, 1),
-            unit="W",
-            threshold=threshold,
-            hint=codes.hint(CAP_NOT_HELD, "the card's sustained draw is above its cap") + f" ({beside})",
-            evidence=evidence,
-            code=CAP_NOT_HELD,
-        )
-    note = beside + (" (set by r9700_power)" if wanted is not None else "")
-    return CheckResult(
-        id="power.cap",
-        subject=f"gpu{index}",
-        status=PASS,
-        metric="power_cap",
-        value=round(cap, 1),
-        unit="W",
-        threshold=threshold,
-        hint=note,
-        evidence=evidence,
-    )
+        hint = codes.hint(CAP_NOT_HELD, "the card's sustained draw is above its cap") + f" ({beside})"
+        return verdict(status=WARN, hint=hint, code=CAP_NOT_HELD)
+    return verdict(status=PASS, hint=beside + (" (set by r9700_power)" if wanted is not None else ""))
 
 
 def _psus(
@@ -302,6 +257,14 @@ def _psus(
         threshold += f", <= {psu.watts:g} W (FAIL above); peaks <= {psu.watts:g} W (WARN above)"
         missing = [a for a in psu.gpus if a not in index_of]
         series = power.psu_totals(samples, psu, index_of)
+        verdict = partial(
+            CheckResult,
+            id=f"power.psu.{psu.name}",
+            subject=psu.name,
+            metric="psu_sustained_w",
+            unit="W",
+            threshold=threshold,
+        )
         if missing or not series:
             why = (
                 f"{', '.join(missing)} fed by it was not measured in this run"
@@ -309,19 +272,9 @@ def _psus(
                 else "no power readings"
             )
             evidence = {"psu": psu.to_dict()}
-            hint = f"PSU {psu.name}: {why}"
-            check_id = f"power.psu.{psu.name}"
             results.append(
-                CheckResult(
-                    id=check_id,
-                    subject=psu.name,
-                    status=INCONCLUSIVE,
-                    metric="psu_sustained_w",
-                    unit="W",
-                    threshold=threshold,
-                    hint=hint,
-                    evidence=evidence,
-                    code="NOT_MEASURED",
+                verdict(
+                    status=INCONCLUSIVE, hint=f"PSU {psu.name}: {why}", evidence=evidence, code="NOT_MEASURED"
                 )
             )
             continue
@@ -333,20 +286,8 @@ def _psus(
         if not fast_enough:
             status, code = INCONCLUSIVE, "POWER_SAMPLING_SLOW"
             hint = f"{line.detail}; not judged: power sampled at {rate_hz} Hz, below power.sample_hz_min"
-        figure = round(sustained, 1)
         results.append(
-            CheckResult(
-                id=f"power.psu.{psu.name}",
-                subject=psu.name,
-                status=status,
-                metric="psu_sustained_w",
-                value=figure,
-                unit="W",
-                threshold=threshold,
-                hint=hint,
-                evidence=evidence,
-                code=code,
-            )
+            verdict(status=status, value=round(sustained, 1), hint=hint, evidence=evidence, code=code)
         )
     return results
 

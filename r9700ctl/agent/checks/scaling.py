@@ -37,7 +37,7 @@ BELOW_EXPECTED = "SCALING_BELOW_EXPECTED"
 COMM_BOUND = "SCALING_COMM_BOUND"
 
 
-@register(id="scaling", family="scaling", levels=from_level("standard"), order=80, thresholds=THRESHOLDS)
+@register(id="scaling", levels=from_level("standard"), order=80, thresholds=THRESHOLDS)
 def run(ctx: AgentContext) -> list[CheckResult]:
     skip = _measure.skip_single_gpu(ctx, "scaling.tp")
     if skip:

@@ -36,7 +36,7 @@ TAIL = "LATENCY_TAIL"
 DRIFT = "LATENCY_DRIFT"
 
 
-@register(id="stability", family="stability", levels=from_level("standard"), order=90, thresholds=THRESHOLDS)
+@register(id="stability", levels=from_level("standard"), order=90, thresholds=THRESHOLDS)
 def run(ctx: AgentContext) -> list[CheckResult]:
     spec = StepSpec(
         tokens=int(_measure.param(ctx, "stability.tokens", DEFAULTS)),

@@ -28,6 +28,12 @@ def checksum(tensor: torch.Tensor) -> int:
     return int(tensor.view(torch.int32).sum(dtype=torch.int64).item())
 
 
+def compared(target: torch.Tensor, expected: int) -> dict[str, bool | int]:
+    """A verified copy's verdict: whether `target` now sums to the source's checksum, and both sums."""
+    got = checksum(target)
+    return {"ok": got == expected, "expected_checksum": expected, "got_checksum": got}
+
+
 def words(nbytes: int) -> int:
     """Number of int32 words in a buffer of `nbytes` (rounded down to whole words)."""
     if nbytes < 4:

@@ -20,7 +20,7 @@ import torch
 
 from r9700ctl.agent import stats
 from r9700ctl.agent.kernels import sampler, timing
-from r9700ctl.agent.kernels.specs import GemmSpec
+from r9700ctl.agent.kernels.specs import GemmSpec, SampledLoad
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 # ||out - ref|| / ||ref|| over a 64 x 64 block with K = n: the inputs are already rounded to the
@@ -74,19 +74,10 @@ def _run_dtype(
     calls = max(1, round(WINDOW_S / min(_one_call_seconds(g) for g in gpus)))
     per_call: list[list[float]] = [[] for _ in gpus]
     deadline = time.monotonic() + seconds
+    lanes = [(gpu.device, None, gpu.call) for gpu in gpus]
     while True:
-        timers = []
-        for gpu in gpus:
-            timer = timing.WindowTimer(gpu.device)
-            timer.start()
-            timers.append(timer)
-        for _ in range(calls):
-            for gpu in gpus:
-                gpu.call()
-        for timer in timers:
-            timer.stop()
-        for k, timer in enumerate(timers):
-            per_call[k].append(timer.seconds() / calls)
+        for k, seconds in enumerate(timing.concurrent_window(lanes, calls)):
+            per_call[k].append(seconds)
         if time.monotonic() >= deadline:
             break
     flops = 2.0 * n**3
@@ -109,6 +100,18 @@ def _run_dtype(
     return out
 
 
+def loaded_devices(spec: SampledLoad) -> tuple[list[torch.device], list[int], Any]:
+    """The devices a sampled load runs on, their indices, and the telemetry source that samples
+    them (None on the CPU: one host "GPU", no sampler)."""
+    indices = list(spec.gpus)
+    if spec.device != "cuda":
+        return [torch.device("cpu")], indices[:1] or [0], None
+    vendor = "amd" if torch.version.hip else "nvidia"
+    wanted = [(i, spec.pci_addresses.get(i)) for i in indices]
+    source = sampler.pick_source(vendor, wanted, spec.root, spec.hotspot_credible_c, spec.link_addresses)
+    return [timing.gpu_device(i) for i in indices], indices, source
+
+
 def gemm_under_load(spec: GemmSpec) -> dict[str, Any]:
     """TFLOPS per GPU and dtype, all GPUs loaded at once, plus what the sampler saw per GPU.
 
@@ -122,16 +125,7 @@ def gemm_under_load(spec: GemmSpec) -> dict[str, Any]:
     unknown = [d for d in dtypes if d not in DTYPES]
     if unknown:
         raise ValueError(f"unknown dtype(s) {unknown}; known: {', '.join(DTYPES)}")
-    device_indices = list(spec.gpus)
-    if spec.device == "cuda":
-        devices = [timing.gpu_device(i) for i in device_indices]
-        vendor = "amd" if torch.version.hip else "nvidia"
-        gpus = [(i, spec.pci_addresses.get(i)) for i in device_indices]
-        source = sampler.pick_source(vendor, gpus, spec.root, spec.hotspot_credible_c, spec.link_addresses)
-    else:
-        devices = [torch.device("cpu")]
-        device_indices = [device_indices[0] if device_indices else 0]
-        source = None
+    devices, device_indices, source = loaded_devices(spec)
     probe = sampler.Sampler(source, spec.sample_interval_s).start()
     t0 = time.monotonic()
     phases, per_dtype = {}, {}

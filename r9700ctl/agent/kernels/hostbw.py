@@ -148,25 +148,24 @@ def _timed_concurrent(lanes: list[_Lane], direction: str, windows: int, copies: 
     for lane in lanes:
         torch.cuda.synchronize(lane.device)
     per_copy: dict[int, list[float]] = {lane.index: [] for lane in lanes}
+    timed = [(lane.device, lane.stream, getattr(lane, direction)) for lane in lanes]
     for _ in range(windows):
-        timers = []
         for lane in lanes:
             torch.cuda.synchronize(lane.device)
-        for lane in lanes:
-            # Longer gate with more GPUs: every GPU's copies must be queued before any starts.
-            for _ in range(len(lanes)):
-                timing.hold(lane.device, lane.stream)
-            timer = timing.WindowTimer(lane.device, lane.stream)
-            timer.start()
-            timers.append(timer)
-        for _ in range(copies):
-            for lane in lanes:
-                getattr(lane, direction)()
-        for timer in timers:
-            timer.stop()
-        for lane, timer in zip(lanes, timers, strict=True):
-            per_copy[lane.index].append(timer.seconds() / copies)
+        # Longer gate with more GPUs: every GPU's copies must be queued before any starts.
+        seconds = timing.concurrent_window(timed, copies, gates=len(lanes))
+        for lane, each in zip(lanes, seconds, strict=True):
+            per_copy[lane.index].append(each)
     return per_copy
+
+
+def _verified_copy(lane: _Lane, direction: str, expected: int) -> dict[str, Any]:
+    """The lane's copy in `direction`, run on its stream after the default stream's fills and
+    poison, compared by checksum with its source's (`expected`)."""
+    lane.order_after_default_stream()
+    getattr(lane, direction)()
+    torch.cuda.synchronize(lane.device)
+    return buffers.compared(lane.dev if direction == "h2d" else lane.host, expected)
 
 
 def _verify_h2d(lanes: list[_Lane]) -> dict[int, dict[str, Any]]:
@@ -176,11 +175,7 @@ def _verify_h2d(lanes: list[_Lane]) -> dict[int, dict[str, Any]]:
         expected = lane.fill_host_random()
         lane.planted_default_work()
         buffers.poison(lane.dev)  # on the default stream
-        lane.order_after_default_stream()
-        lane.h2d()
-        torch.cuda.synchronize(lane.device)
-        got = buffers.checksum(lane.dev)
-        out[lane.index] = {"ok": got == expected, "expected_checksum": expected, "got_checksum": got}
+        out[lane.index] = _verified_copy(lane, "h2d", expected)
     return out
 
 
@@ -193,11 +188,7 @@ def _verify_d2h(lanes: list[_Lane]) -> dict[int, dict[str, Any]]:
         expected = buffers.checksum(lane.dev)
         lane.planted_default_work()
         buffers.poison(lane.host)  # host memory: written by the CPU before the copy is queued
-        lane.order_after_default_stream()
-        lane.d2h()
-        torch.cuda.synchronize(lane.device)
-        got = buffers.checksum(lane.host)
-        out[lane.index] = {"ok": got == expected, "expected_checksum": expected, "got_checksum": got}
+        out[lane.index] = _verified_copy(lane, "d2h", expected)
     return out
 
 

@@ -24,6 +24,7 @@ the next copy, so no fill can land after the copy it should precede.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -62,14 +63,14 @@ class _Direction:
         with self.streams():
             self.target.copy_(self.source, non_blocking=True)
 
-    def verify(self) -> dict[str, Any]:
+    def verify(self, copy: Callable[[], None] | None = None) -> dict[str, Any]:
+        """One untimed copy (this direction's, or `copy`: the host bounce) into a poisoned target."""
         buffers.poison(self.target)
         self.order_after_default_streams()
-        self.copy()
+        (copy or self.copy)()
         torch.cuda.synchronize(self.src)
         torch.cuda.synchronize(self.dst)
-        got = buffers.checksum(self.target)
-        return {"ok": got == self.expected, "expected_checksum": self.expected, "got_checksum": got}
+        return buffers.compared(self.target, self.expected)
 
 
 class _Bounce:
@@ -122,14 +123,7 @@ class _Bounce:
         return out
 
     def verify(self) -> dict[str, Any]:
-        d = self.d
-        buffers.poison(d.target)
-        d.order_after_default_streams()
-        self.copy()
-        torch.cuda.synchronize(d.src)
-        torch.cuda.synchronize(d.dst)
-        got = buffers.checksum(d.target)
-        return {"ok": got == d.expected, "expected_checksum": d.expected, "got_checksum": got}
+        return self.d.verify(self.copy)
 
 
 def _timed(directions: list[_Direction], windows: int, copies: int, warmup: int) -> list[list[float]]:
@@ -142,19 +136,9 @@ def _timed(directions: list[_Direction], windows: int, copies: int, warmup: int)
         for d in directions:
             torch.cuda.synchronize(d.src)
             torch.cuda.synchronize(d.dst)
-        timers = []
-        for d in directions:
-            timing.hold(d.src, d.src_stream)
-            timer = timing.WindowTimer(d.src, d.src_stream)
-            timer.start()
-            timers.append(timer)
-        for _ in range(copies):
-            for d in directions:
-                d.copy()
-        for timer in timers:
-            timer.stop()
-        for k, timer in enumerate(timers):
-            out[k].append(timer.seconds() / copies)
+        lanes = [(d.src, d.src_stream, d.copy) for d in directions]
+        for k, seconds in enumerate(timing.concurrent_window(lanes, copies, gates=1)):
+            out[k].append(seconds)
     return out
 
 

@@ -48,14 +48,7 @@ def staged_power(spec: PowerSpec) -> dict[str, Any]:
     """
     if spec.dtype not in gemm.DTYPES:
         raise ValueError(f"unknown dtype {spec.dtype}; known: {', '.join(gemm.DTYPES)}")
-    indices = list(spec.gpus)
-    if spec.device == "cuda":
-        devices = [timing.gpu_device(i) for i in indices]
-        vendor = "amd" if torch.version.hip else "nvidia"
-        wanted = [(i, spec.pci_addresses.get(i)) for i in indices]
-        source = sampler.pick_source(vendor, wanted, spec.root, spec.hotspot_credible_c, spec.link_addresses)
-    else:
-        devices, indices, source = [torch.device("cpu")], indices[:1] or [0], None
+    devices, indices, source = gemm.loaded_devices(spec)
     loads = [gemm._Gpu(d, gemm.DTYPES[spec.dtype], spec.n, seed=200 + k) for k, d in enumerate(devices)]
     for load in loads:  # warm the kernels up before the sampler starts (cuBLAS/hipBLASLt selection)
         load.call()

@@ -48,15 +48,11 @@ class MemorySpec:
 
 
 @dataclass(frozen=True)
-class GemmSpec:
-    """n x n x n matmuls on all GPUs at once, with telemetry sampled (kernels.gemm)."""
+class SampledLoad:
+    """GEMM load on `gpus` with their telemetry sampled (kernels.gemm, kernels.power): where the
+    sampler reads each GPU. device="cpu" runs one host "GPU" without a sampler (tests)."""
 
     gpus: tuple[int, ...]
-    dtypes: tuple[str, ...] = ("bf16",)
-    n: int = 8192
-    seconds_per_dtype: float = 10.0
-    warmup: int = 3
-    sample_interval_s: float = 0.5
     pci_addresses: dict[int, str | None] = field(default_factory=dict)
     # Where each GPU's PCIe link is read (the card's upstream port on Radeon cards).
     link_addresses: dict[int, str | None] = field(default_factory=dict)
@@ -68,7 +64,18 @@ class GemmSpec:
 
 
 @dataclass(frozen=True)
-class PowerSpec:
+class GemmSpec(SampledLoad):
+    """n x n x n matmuls on all GPUs at once, with telemetry sampled (kernels.gemm)."""
+
+    dtypes: tuple[str, ...] = ("bf16",)
+    n: int = 8192
+    seconds_per_dtype: float = 10.0
+    warmup: int = 3
+    sample_interval_s: float = 0.5
+
+
+@dataclass(frozen=True)
+class PowerSpec(SampledLoad):
     """The staged power phase (kernels.power): GEMM load on each GPU alone, then on all at once.
 
     The draw is sampled every sample_interval_s (0.1 s: >= 10 Hz, so a PSU's peak is seen, not
@@ -76,18 +83,12 @@ class PowerSpec:
     by itself; the stage of all shows what the PSUs carry together.
     """
 
-    gpus: tuple[int, ...]
     stage_s: float = 10.0
     all_s: float = 30.0
     idle_s: float = 2.0
     n: int = 8192
     dtype: str = "bf16"
     sample_interval_s: float = 0.1
-    pci_addresses: dict[int, str | None] = field(default_factory=dict)
-    link_addresses: dict[int, str | None] = field(default_factory=dict)
-    root: str = "/"
-    hotspot_credible_c: float | None = None
-    device: str = "cuda"
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ exact there because CPU tensor operations complete before they return.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -104,6 +104,29 @@ class WindowTimer:
             self._stop.synchronize()
             return self._start.elapsed_time(self._stop) / 1000.0
         return self._host_stop - self._host_start
+
+
+def concurrent_window(
+    lanes: Sequence[tuple[torch.device, torch.cuda.Stream | None, Callable[[], Any]]],
+    count: int,
+    gates: int = 0,
+) -> list[float]:
+    """One timed window over several devices at once: each lane's (device, stream, call) timer
+    starts behind `gates` gate kernels, `count` rounds of every lane's call are queued in turn,
+    then every timer stops. Seconds per call of each lane, in order."""
+    timers = []
+    for device, stream, _ in lanes:
+        for _ in range(gates):
+            hold(device, stream)
+        timer = WindowTimer(device, stream)
+        timer.start()
+        timers.append(timer)
+    for _ in range(count):
+        for _, _, call in lanes:
+            call()
+    for timer in timers:
+        timer.stop()
+    return [timer.seconds() / count for timer in timers]
 
 
 def time_windows(

@@ -1,5 +1,6 @@
 """Helpers every parser shares: reading a file without raising, skipping what is not
-the tool's output, and turning the many spellings of a number into one.
+the tool's output, turning the many spellings of a number into one, and the GPU record the SMI
+tools' parsers share.
 
 Recorded outputs arrive with a first line naming their public source, with Python
 warnings that amd-smi prints before its JSON, or cut short. None of that may raise:
@@ -12,6 +13,7 @@ import functools
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -33,6 +35,16 @@ R = TypeVar("R")
 def cannot_read(source: str, reason: str) -> str:
     """The one wording of a parse failure; callers turn it into a finding."""
     return f"could not read {source}: {reason}"
+
+
+def failure(result: Callable[..., R]) -> Callable[[str, str], R]:
+    """A parser's `make_failed` (never_raises, from_file): its result type, built with `source` and
+    the error, for a text it could not read."""
+
+    def failed(source: str, reason: str) -> R:
+        return result(source=source, error=cannot_read(source, reason))
+
+    return failed
 
 
 def read_text(path: str | Path) -> tuple[str | None, str | None]:
@@ -147,6 +159,17 @@ def json_payload(text: str) -> tuple[Any, list[str], str | None]:
     return None, skipped, "no JSON document in it"
 
 
+def json_report(text: str, source: str, result: Callable[..., R]) -> tuple[Any, R]:
+    """The JSON document in `text` (json_payload) and the result to fill from it: its `source`, the
+    lines skipped before the document and, when the JSON is broken or cut short, the error (a
+    cut-short document still comes back with what it held; a broken one as None)."""
+    document, skipped, error = json_payload(text)
+    report = result(source=source, skipped_lines=skipped)
+    if error is not None:
+        report.error = cannot_read(source, error)
+    return document, report
+
+
 def _close_truncated(body: str) -> Any:
     """The longest prefix of a cut-short JSON document that ends on an element boundary,
     closed with the brackets still open; None when there is no such prefix."""
@@ -242,3 +265,43 @@ def normalise_bdf(text: str | None) -> str | None:
         return None
     domain = (match.group(1) or "0000")[-4:]
     return f"{domain}:{match.group(2)}:{match.group(3)}.{match.group(4)}".lower()
+
+
+@dataclass
+class GpuRecord:
+    """The facts about one GPU that more than one SMI tool reports, under one name each (issue 20
+    item 9: temperature_hotspot_c was temperature_junction_c in rocm-smi's record, power_w was
+    socket_power_w or power_draw_w). amd-smi's, rocm-smi's and nvidia-smi's records extend it, so
+    code that reads one reads them all; None where that output did not say (or the tool never does:
+    nvidia-smi has no edge or hotspot sensor)."""
+
+    bdf: str | None = None
+    name: str | None = None
+    serial: str | None = None
+    vbios_version: str | None = None
+    pcie_speed_gts: float | None = None
+    pcie_width: int | None = None
+    pcie_max_width: int | None = None
+    power_w: float | None = None
+    power_cap_w: float | None = None
+    power_cap_max_w: float | None = None
+    temperature_edge_c: float | None = None
+    temperature_hotspot_c: float | None = None
+    temperature_mem_c: float | None = None
+    vram_total_mib: float | None = None
+
+
+@dataclass
+class AmdGpuRecord(GpuRecord):
+    """What AMD's two tools (amd-smi, rocm-smi) both report beyond that: the GPU's index, ids and gfx
+    target, VRAM in use, PCIe replays, NUMA placement and the firmware versions by name."""
+
+    index: int | None = None
+    device_id: str | None = None
+    subsystem_id: str | None = None
+    gfx_target: str | None = None
+    vram_used_mib: float | None = None
+    pcie_replay_count: int | None = None
+    numa_node: int | None = None
+    numa_affinity: int | None = None
+    firmware: dict[str, str] = field(default_factory=dict)

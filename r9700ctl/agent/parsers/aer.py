@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from r9700ctl.agent.parsers._common import cannot_read, from_file, never_raises
+from r9700ctl.agent.parsers._common import cannot_read, failure, from_file, never_raises
 
 FILES = {"aer_dev_correctable": "correctable", "aer_dev_nonfatal": "nonfatal", "aer_dev_fatal": "fatal"}
 KINDS = tuple(FILES.values())
@@ -71,8 +71,7 @@ def parse_counts(text: str) -> dict[str, int]:
     return counts
 
 
-def _failed(source: str, reason: str) -> AerReport:
-    return AerReport(source=source, error=cannot_read(source, reason))
+_failed = failure(AerReport)
 
 
 @never_raises(_failed)

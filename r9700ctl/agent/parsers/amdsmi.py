@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from r9700ctl.agent.parsers._common import (
+    AmdGpuRecord,
     cannot_read,
+    failure,
     from_file,
-    json_payload,
+    json_report,
     never_raises,
     normalise_bdf,
     number,
@@ -38,42 +40,25 @@ class Clock:
 
 
 @dataclass
-class AmdSmiGpu:
-    """What amd-smi said about one GPU; None where that output did not say."""
+class AmdSmiGpu(AmdGpuRecord):
+    """What amd-smi said about one GPU beyond the facts the SMI records share (AmdGpuRecord);
+    None where that output did not say."""
 
-    index: int | None = None
-    bdf: str | None = None
     uuid: str | None = None
-    name: str | None = None
-    gfx_target: str | None = None
     vendor_id: str | None = None
-    device_id: str | None = None
-    subsystem_id: str | None = None
     rev_id: str | None = None
-    serial: str | None = None
     num_compute_units: int | None = None
     hip_id: int | None = None
     kfd_id: int | None = None
     node_id: int | None = None
-    vram_total_mib: float | None = None
-    vram_used_mib: float | None = None
     vram_type: str | None = None
     vram_vendor: str | None = None
     pcie_max_speed_gts: float | None = None
-    pcie_max_width: int | None = None
     pcie_interface_version: str | None = None
-    pcie_speed_gts: float | None = None
-    pcie_width: int | None = None
-    pcie_replay_count: int | None = None
     clocks: dict[str, Clock] = field(default_factory=dict)
-    temperature_edge_c: float | None = None
-    temperature_hotspot_c: float | None = None
-    temperature_mem_c: float | None = None
-    power_w: float | None = None
-    power_cap_w: float | None = None
-    # The range `amd-smi set --power-cap` accepts, from `static --limit` (None where not printed).
+    # The range `amd-smi set --power-cap` accepts, from `static --limit` (None where not printed);
+    # its top is power_cap_max_w.
     power_cap_min_w: float | None = None
-    power_cap_max_w: float | None = None
     gfx_activity_pct: float | None = None
     fan_pct: float | None = None
     fan_rpm: float | None = None
@@ -83,11 +68,7 @@ class AmdSmiGpu:
     throttle: ThrottleDecode | None = None
     driver_name: str | None = None
     driver_version: str | None = None
-    vbios_version: str | None = None
     vbios_part_number: str | None = None
-    firmware: dict[str, str] = field(default_factory=dict)
-    numa_node: int | None = None
-    numa_affinity: int | None = None
 
 
 @dataclass
@@ -130,8 +111,7 @@ class AmdSmiReport:
     error: str | None = None
 
 
-def _failed(source: str, reason: str) -> AmdSmiReport:
-    return AmdSmiReport(source=source, error=cannot_read(source, reason))
+_failed = failure(AmdSmiReport)
 
 
 @never_raises(_failed)
@@ -151,12 +131,9 @@ def parse_file(path: str | Path) -> AmdSmiReport:
 
 @never_raises(_failed)
 def parse_json(text: str, source: str = "amd-smi.json") -> AmdSmiReport:
-    document, skipped, error = json_payload(text)
-    report = AmdSmiReport(source=source, skipped_lines=skipped)
-    if error is not None:
-        report.error = cannot_read(source, error)
-        if document is None:
-            return report
+    document, report = json_report(text, source, AmdSmiReport)
+    if document is None:
+        return report
     if isinstance(document, dict) and isinstance(document.get("gpu_data"), list):
         report.shape, entries = "gpu_data", document["gpu_data"]
     elif isinstance(document, list):

@@ -11,7 +11,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from r9700ctl.agent.parsers._common import cannot_read, from_file, is_source_line, never_raises
+from r9700ctl.agent.parsers._common import failure, from_file, is_source_line, never_raises
 
 
 @dataclass
@@ -62,8 +62,7 @@ class KernelCmdline:
         return self.params.get("BOOT_IMAGE")
 
 
-def _failed(source: str, reason: str) -> KernelCmdline:
-    return KernelCmdline(source=source, error=cannot_read(source, reason))
+_failed = failure(KernelCmdline)
 
 
 @never_raises(_failed)

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from r9700ctl.agent.parsers._common import cannot_read, from_file, is_source_line, never_raises
+from r9700ctl.agent.parsers._common import cannot_read, failure, from_file, is_source_line, never_raises
 
 STATES = ("added", "built", "installed", "installed-weak", "broken")
 
@@ -63,8 +63,7 @@ class DkmsStatus:
         return [e for e in self.entries if e.module == module and e.kernel == kernel]
 
 
-def _failed(source: str, reason: str) -> DkmsStatus:
-    return DkmsStatus(source=source, error=cannot_read(source, reason))
+_failed = failure(DkmsStatus)
 
 
 _KERNEL_ARCH = r"(?:,\s*(?P<kernel>[^,:\s]+),\s*(?P<arch>[^,:\s]+))?\s*:\s*(?P<rest>.*)$"

@@ -39,7 +39,14 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from r9700ctl.agent.parsers._common import cannot_read, from_file, is_source_line, never_raises, normalise_bdf
+from r9700ctl.agent.parsers._common import (
+    cannot_read,
+    failure,
+    from_file,
+    is_source_line,
+    never_raises,
+    normalise_bdf,
+)
 
 # Order matters: the first pattern that matches names the finding.
 PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -181,8 +188,7 @@ class DmesgReport:
         return [f for f in self.findings if f.kind in SERIOUS]
 
 
-def _failed(source: str, reason: str) -> DmesgReport:
-    return DmesgReport(source=source, error=cannot_read(source, reason))
+_failed = failure(DmesgReport)
 
 
 @never_raises(_failed)

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from r9700ctl.agent.parsers._common import cannot_read, from_file, never_raises, normalise_bdf
+from r9700ctl.agent.parsers._common import cannot_read, failure, from_file, never_raises, normalise_bdf
 
 ACS_FLAGS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
 # Class codes (two bytes of the "[0300]" on the title line).
@@ -146,8 +146,7 @@ class LspciReport:
         return chain
 
 
-def _failed(source: str, reason: str) -> LspciReport:
-    return LspciReport(source=source, error=cannot_read(source, reason))
+_failed = failure(LspciReport)
 
 
 _ADDRESS = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]"

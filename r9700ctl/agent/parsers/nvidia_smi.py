@@ -19,7 +19,15 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from r9700ctl.agent.parsers._common import cannot_read, from_file, never_raises, normalise_bdf, number
+from r9700ctl.agent.parsers._common import (
+    GpuRecord,
+    cannot_read,
+    failure,
+    from_file,
+    never_raises,
+    normalise_bdf,
+    number,
+)
 
 # NVML clocks event reasons (https://docs.nvidia.com/deploy/nvml-api/group__nvmlClocksEventReasons.html):
 # the one table of r9700ctl, also the sampler's (kernels/sampler.py). Names as nvidia-smi -q -x
@@ -41,26 +49,18 @@ EVENT_REASON_BITS = {name: bit for bit, (name, _) in EVENT_REASONS.items()}
 
 
 @dataclass
-class NvidiaGpu:
+class NvidiaGpu(GpuRecord):
+    """One <gpu> beyond the facts the SMI records share (GpuRecord): its bus id as printed, PCIe
+    generations, clocks, the default cap, its one GPU temperature sensor, BAR1, state and MIG."""
+
     bus_id: str | None = None
-    bdf: str | None = None
-    name: str | None = None
     uuid: str | None = None
-    serial: str | None = None
-    vbios_version: str | None = None
     pcie_gen: int | None = None
     pcie_max_gen: int | None = None
-    pcie_width: int | None = None
-    pcie_max_width: int | None = None
     clocks_mhz: dict[str, float] = field(default_factory=dict)
     max_clocks_mhz: dict[str, float] = field(default_factory=dict)
-    power_w: float | None = None
-    power_cap_w: float | None = None
     power_cap_default_w: float | None = None
-    power_cap_max_w: float | None = None
     temperature_gpu_c: float | None = None
-    temperature_mem_c: float | None = None
-    vram_total_mib: float | None = None
     bar1_total_mib: float | None = None
     performance_state: str | None = None
     mig_mode: str | None = None
@@ -77,8 +77,7 @@ class NvidiaSmiReport:
     error: str | None = None
 
 
-def _failed(source: str, reason: str) -> NvidiaSmiReport:
-    return NvidiaSmiReport(source=source, error=cannot_read(source, reason))
+_failed = failure(NvidiaSmiReport)
 
 
 _EXTERNAL_DOCTYPE = re.compile(r"<!DOCTYPE\s+\w+\s+SYSTEM\s+\"[^\"<>\[\]]*\"\s*>")

@@ -11,7 +11,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from r9700ctl.agent.parsers._common import cannot_read, from_file, never_raises
+from r9700ctl.agent.parsers._common import cannot_read, failure, from_file, never_raises
 
 _ASSIGNMENT = re.compile(r"^([A-Z][A-Z0-9_]*)=(.*)$")
 
@@ -48,8 +48,7 @@ class OsRelease:
         return f"{self.id}-{self.version_id}" if self.id and self.version_id else None
 
 
-def _failed(source: str, reason: str) -> OsRelease:
-    return OsRelease(source=source, error=cannot_read(source, reason))
+_failed = failure(OsRelease)
 
 
 @never_raises(_failed)

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from r9700ctl.agent.parsers._common import cannot_read, from_file, is_source_line, never_raises
+from r9700ctl.agent.parsers._common import failure, from_file, is_source_line, never_raises
 
 PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("missing_iommu_pt", re.compile(r'Missing "iommu=pt"')),
@@ -54,8 +54,7 @@ class RcclLog:
         return [f for f in self.findings if f.kind == kind]
 
 
-def _failed(source: str, reason: str) -> RcclLog:
-    return RcclLog(source=source, error=cannot_read(source, reason))
+_failed = failure(RcclLog)
 
 
 @never_raises(_failed)

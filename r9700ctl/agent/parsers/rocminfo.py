@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from r9700ctl.agent.parsers._common import cannot_read, from_file, never_raises, number
+from r9700ctl.agent.parsers._common import cannot_read, failure, from_file, never_raises, number
 
 
 @dataclass
@@ -91,8 +91,7 @@ class RocmInfo:
         return [a for a in self.agents if (a.device_type or "").upper() == "CPU"]
 
 
-def _failed(source: str, reason: str) -> RocmInfo:
-    return RocmInfo(source=source, error=cannot_read(source, reason))
+_failed = failure(RocmInfo)
 
 
 _AGENT = re.compile(r"^\s*Agent\s+(\d+)\s*$")

@@ -18,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from r9700ctl.agent.parsers._common import (
+    AmdGpuRecord,
     cannot_read,
+    failure,
     from_file,
-    json_payload,
+    json_report,
     never_raises,
     normalise_bdf,
     number,
@@ -30,36 +32,16 @@ from r9700ctl.agent.parsers._common import (
 
 
 @dataclass
-class RocmSmiCard:
-    """One cardN entry; None where rocm-smi printed nothing or N/A."""
+class RocmSmiCard(AmdGpuRecord):
+    """One cardN entry (its N is `index`) beyond the facts the SMI records share (AmdGpuRecord);
+    None where rocm-smi printed nothing or N/A. `fields` keeps every value as printed."""
 
-    index: int
-    name: str | None = None
-    device_id: str | None = None
     device_rev: str | None = None
-    subsystem_id: str | None = None
     sku: str | None = None
-    gfx_target: str | None = None
-    bdf: str | None = None
     unique_id: str | None = None
-    serial: str | None = None
-    vbios_version: str | None = None
-    temperature_edge_c: float | None = None
-    temperature_hotspot_c: float | None = None
-    temperature_mem_c: float | None = None
-    power_w: float | None = None
-    power_cap_w: float | None = None
     clocks_mhz: dict[str, float] = field(default_factory=dict)
-    pcie_speed_gts: float | None = None
-    pcie_width: int | None = None
-    vram_total_mib: float | None = None
-    vram_used_mib: float | None = None
     gpu_use_pct: float | None = None
-    pcie_replay_count: int | None = None
-    numa_node: int | None = None
-    numa_affinity: int | None = None
     performance_level: str | None = None
-    firmware: dict[str, str] = field(default_factory=dict)
     fields: dict[str, str] = field(default_factory=dict)
 
 
@@ -72,8 +54,7 @@ class RocmSmiReport:
     error: str | None = None
 
 
-def _failed(source: str, reason: str) -> RocmSmiReport:
-    return RocmSmiReport(source=source, error=cannot_read(source, reason))
+_failed = failure(RocmSmiReport)
 
 
 _CARD = re.compile(r"^card(\d+)$", re.IGNORECASE)
@@ -85,12 +66,9 @@ _FIRMWARE = re.compile(r"^(.+?) firmware version$", re.IGNORECASE)
 @never_raises(_failed)
 def parse_json(text: str, source: str = "rocm-smi.json") -> RocmSmiReport:
     """`rocm-smi --showallinfo --json` (any subset of --show* options works the same)."""
-    document, skipped, error = json_payload(text)
-    report = RocmSmiReport(source=source, skipped_lines=skipped)
-    if error is not None:
-        report.error = cannot_read(source, error)
-        if document is None:
-            return report
+    document, report = json_report(text, source, RocmSmiReport)
+    if document is None:
+        return report
     if not isinstance(document, dict):
         report.error = cannot_read(
             source, f"expected an object of cardN entries, got {type(document).__name__}"

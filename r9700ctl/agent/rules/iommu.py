@@ -45,10 +45,21 @@ def translating(group_type: str) -> bool:
     return group_type.upper().startswith("DMA") or group_type == "unmanaged"
 
 
+def passed_through(group_type: str) -> bool:
+    return group_type == IDENTITY
+
+
+def telling(group_type: str) -> bool:
+    """Whether a group type says how DMA goes. The kernel also prints "blocked" (no DMA at all) and
+    "unknown" (a domain type its sysfs does not name; iommu_group_show_type): neither is a
+    passthrough, so they count as not known and the other facts decide."""
+    return translating(group_type) or passed_through(group_type)
+
+
 def judge(facts: IommuFacts, *, expected: bool = True) -> IommuVerdict:
     """PASS when DMA is passed through or the IOMMU is off; else WARN on two or more GPUs (a note
     on one); `expected` False (thresholds platform.iommu_passthrough_expected) passes it all."""
-    known = {gpu: kind for gpu, kind in (facts.group_types or {}).items() if kind}
+    known = {gpu: kind for gpu, kind in (facts.group_types or {}).items() if kind and telling(kind)}
     translated = tuple(sorted(gpu for gpu, kind in known.items() if translating(kind)))
     if translated:
         reason = f"GPUs in translated IOMMU domains: {', '.join(translated)}"

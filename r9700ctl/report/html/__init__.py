@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from r9700ctl.agent import schemas
-from r9700ctl.agent.result import ERROR, SEVERITY, STATUSES, overall
+from r9700ctl.agent.result import ERROR, PASS, QUIET, SEVERITY, STATUSES, overall
 from r9700ctl.report.html import charts, tables
 from r9700ctl.report.html import power_charts as power_charts  # registers its charts
 
@@ -51,7 +51,7 @@ class NodeView:
 
     @property
     def worst(self) -> dict[str, Any] | None:
-        bad = [r for r in self.results if r.get("status") not in ("PASS", "SKIP")]
+        bad = [r for r in self.results if r.get("status") not in QUIET]
         return bad[0] if bad else None
 
 
@@ -141,7 +141,7 @@ def render(document: Mapping[str, Any], trends: Mapping[TrendKey, list[float]] |
         exit_code=document.get("exit_code"),
         nodes=views,
         fleet_note=str(fleet.get("note") or ""),
-        fleet_results=[r for r in fleet_results if r.get("status") != "PASS"],
+        fleet_results=[r for r in fleet_results if r.get("status") != PASS],
         fleet_compared=fleet.get("compared_metrics"),
         is_fleet=document.get("schema") == schemas.VALIDATE_FLEET,
         value_text=value_text,

@@ -1,54 +1,26 @@
-"""The reason-code catalogue on the controller: `r9700ctl explain CODE` and docs/codes.md.
+"""`r9700ctl explain` as text: one reason code's record, the list of every code, and the whole
+catalogue as Markdown (`render_markdown()` is docs/codes.md; a test keeps the two equal).
 
-The records and their loader are the agent's (r9700ctl/agent/codes.py: the agent fills its hints
-from them on a node); here they are looked up by name, near misses suggested, and the whole
-catalogue rendered as Markdown (docs/codes.md is that output; a test keeps the two equal).
+The records are the catalogue's (r9700ctl/agent/codes.py, data/codes.yaml), read on either side.
 """
 
 from __future__ import annotations
 
-import difflib
+from collections.abc import Mapping
 
-from r9700ctl.agent import schemas
-from r9700ctl.agent.codes import ACTIONS, Code, catalogue, next_step
+from r9700ctl.agent.codes import ACTIONS, Code, next_step
 
 DOC_PATH = "docs/codes.md"
-SCHEMA = schemas.CODES
-
-__all__ = [
-    "ACTIONS",
-    "DOC_PATH",
-    "SCHEMA",
-    "Code",
-    "explain_lines",
-    "load",
-    "nearest",
-    "record",
-    "render_markdown",
-]
 
 
-def load() -> dict[str, Code]:
-    """Every code by name."""
-    return catalogue()
-
-
-def record(code: str) -> Code:
-    """The record of `code` (KeyError for an unknown one: a bug, caught by the tests)."""
-    return load()[code]
-
-
-def nearest(code: str, limit: int = 3) -> list[str]:
-    """The catalogued codes closest to a mistyped or partial one (case ignored)."""
-    wanted = code.strip().upper()
-    names = list(load())
-    contains = [n for n in names if wanted and wanted in n]
-    close = difflib.get_close_matches(wanted, names, n=limit, cutoff=0.5)
-    return list(dict.fromkeys(close + contains))[:limit]
+def listing_lines(catalogue: Mapping[str, Code]) -> list[str]:
+    """Every code with its meaning, by name."""
+    width = max(len(name) for name in catalogue)
+    return [f"{name:<{width}}  {catalogue[name].meaning}" for name in sorted(catalogue)]
 
 
 def explain_lines(entry: Code) -> list[str]:
-    """The record as `r9700ctl explain` prints it."""
+    """The record as `r9700ctl explain CODE` prints it."""
     lines = [
         f"{entry.code}: {entry.meaning}",
         f"  likely cause: {entry.cause}",
@@ -61,9 +33,8 @@ def explain_lines(entry: Code) -> list[str]:
     return lines
 
 
-def render_markdown() -> str:
+def render_markdown(catalogue: Mapping[str, Code]) -> str:
     """docs/codes.md: every code, by category, with its record."""
-    codes = load()
     lines = [
         "# Reason codes",
         "",
@@ -75,10 +46,10 @@ def render_markdown() -> str:
         "its meaning. Action: what to do with the node (" + ", ".join(ACTIONS) + ").",
         "",
     ]
-    for category in sorted({c.category for c in codes.values()}):
+    for category in sorted({c.category for c in catalogue.values()}):
         lines += [f"## {category}", "", "| code | meaning | likely cause | next step | action | source |"]
         lines.append("|---|---|---|---|---|---|")
-        for entry in sorted((c for c in codes.values() if c.category == category), key=lambda c: c.code):
+        for entry in sorted((c for c in catalogue.values() if c.category == category), key=lambda c: c.code):
             issue = f" (known issue `{entry.known_issue}`)" if entry.known_issue else ""
             cells = (entry.meaning + issue, entry.cause, next_step(entry.code), entry.action, entry.source)
             lines.append(f"| `{entry.code}` | " + " | ".join(_cell(c) for c in cells) + " |")

@@ -45,6 +45,7 @@ PLAYBOOK = "provision.yml"
 RESOLVED_FACT = "r9700_resolved"  # r9700_preflight: rocm_choice, known_issues, p2p and the rest it resolved
 VERSIONS_FACT = "r9700_versions"  # r9700_rocm: {"before": {...}, "after": {...}} package versions
 CONTAINERS_FACT = "r9700_containers_status"  # r9700_containers: engine, image, smoke check
+CONVERGED_FACT = "r9700_converged"  # r9700_lifecycle's converged step: converged, reason
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class RoleFacts:
     known_issues: list[dict[str, Any]]
     p2p: dict[str, Any]  # the node's PCIe P2P decision: state and reason (r9700ctl/p2p_policy.py)
     containers: dict[str, Any]
+    converged: dict[str, Any]  # whether the node was left alone as the last complete run left it, and why
 
     @classmethod
     def of(cls, host: HostResult) -> RoleFacts:
@@ -67,6 +69,7 @@ class RoleFacts:
             known_issues=[k for k in resolved.get("known_issues") or [] if isinstance(k, dict)],
             p2p=p2p if isinstance(p2p, dict) else {},
             containers=host.fact(CONTAINERS_FACT),
+            converged=host.fact(CONVERGED_FACT),
         )
 
 
@@ -82,6 +85,7 @@ class ProvisionOptions:
     extra_vars: tuple[str, ...] = ()  # as given to -e: key=value, @file.yml or JSON
     forks: int | None = None  # None: one per host, at most ansible_run.MAX_FORKS
     verbosity: int = 0
+    full: bool = False  # run every task, also on a node as the last complete run left it
     playbook: Path | None = None  # None: the installed playbooks/provision.yml
     runs_dir: Path | None = None  # None: state_dir()/runs
     envvars: dict[str, str] = field(default_factory=dict)
@@ -162,6 +166,8 @@ def _host_entry(host: HostResult, address: str | None) -> dict[str, Any]:
         "known_issues": facts.known_issues,
         "p2p": facts.p2p or None,
         "containers": facts.containers or None,
+        "converged": bool(facts.converged.get("converged")),
+        "converged_reason": str(facts.converged.get("reason") or "") or None,
         "interrupted_in": host.current_task if host.interrupted else None,
     }
 
@@ -203,6 +209,7 @@ def provision(
                 "r9700_toolkit_version": __version__,
                 "r9700_monitoring_agent_archive": str(archive),
                 **node,
+                **({"r9700_lifecycle_skip_converged": False} if options.full else {}),
             },
             forks=options.forks,
             hosts=len(checked.hosts),

@@ -30,6 +30,7 @@ LAB_STATUS = "r9700ctl.lab.status/1"
 NODEFACTS = "r9700ctl.nodefacts/1"
 POWER = "r9700ctl.power/1"
 BEFORE = "r9700ctl.before/1"
+CONVERGED = "r9700ctl.converged/1"  # /etc/r9700ctl/converged.json (r9700ctl/agent/converged.py)
 # Data files shipped in r9700ctl/data.
 MANIFEST = "r9700ctl.manifest/1"
 THRESHOLDS = "r9700ctl.thresholds/1"

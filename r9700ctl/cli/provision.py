@@ -55,6 +55,12 @@ from r9700ctl.cli.output import Output, json_option
     help="Prompt for the sudo password of the remote user. It goes to ansible-playbook's prompt "
     "only: never on a command line, in the environment or in any file.",
 )
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Run every task, also on a node that is as the last complete provision left it (by default "
+    "such a node is verified and left alone: 'converged').",
+)
 @json_option("the run report", schemas.PROVISION)
 @click.option(
     "--verbose",
@@ -75,6 +81,7 @@ def provision(
     extra_vars: tuple[str, ...],
     forks: int | None,
     ask_become_pass: bool,
+    full: bool,
     json_path: str | None,
     verbose: int,
 ) -> None:
@@ -89,6 +96,13 @@ def provision(
     repositories, amdgpu DKMS, ROCm, render/video groups, environment, kernel parameters,
     and a record of the node in /etc/r9700ctl/node.json. A second run changes nothing.
     An unreachable host does not stop the others.
+
+    \b
+    A node that is as the last complete provision left it is "converged": the same inputs
+    (r9700_* values, r9700ctl, the facts the roles read) and every managed file, package,
+    group and unit as that run recorded in /etc/r9700ctl/converged.json. Such a node ends
+    right after preflight, with the reason printed ("converged since ..."); anything that
+    differs is named and every role runs. --full runs every role regardless.
 
     \b
     While it runs, one line per host shows its current task and counts. When output is not a
@@ -129,6 +143,7 @@ def provision(
         extra_vars=extra_vars,
         forks=forks,
         verbosity=verbose,
+        full=full,
     )
 
     def ask_password() -> str:

@@ -27,16 +27,12 @@ import os
 import shutil
 import subprocess
 import time
-from functools import cache
 from pathlib import Path
 
 from r9700ctl.errors import CannotRun
 from r9700ctl.lab import locks, node, processes, rootfs, state
 from r9700ctl.lab.hostcheck import tool
 
-# What a provision's outcome follows from, relative to the checkout (or the wheel's _content).
-INPUT_DIRS = ("roles", "playbooks", "plugins", "r9700ctl")
-INPUT_SUFFIXES = (".py", ".yml", ".yaml", ".j2", ".json", ".txt", ".cfg", ".ini", ".sh")
 UPPER = "upper"
 META = "snapshot.json"
 STALE_AFTER_S = 24 * 3600
@@ -44,23 +40,11 @@ STALE_AFTER_S = 24 * 3600
 NOT_KEPT = ("var/cache/apt/archives", "tmp", "var/tmp", "root/.ansible")
 
 
-@cache
 def digest() -> str:
-    """A hash of every input file's path and bytes (computed once per process)."""
-    from r9700ctl import paths
+    """The inputs' hash: the collection and the package (r9700ctl.converge), the root file system."""
+    from r9700ctl.converge import content_digest
 
-    package = Path(__file__).resolve().parents[1]
-    sums = hashlib.sha256(rootfs.cache_key().encode())
-    for name in INPUT_DIRS:
-        root = package if name == "r9700ctl" else paths.content_dir(name)
-        for path in sorted(root.rglob("*")):
-            if (
-                path.is_file()
-                and path.suffix in INPUT_SUFFIXES
-                and not {"__pycache__", "_content"} & set(path.relative_to(root).parts)
-            ):
-                sums.update(f"{name}/{path.relative_to(root)}".encode() + b"\0" + path.read_bytes())
-    return sums.hexdigest()[:16]
+    return hashlib.sha256(f"{content_digest()} {rootfs.cache_key()}".encode()).hexdigest()[:16]
 
 
 def directory(release: str) -> Path:

@@ -105,6 +105,10 @@ def closing_lines(outcome: ProvisionOutcome) -> list[str]:
                 lines.append(f"{host.host}: {FAILED} at '{display_task(task.task)}': {task.message}")
     lines += known_issue_lines(outcome.hosts)
     for host in outcome.hosts:
+        reason = RoleFacts.of(host).converged.get("reason")
+        if reason and not host.errors:
+            lines.append(f"{host.host}: {reason}")
+    for host in outcome.hosts:
         p2p = RoleFacts.of(host).p2p
         if p2p.get("reason") and not host.errors:
             lines.append(f"{host.host}: PCIe P2P {p2p['reason']}")

@@ -395,6 +395,8 @@ def test_provision_of_a_node_records_it_and_a_second_run_changes_nothing(
         "known_issues": [],
         "p2p": None,
         "containers": None,
+        "converged": False,  # this play has no r9700_lifecycle converged step
+        "converged_reason": None,
         "interrupted_in": None,
     }
     run_dir = Path(document["artifact_dir"])

@@ -1,0 +1,145 @@
+"""A second `r9700ctl provision` that changes nothing: how long it takes, and where the time goes.
+
+For each node count asked for, a lab of that many nodes that start provisioned (a snapshot of a node
+after one cold provision with ROCm auto, r9700ctl/lab/snapshot.py; made first when missing), one
+provision to settle what differs between nodes (host names in the node record), then the measured
+runs: wall time of `r9700ctl provision INVENTORY` as a user starts it (process start to exit), the
+changed count (must be 0), and from ansible-runner's job events the seconds per role and per module
+of node1 and how many tasks ran on the node, ran only on the controller, or were skipped.
+
+Usage (root, the lab's host tools installed):
+    python3 bench/noop_provision.py --nodes 2 6 [--runs 3] [--out bench/results/DIR]
+Prints a table; with --out writes summary.json and the per-run task tables there. Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+# Actions that run on the controller only (no module is sent to the node).
+CONTROLLER_ONLY = {
+    "ansible.builtin.set_fact",
+    "ansible.builtin.assert",
+    "ansible.builtin.debug",
+    "ansible.builtin.include_vars",
+    "ansible.builtin.validate_argument_spec",
+    "ansible.builtin.include_role",
+    "ansible.builtin.include_tasks",
+    "ansible.builtin.meta",
+    "ansible.builtin.fail",
+}
+
+
+def provision(inventory: Path, home: Path, *extra: str) -> tuple[float, dict[str, Any], Path]:
+    report = home / f"provision-{time.monotonic_ns()}.json"
+    env = {**os.environ, "XDG_STATE_HOME": str(home / "state"), "NO_COLOR": "1"}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "r9700ctl", "provision", str(inventory), "--json", str(report), *extra],
+        capture_output=True, text=True, env=env, check=False, timeout=1800,
+    )  # fmt: skip
+    wall = time.monotonic() - started
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"provision exited {done.returncode}: {done.stdout[-2000:]}{done.stderr[-2000:]}")
+    document = json.loads(report.read_text())
+    return wall, document, Path(document["artifact_dir"])
+
+
+def task_table(run_dir: Path, host: str = "node1") -> dict[str, Any]:
+    events = [json.loads(Path(f).read_text()) for f in glob.glob(f"{run_dir}/artifacts/*/job_events/*.json")]
+    per_role: collections.Counter[str] = collections.Counter()
+    per_action: collections.Counter[str] = collections.Counter()
+    kinds: collections.Counter[str] = collections.Counter()
+    for event in events:
+        data = event.get("event_data", {})
+        if data.get("host") != host or not event["event"].startswith("runner_on_"):
+            continue
+        if event["event"] not in ("runner_on_ok", "runner_on_skipped", "runner_on_failed"):
+            continue
+        seconds = float(data.get("duration") or 0)
+        action = data.get("task_action", "")
+        per_role[data.get("role") or "(play)"] += seconds
+        if event["event"] == "runner_on_skipped":
+            kinds["skipped"] += 1
+        elif action in CONTROLLER_ONLY:
+            kinds["controller"] += 1
+        else:
+            kinds["node"] += 1
+            per_action[action] += seconds
+    return {
+        "tasks": dict(kinds),
+        "seconds_per_role": {k: round(v, 2) for k, v in per_role.most_common()},
+        "seconds_per_module": {k: round(v, 2) for k, v in per_action.most_common()},
+    }
+
+
+def changed(report: dict[str, Any]) -> int:
+    return sum(int(h.get("changed", 0)) for h in report.get("hosts", []))
+
+
+def measure(nodes: int, runs: int, out: Path | None) -> dict[str, Any]:
+    from r9700ctl.lab import down, snapshot, up
+    from r9700ctl.lab.node import NodeOptions
+
+    home = Path(tempfile.mkdtemp(prefix="r97-bench-"))
+    if snapshot.find("auto") is None:
+        print("no snapshot for this checkout: one cold provision of one node first", flush=True)
+        first = Path(tempfile.mkdtemp(prefix="r97-", dir="/tmp"))
+        info = up(first, nodes=1)
+        try:
+            provision(info.inventory, home)
+            snapshot.take(first, "node1", "auto")
+        finally:
+            down(first)
+    directory = Path(tempfile.mkdtemp(prefix="r97-", dir="/tmp"))
+    options = {f"node{i}": NodeOptions(provisioned="auto") for i in range(1, nodes + 1)}
+    info = up(directory, nodes=nodes, node_options=options)
+    try:
+        provision(info.inventory, home)  # settles what differs per node (its name in the node record)
+        walls, tables = [], []
+        for _ in range(runs):
+            wall, report, run_dir = provision(info.inventory, home)
+            if changed(report):
+                raise SystemExit(f"a provision after the settling one changed {changed(report)} task(s)")
+            walls.append(round(wall, 2))
+            tables.append(task_table(run_dir))
+        result = {"nodes": nodes, "wall_s": walls, "median_s": statistics.median(walls), "node1": tables[-1]}
+        if out:
+            (out / f"noop-{nodes}-nodes.json").write_text(json.dumps(result, indent=2) + "\n")
+        return result
+    finally:
+        down(directory)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[2, 6])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+    results = [measure(n, args.runs, args.out) for n in args.nodes]
+    print(f"{'nodes':>5}  {'median s':>8}  runs")
+    for r in results:
+        print(f"{r['nodes']:>5}  {r['median_s']:>8.1f}  {r['wall_s']}  node1 tasks {r['node1']['tasks']}")
+    for r in results:
+        print(f"node1 of {r['nodes']}: per role {r['node1']['seconds_per_role']}")
+        print(f"node1 of {r['nodes']}: per module {r['node1']['seconds_per_module']}")
+    if args.out:
+        (args.out / "summary.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

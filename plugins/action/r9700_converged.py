@@ -1,0 +1,119 @@
+"""Action plugin: is this node as the last complete provision left it? (runs on the controller).
+
+``mode: check`` computes the key of what this run is asked to do (r9700ctl/converge.py) and asks
+the node, with one Python script on stdin (r9700ctl/agent/converged.py), for the key it recorded
+and for what differs between the node now and what that run left. The result is the host fact
+``r9700_converged``: ``converged`` (same key, no difference), ``reason`` (one line: why it is, or
+the first differences and why not) and ``facts`` (what that run reported: r9700_versions,
+r9700_containers_status), so a converged node is reported as a full run would report it.
+
+``mode: record`` writes the record for the run that is ending (the key, what the node now is, the
+facts to report next time); changed only when the record differs from the last one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible_collections.r9700ctl.nodes.plugins.plugin_utils.r9700ctl_package import require
+
+ARGUMENT_SPEC = {
+    "mode": {"type": "str", "choices": ["check", "record"], "required": True},
+    "managed": {"type": "dict", "required": True},
+    "image": {"type": "str", "default": ""},
+    "facts": {"type": "dict", "default": {}},
+    # record: the key the check computed at the start of this run (the roles set facts since).
+    "key": {"type": "str", "default": ""},
+    "python": {"type": "str", "default": "python3"},
+}
+
+
+class ActionModule(ActionBase):
+    _supports_check_mode = True  # check only reads; record honours check mode (it writes nothing)
+    _supports_async = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        task_vars = task_vars or {}
+        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
+        agentpack, converge = require(AnsibleActionFail, "r9700ctl.agentpack", "r9700ctl.converge")
+        host = task_vars.get("inventory_hostname", "this host")
+        if args["mode"] == "record":
+            if not args["key"]:
+                raise AnsibleActionFail(
+                    f"{host}: record needs the key the check computed (r9700_converged.key)"
+                )
+            key = args["key"]
+        else:
+            variables = {
+                name: self._templar.template(value)
+                for name, value in task_vars.items()
+                if (name.startswith("r9700_") and name not in converge.NOT_INPUTS)
+                or name in converge.PLAY_VARS
+            }
+            key = converge.key(variables, self._templar.template(task_vars.get("ansible_facts", {})))
+        node_args = {"mode": args["mode"], "managed": args["managed"], "key": key}
+        if args["mode"] == "record":
+            node_args.update(image=args["image"], facts=args["facts"], recorded_at=time.time())
+            node_args["dry_run"] = bool(self._task.check_mode)
+        python = args["python"]
+        if python.startswith("auto"):  # Ansible's interpreter discovery keywords
+            python = "python3"
+        command, script = agentpack.stdin_invocation("r9700ctl.agent.converged", node_args, python=python)
+        out = self._low_level_execute_command(command, sudoable=True, in_data=script)
+        try:
+            answer = json.loads(out.get("stdout") or "")
+        except ValueError:
+            answer = {
+                "error": (
+                    (out.get("stderr") or out.get("stdout") or "no output").strip().splitlines() or ["?"]
+                )[-1]
+            }
+        if out.get("rc") != 0 or "error" in answer:
+            raise AnsibleActionFail(
+                f"{host}: the converged check could not run: {answer.get('error', out.get('rc'))}"
+            )
+        if args["mode"] == "record":
+            result["changed"] = bool(answer.get("changed"))
+            result["observed"] = answer.get("observed", 0)
+            return result
+        converged, reason = verdict(answer, key)
+        result["ansible_facts"] = {
+            "r9700_converged": {
+                "converged": converged,
+                "reason": reason,
+                "facts": answer.get("facts") or {},
+                "key": key,
+            }
+        }
+        result["changed"] = False
+        return result
+
+
+def verdict(answer: dict, key: str) -> tuple[bool, str]:
+    """(converged, one line saying why or why not) from the node's answer and this run's key."""
+    if answer.get("recorded_key") is None:
+        return False, f"not converged: {answer.get('reason') or 'no complete provision recorded'}"
+    if answer["recorded_key"] != key:
+        return (
+            False,
+            "not converged: this run's inputs (variables, roles, r9700ctl, facts) are not the last run's",
+        )
+    found = answer.get("differences") or []
+    if found:
+        shown = "; ".join(found[:5]) + (f"; and {len(found) - 5} more" if len(found) > 5 else "")
+        return False, f"not converged: since the last complete run {shown}"
+    when = answer.get("recorded_at")
+    since = (
+        time.strftime(" since %Y-%m-%d %H:%M UTC", time.gmtime(when))
+        if isinstance(when, (int, float))
+        else ""
+    )
+    return True, (
+        f"converged{since}: same inputs, and the {answer.get('observed', 0)} managed files, packages, groups "
+        "and units are as that run left them; nothing to do (--full runs every task)"
+    )

@@ -1,0 +1,225 @@
+"""Is this node as the last complete provision left it? (runs ON the node: standard library only)
+
+A provision that ends without a failure records, in /etc/r9700ctl/converged.json, the key of
+what it was asked to do (the controller's hash of the collection, the r9700ctl package, every
+r9700_* value and the facts the roles read: r9700ctl/converge.py) and what it left: every
+managed file (sha256, mode, owner) and directory, r9700ctl's own directories, the package
+database (versions and holds), the group database, the kernel and its command line, DKMS's
+builds, the units' states where systemd runs, whether dockerd answers and which image it holds.
+
+The next provision asks first (`check`): with the same key and a node that still observes as
+recorded, every role would find nothing to do, so the play ends there for the node (changed=0)
+and says why; any difference (a file edited by hand, a package upgraded, a user taken out of a
+group, dockerd started since) names what differs and the roles run in full, as they do with
+`r9700ctl provision --full`. Everything is compared, nothing is assumed: a difference that the
+roles would not act on (an unrelated package upgraded) costs one full run, never a missed change.
+
+Called through r9700ctl.agentpack.stdin_invocation by the r9700_converged action plugin:
+    python3 - ARGS   (ARGS: base64 JSON {"mode": "check"|"record", "managed": {...}, "key": ...,
+                      "facts": {...}})  -> one JSON object on stdout
+"""
+
+from __future__ import annotations
+
+import base64
+import fnmatch
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from r9700ctl.agent import schemas
+from r9700ctl.agent.atomic import write_atomic
+
+RECORD = "/etc/r9700ctl/converged.json"
+SCHEMA = schemas.CONVERGED
+# Written by something else than provision between runs, or rewritten by tools on every use:
+# never part of what provision left (the monitoring timer's metrics, gpg's trust database).
+VOLATILE = (
+    "*/converged.json",  # the record itself (RECORD)
+    "/var/lib/prometheus/node-exporter/*.prom",
+    "*/gnupg/*",
+)
+# Whole files whose every change counts (an unrelated change costs one full run, never a miss).
+DATABASES = ("/var/lib/dpkg/status", "/etc/group", "/etc/gshadow", "/proc/cmdline")
+MAX_DIFFERENCES = 5  # named in the reason; the count says how many more
+
+
+def _volatile(path: str) -> bool:
+    return any(fnmatch.fnmatch(path, pattern) for pattern in VOLATILE)
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def describe(path: str) -> dict[str, Any] | None:
+    """A path as provision would judge it: None when absent, else kind, mode, owner (and sha256)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return {"error": exc.strerror or str(exc)}
+    entry: dict[str, Any] = {"mode": oct(stat.S_IMODE(st.st_mode)), "uid": st.st_uid, "gid": st.st_gid}
+    if stat.S_ISLNK(st.st_mode):
+        entry["link"] = os.readlink(path)
+    elif stat.S_ISDIR(st.st_mode):
+        entry["kind"] = "directory"
+    elif stat.S_ISREG(st.st_mode):
+        try:
+            entry["sha256"] = _sha256(path)
+        except OSError as exc:
+            entry["error"] = exc.strerror or str(exc)
+    else:
+        entry["kind"] = "other"
+    return entry
+
+
+def tree(root: str) -> dict[str, Any]:
+    """Every entry below `root` (r9700ctl's own directories), volatile ones left out."""
+    entries: dict[str, Any] = {}
+    if not os.path.isdir(root):
+        return entries
+    for directory, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in [*dirs, *sorted(files)]:
+            path = os.path.join(directory, name)
+            if not _volatile(path):
+                entries[path] = describe(path)
+    return entries
+
+
+def _command(argv: list[str]) -> str | None:
+    """A command's output (C locale), None when the program is missing or fails to run."""
+    if shutil.which(argv[0]) is None:
+        return None
+    env = {**os.environ, "LC_ALL": "C"}
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=30, env=env, stdin=subprocess.DEVNULL, check=False
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"could not run: {exc}"
+    return f"rc={done.returncode}\n{done.stdout.strip()}"
+
+
+def observe(managed: dict[str, Any], image: str = "") -> dict[str, Any]:
+    """What the node is now, for what provision manages (r9700_lifecycle's managed list)."""
+    seen: dict[str, Any] = {}
+    for path in [*managed.get("files", []), *managed.get("dirs", [])]:
+        if not _volatile(path):
+            seen[path] = describe(path)
+    for root in managed.get("owned_dirs", []):
+        seen[root] = describe(root)
+        seen.update(tree(root))
+    for path in DATABASES:
+        seen[path] = describe(path)
+    seen["kernel"] = os.uname().release
+    seen["dkms"] = _command(["dkms", "status"])
+    if os.path.isdir("/run/systemd/system"):  # systemd is the init (sd_booted(3))
+        for unit in [*managed.get("units", []), "docker.service"]:
+            seen[f"unit {unit}"] = [_command(["systemctl", "is-enabled", unit]),
+                                    _command(["systemctl", "is-active", unit])]  # fmt: skip
+    if shutil.which("docker"):
+        seen["dockerd"] = _command(["docker", "info", "--format", "{{.ServerVersion}}"])
+        if image:
+            seen["image"] = _command(["docker", "image", "inspect", "--format", "{{.Id}}", image])
+    return seen
+
+
+def differences(recorded: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """What differs, as short phrases ('/etc/x changed', '/etc/y is gone'), in a stable order."""
+    found = []
+    for name in sorted(set(recorded) | set(now)):
+        before, after = recorded.get(name), now.get(name)
+        if before == after:
+            continue
+        if name not in now or (after is None and before is not None):
+            found.append(f"{name} is gone")
+        elif name not in recorded or (before is None and after is not None):
+            found.append(f"{name} appeared")
+        else:
+            found.append(f"{name} changed")
+    return found
+
+
+def check(args: dict[str, Any], where: str = RECORD) -> dict[str, Any]:
+    """{"recorded_key", "differences", "facts"}: the last record against the node as it is now."""
+    try:
+        record = json.loads(Path(where).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {
+            "recorded_key": None,
+            "differences": [],
+            "facts": {},
+            "reason": "no complete provision recorded",
+        }
+    except (OSError, ValueError) as exc:
+        return {"recorded_key": None, "differences": [], "facts": {}, "reason": f"unreadable record ({exc})"}
+    if record.get("schema") != SCHEMA:
+        return {"recorded_key": None, "differences": [], "facts": {}, "reason": "a record of another version"}
+    now = observe(args.get("managed") or {}, str(record.get("image") or ""))
+    return {
+        "recorded_key": record.get("key"),
+        "differences": differences(record.get("observed") or {}, now),
+        "facts": record.get("facts") or {},
+        "recorded_at": record.get("recorded_at"),
+        "observed": len(now),
+    }
+
+
+def _unrecorded(reason: str) -> dict[str, Any]:
+    return {"recorded_key": None, "differences": [], "facts": {}, "reason": reason}
+
+
+def record(args: dict[str, Any], where: str = RECORD) -> dict[str, Any]:
+    """Write the record of this complete provision; changed only when it differs from the last."""
+    image = str(args.get("image") or "")
+    document = {
+        "schema": SCHEMA,
+        "key": args["key"],
+        "recorded_at": args.get("recorded_at"),
+        "facts": args.get("facts") or {},
+        "image": image,
+        "observed": observe(args.get("managed") or {}, image),
+    }
+    text = json.dumps(document, indent=1, sort_keys=True) + "\n"
+    try:
+        old = Path(where).read_text(encoding="utf-8")
+        unchanged = {**json.loads(old), "recorded_at": None} == {**document, "recorded_at": None}
+    except (OSError, ValueError):
+        unchanged = False
+    if unchanged:
+        return {"changed": False, "observed": len(document["observed"])}
+    if not args.get("dry_run"):
+        write_atomic(where, text, mode=0o600)
+    return {"changed": True, "observed": len(document["observed"])}
+
+
+def main(argv: list[str]) -> int:
+    try:
+        args = json.loads(base64.b64decode((argv[1] if len(argv) > 1 else "").encode()).decode() or "{}")
+        mode = args.get("mode")
+        result = check(args) if mode == "check" else record(args) if mode == "record" else None
+    except (ValueError, KeyError, OSError) as exc:
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
+        return 1
+    if result is None:
+        print(json.dumps({"error": f"unknown mode {args.get('mode')!r} (check or record)"}))
+        return 1
+    print(json.dumps(result, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,114 @@
+"""The key of what a provision is asked to do (controller side of r9700ctl/agent/converged.py).
+
+Two runs with the same key do the same thing to a node that is as the first one left it: the
+key hashes everything the roles' outcome follows from, namely the content that runs (the
+collection's roles, playbooks and plugins, and the r9700ctl package their plugins and node
+program come from), every r9700_* value of the host as the play resolved it (role defaults,
+inventory, extra vars, and what r9700_preflight resolved from the node), the facts the roles read
+and the scope of the run (roles in the play, tags). Values that name a per-run temporary file
+(the packed node program, the monitoring agent's archive) count by their content instead.
+
+tests/unit/test_converge.py keeps FACTS in step with the facts the roles' files read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+# What the content digest covers, and which files in it count.
+CONTENT_DIRS = ("roles", "playbooks", "plugins")
+CONTENT_SUFFIXES = (".py", ".yml", ".yaml", ".j2", ".json", ".txt", ".cfg", ".ini", ".sh")
+# Facts the roles read (ansible_facts[...] in roles/ and playbooks/); a dotted name is one key of
+# a fact (of the environment only SUDO_USER: the rest changes with every SSH session).
+FACTS = (
+    "architecture",
+    "distribution",
+    "distribution_release",
+    "distribution_version",
+    "env.SUDO_USER",
+    "hostname",
+    "kernel",
+    "memtotal_mb",
+    "os_family",
+    "processor",
+    "processor_cores",
+    "processor_count",
+    "processor_nproc",
+    "processor_vcpus",
+    "service_mgr",
+)
+# Other play variables the roles read.
+PLAY_VARS = (
+    "inventory_hostname",
+    "ansible_user",
+    "ansible_become",
+    "ansible_connection",
+    "ansible_python_interpreter",
+    "ansible_play_role_names",
+    "ansible_run_tags",
+    "ansible_skip_tags",
+)
+# r9700_* values that are a per-run temporary file: their content counts, not their path.
+BY_CONTENT = ("r9700_node_program", "r9700_monitoring_agent_archive")
+# r9700_* values that are a report of this run, not an input (the preflight checks carry the
+# node's clock offset and timings).
+NOT_INPUTS = ("r9700_preflight", "r9700_converged", "r9700_lifecycle_step")
+
+
+def _files_digest(roots: list[Path]) -> str:
+    sums = hashlib.sha256()
+    for root in roots:
+        for path in sorted(root.rglob("*")):
+            parts = set(path.relative_to(root).parts)
+            if path.is_file() and path.suffix in CONTENT_SUFFIXES and not {"__pycache__", "_content"} & parts:
+                sums.update(f"{root.name}/{path.relative_to(root)}".encode() + b"\0" + path.read_bytes())
+    return sums.hexdigest()
+
+
+@cache
+def content_digest() -> str:
+    """A hash of the collection's content and the r9700ctl package (once per process)."""
+    from r9700ctl import paths
+
+    return _files_digest(
+        [paths.content_dir(name) for name in CONTENT_DIRS] + [Path(__file__).resolve().parent]
+    )
+
+
+def file_digest(path: str) -> str:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return f"unreadable {path}"
+
+
+def inputs(variables: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
+    """What the key hashes, from a host's templated variables and its facts."""
+    values = {}
+    for name in sorted(variables):
+        if not name.startswith("r9700_") or name in NOT_INPUTS:
+            continue
+        value = variables[name]
+        values[name] = file_digest(str(value)) if name in BY_CONTENT and value else value
+    return {
+        "content": content_digest(),
+        "values": values,
+        "facts": {name: _fact(facts, name) for name in FACTS},
+        "play": {name: variables.get(name) for name in PLAY_VARS},
+    }
+
+
+def _fact(facts: dict[str, Any], name: str) -> Any:
+    value: Any = facts
+    for part in name.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def key(variables: dict[str, Any], facts: dict[str, Any]) -> str:
+    text = json.dumps(inputs(variables, facts), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -1,0 +1,163 @@
+"""The converged check: the key of what a provision is asked to do, and the node's record of what
+the last complete run left (r9700ctl/converge.py, r9700ctl/agent/converged.py).
+
+A node that is wrongly found converged keeps a change from happening, so these pin every way a
+node can differ from its record (a file edited, gone or new, a mode, a database) and every input
+of the key (a value, a fact the roles read, the code), and that nothing volatile (the record
+itself, gpg's trust database, the monitoring metrics) makes a converged node look changed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import collection_plugins
+import pytest
+
+from r9700ctl import converge
+from r9700ctl.agent import converged
+
+ROOT = Path(__file__).resolve().parents[2]
+verdict = collection_plugins.plugin("action", "r9700_converged").verdict
+
+
+VERSIONS = {"r9700_versions": {"after": {}}}
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> dict:
+    """A managed file, a directory and an owned directory with a state file and a gpg home."""
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/r9700.sh").write_text("export A=1\n")
+    (tmp_path / "owned/gnupg").mkdir(parents=True)
+    (tmp_path / "owned/state.json").write_text("{}\n")
+    (tmp_path / "owned/gnupg/trustdb.gpg").write_bytes(b"1")
+    managed = {
+        "files": [str(tmp_path / "etc/r9700.sh"), str(tmp_path / "etc/absent.conf")],
+        "dirs": [str(tmp_path / "etc")],
+        "owned_dirs": [str(tmp_path / "owned")],
+        "units": [],
+    }
+    where = str(tmp_path / "owned/converged.json")
+    converged.record({"key": "K", "managed": managed, "facts": VERSIONS, "recorded_at": 1796400000}, where)
+    return {"root": tmp_path, "managed": managed, "where": where}
+
+
+def check(node: dict) -> dict:
+    return converged.check({"managed": node["managed"]}, node["where"])
+
+
+def test_a_node_as_recorded_has_no_difference_and_hands_back_the_recorded_facts(node):
+    answer = check(node)
+    assert answer["recorded_key"] == "K" and answer["differences"] == []
+    assert answer["facts"] == VERSIONS
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (lambda r: (r / "etc/r9700.sh").write_text("export A=2\n"), "etc/r9700.sh changed"),
+        (lambda r: (r / "etc/r9700.sh").unlink(), "etc/r9700.sh is gone"),
+        (lambda r: (r / "etc/r9700.sh").chmod(0o600), "etc/r9700.sh changed"),
+        (lambda r: (r / "etc/absent.conf").write_text("x\n"), "etc/absent.conf appeared"),
+        (lambda r: (r / "owned/extra.json").write_text("{}\n"), "owned/extra.json appeared"),
+        (lambda r: (r / "owned/state.json").write_text('{"a": 1}\n'), "owned/state.json changed"),
+        (lambda r: (r / "etc").chmod(0o700), "etc changed"),
+    ],
+    ids=["edited", "removed", "mode", "a file provision removes came back", "new in an owned dir",
+         "state file", "directory mode"],
+)  # fmt: skip
+def test_every_way_a_managed_path_can_differ_is_named(node, change, said):
+    change(node["root"])
+    found = check(node)["differences"]
+    assert [d for d in found if d.endswith(said)], found
+
+
+def test_what_other_programs_rewrite_between_runs_is_not_a_difference(node):
+    (node["root"] / "owned/gnupg/trustdb.gpg").write_bytes(b"2")  # gpg rewrites it on every use
+    converged.record({"key": "K2", "managed": node["managed"]}, node["where"])  # the record itself
+    assert check(node)["differences"] == []
+
+
+def test_a_second_record_of_the_same_node_changes_nothing(node):
+    again = converged.record({"key": "K", "managed": node["managed"], "facts": VERSIONS}, node["where"])
+    assert again["changed"] is False
+    assert converged.record({"key": "other", "managed": node["managed"]}, node["where"])["changed"] is True
+
+
+def test_no_record_or_another_version_is_never_converged(node, tmp_path):
+    assert converged.check({"managed": node["managed"]}, str(tmp_path / "none.json"))["recorded_key"] is None
+    Path(node["where"]).write_text(json.dumps({"schema": "r9700ctl.converged/0", "key": "K"}))
+    answer = check(node)
+    assert answer["recorded_key"] is None and "another version" in answer["reason"]
+    assert verdict(answer, "K")[0] is False
+
+
+def test_the_verdict_needs_the_same_key_and_no_difference(node):
+    same, reason = verdict(check(node), "K")
+    assert same and reason.startswith("converged since 2026-12-04 ") and "--full" in reason
+    inputs_differ = (
+        "not converged: this run's inputs (variables, roles, r9700ctl, facts) are not the last run's"
+    )
+    assert verdict(check(node), "K-other") == (False, inputs_differ)
+    (node["root"] / "etc/r9700.sh").write_text("edited\n")
+    same, reason = verdict(check(node), "K")
+    assert (
+        not same
+        and reason == f"not converged: since the last complete run {node['root']}/etc/r9700.sh changed"
+    )
+
+
+BASE = {"r9700_rocm_version": "auto", "inventory_hostname": "node1", "ansible_run_tags": ["all"]}
+FACTS = {"kernel": "6.8.0-50-generic", "distribution": "Ubuntu", "date_time": {"epoch": "1"}}
+
+
+def test_the_key_follows_every_value_fact_and_the_scope_of_the_run():
+    base = converge.key(BASE, FACTS)
+    assert converge.key(dict(BASE), dict(FACTS)) == base
+    assert converge.key({**BASE, "r9700_rocm_version": "6.4.1"}, FACTS) != base
+    assert converge.key({**BASE, "inventory_hostname": "node2"}, FACTS) != base
+    assert converge.key({**BASE, "ansible_run_tags": ["r9700_env"]}, FACTS) != base
+    assert converge.key(BASE, {**FACTS, "kernel": "6.11.0-1-generic"}) != base
+    # Facts no role reads (the time, free memory) never make a node look changed.
+    assert converge.key(BASE, {**FACTS, "date_time": {"epoch": "2"}, "memfree_mb": 5}) == base
+    # This run's own report is not an input.
+    assert converge.key({**BASE, "r9700_preflight": {"clock_offset_s": 0.3}}, FACTS) == base
+
+
+def test_a_per_run_temporary_file_counts_by_its_content(tmp_path):
+    one, two = tmp_path / "a/r9700-node", tmp_path / "b/r9700-node"
+    for path in (one, two):
+        path.parent.mkdir()
+        path.write_bytes(b"program")
+    assert converge.key({**BASE, "r9700_node_program": str(one)}, FACTS) == converge.key(
+        {**BASE, "r9700_node_program": str(two)}, FACTS
+    )
+    two.write_bytes(b"another program")
+    assert converge.key({**BASE, "r9700_node_program": str(one)}, FACTS) != converge.key(
+        {**BASE, "r9700_node_program": str(two)}, FACTS
+    )
+
+
+def test_the_key_follows_the_code(monkeypatch):
+    base = converge.key(BASE, FACTS)
+    monkeypatch.setattr(converge, "content_digest", lambda: "another tree")
+    assert converge.key(BASE, FACTS) != base
+
+
+def test_every_fact_the_roles_read_is_in_the_key():
+    """A fact a role starts to read but the key leaves out would let a changed node look converged."""
+    text = "\n".join(p.read_text() for d in ("roles", "playbooks") for p in (ROOT / d).rglob("*.yml"))
+    text += "\n".join(p.read_text() for p in (ROOT / "roles").rglob("*.j2"))
+    read = set(re.findall(r"ansible_facts\[['\"](\w+)['\"]\]", text))
+    read |= set(re.findall(r"ansible_facts\.(\w+)", text))
+    read |= {m for m in re.findall(r"\bansible_(\w+)", text)} & {
+        "distribution", "distribution_release", "distribution_version", "os_family", "kernel",
+        "architecture", "service_mgr", "processor", "hostname", "memtotal_mb"}  # fmt: skip
+    registered = {name for name in read if name.startswith("getent_")}  # the getent module's own results
+    keyed = {name.split(".")[0] for name in converge.FACTS}
+    assert read - registered - keyed == set()
+    # Of the environment, the roles read SUDO_USER only (r9700_access): the rest changes per session.
+    assert "env']['SUDO_USER" in text and "env.SUDO_USER" in converge.FACTS

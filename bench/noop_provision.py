@@ -1,8 +1,8 @@
 """A second `r9700ctl provision` that changes nothing: how long it takes, and where the time goes.
 
-For each node count asked for, a lab of that many nodes that start provisioned (a snapshot of a node
-after one cold provision with ROCm auto, r9700ctl/lab/snapshot.py; made first when missing), one
-provision to settle what differs between nodes (host names in the node record), then the measured
+For each node count asked for, a lab of that many nodes that start provisioned (snapshots of the
+nodes of a lab after one cold provision with ROCm auto, r9700ctl/lab/snapshot.py; made first when
+missing), one provision to settle anything that differs (it must change nothing), then the measured
 runs: wall time of `r9700ctl provision INVENTORY` as a user starts it (process start to exit), the
 changed count (must be 0), and from ansible-runner's job events the seconds per role and per module
 of node1 and how many tasks ran on the node, ran only on the controller, or were skipped.
@@ -93,15 +93,7 @@ def measure(nodes: int, runs: int, out: Path | None) -> dict[str, Any]:
     from r9700ctl.lab.node import NodeOptions
 
     home = Path(tempfile.mkdtemp(prefix="r97-bench-"))
-    if snapshot.find("auto") is None:
-        print("no snapshot for this checkout: one cold provision of one node first", flush=True)
-        first = Path(tempfile.mkdtemp(prefix="r97-", dir="/tmp"))
-        info = up(first, nodes=1)
-        try:
-            provision(info.inventory, home)
-            snapshot.take(first, "node1", "auto")
-        finally:
-            down(first)
+    snapshot.ensure("auto", 4, nodes, progress=print)
     directory = Path(tempfile.mkdtemp(prefix="r97-", dir="/tmp"))
     options = {f"node{i}": NodeOptions(provisioned="auto") for i in range(1, nodes + 1)}
     info = up(directory, nodes=nodes, node_options=options)

@@ -51,12 +51,17 @@ PLAY_VARS = (
     "ansible_play_role_names",
     "ansible_run_tags",
     "ansible_skip_tags",
+    "ansible_version",  # another ansible-core may template the same files otherwise
+    "ansible_managed",  # the header 18 templates carry (the action adds it: Ansible's setting)
 )
 # r9700_* values that are a per-run temporary file: their content counts, not their path.
 BY_CONTENT = ("r9700_node_program", "r9700_monitoring_agent_archive")
 # r9700_* values that are a report of this run, not an input (the preflight checks carry the
 # node's clock offset and timings).
-NOT_INPUTS = ("r9700_preflight", "r9700_converged", "r9700_lifecycle_step")
+NOT_INPUTS = ("r9700_preflight", "r9700_converged", "r9700_lifecycle_step", "r9700_lifecycle_skip_converged")
+# Of what preflight resolved, the package versions before this run: an input of the report, not of
+# what the roles do (the node's package database is observed, r9700ctl/agent/converged.py).
+RESOLVED_NOT_INPUTS = ("installed_before",)
 
 
 def _files_digest(roots: list[Path]) -> str:
@@ -93,7 +98,11 @@ def inputs(variables: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
         if not name.startswith("r9700_") or name in NOT_INPUTS:
             continue
         value = variables[name]
-        values[name] = file_digest(str(value)) if name in BY_CONTENT and value else value
+        if name in BY_CONTENT and value:
+            value = file_digest(str(value))
+        elif name == "r9700_resolved" and isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k not in RESOLVED_NOT_INPUTS}
+        values[name] = value
     return {
         "content": content_digest(),
         "values": values,

@@ -29,11 +29,12 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The tests' own services and browser: Prometheus (the lab monitoring test scrapes lab nodes with
-# it; promtool checks the generated configuration) and headless Chromium (the HTML report test).
+# The tests' own services and tools: Prometheus (the lab monitoring test scrapes lab nodes with
+# it; promtool checks the generated configuration), headless Chromium (the HTML report test) and a
+# C compiler (the kernel-line lab test builds a node's uname stand-in).
 if [ $want_test = 1 ]; then
     test_missing=()
-    for p in prometheus chromium fonts-dejavu-core; do
+    for p in prometheus chromium fonts-dejavu-core gcc libc6-dev; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || test_missing+=("$p")
     done
     if [ ${#test_missing[@]} -gt 0 ]; then
@@ -51,11 +52,21 @@ fi
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
+# The test environment is installed once per pyproject.toml (an editable install runs the
+# source, so only a change of dependencies needs pip again): the edit loop skips a minute of pip.
+stamp=.venv/.r9700ctl-test-env
+wanted=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)
+if [ $want_test = 1 ] && [ "$(cat "$stamp" 2>/dev/null)" = "$wanted" ] && .venv/bin/python -c "import r9700ctl, torch, xdist" 2>/dev/null; then
+    echo "setup: ready ($(.venv/bin/r9700ctl --version); test environment as installed for this pyproject.toml)"
+    exit 0
+fi
+rm -f "$stamp"
 .venv/bin/python -m pip install -q --upgrade pip
 if [ $want_test = 1 ]; then
     .venv/bin/python -m pip install -q -e ".[test]"
     # CPU build of PyTorch for the agent's multi-process (gloo) tests.
     .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install -q "torch==2.13.0"
+    echo "$wanted" > "$stamp"
 elif .venv/bin/python -m pip show r9700ctl 2>/dev/null | grep '^Editable project location:' >/dev/null; then  # not -q: pipefail
     # A test environment (--test installs editable) stays editable: after the demo, the tests must
     # still run the source, not a copy of it frozen at the demo's start.

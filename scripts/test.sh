@@ -3,13 +3,25 @@
 # tests (unit, render, the lab integration tests, GPU tests where a GPU exists).
 # Lab tests need root; as another user they are skipped with the reason.
 # Each stage prints its name when it starts and its time when it ends.
+#   scripts/test.sh            everything (the README's test command; CI runs it)
+#   scripts/test.sh --fast     the edit loop: lint, unit and render tests on both cores (no lab)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# What a run takes on a 2-core machine with the lab's root file system cached (the first lab
+fast=0
+if [ "${1:-}" = "--fast" ]; then
+    fast=1
+    shift
+fi
+# What a run takes on this 2-core machine with the lab's root file system cached (the first lab
 # test builds it once: add about 5 minutes); lab tests need root, without it they are skipped.
-echo "r9700ctl tests: setup ~1 min (a fresh clone: ~5 min), lint ~3 min, tests ~30-45 min as root" \
-    "(~5 min without the lab tests); extra arguments go to pytest"
+if [ $fast = 1 ]; then
+    echo "r9700ctl tests (--fast): setup ~5 s once installed, lint ~1 min, unit and render ~2 min;" \
+        "extra arguments go to pytest"
+else
+    echo "r9700ctl tests: setup ~5 s once installed (a fresh clone: ~3 min), lint ~1 min, tests ~12 min" \
+        "as root (~4 min without the lab tests); extra arguments go to pytest"
+fi
 
 stage_started=0
 stage() {  # stage NAME: close the previous stage with its time, open the next
@@ -46,5 +58,10 @@ for playbook in playbooks/*.yml; do
 done
 unset ANSIBLE_COLLECTIONS_PATH
 
-stage "tests"
-pytest -q -p no:cacheprovider --durations=10 "$@"
+if [ $fast = 1 ]; then
+    stage "tests (unit, render)"
+    pytest -q -p no:cacheprovider -n 2 tests/unit tests/render "$@"
+else
+    stage "tests"
+    pytest -q -p no:cacheprovider --durations=10 "$@"
+fi

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import time
 
+from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.r9700ctl.nodes.plugins.plugin_utils.r9700ctl_package import require
@@ -55,6 +56,7 @@ class ActionModule(ActionBase):
                 if (name.startswith("r9700_") and name not in converge.NOT_INPUTS)
                 or name in converge.PLAY_VARS
             }
+            variables["ansible_managed"] = C.DEFAULT_MANAGED_STR
             key = converge.key(variables, self._templar.template(task_vars.get("ansible_facts", {})))
         node_args = {"mode": args["mode"], "managed": args["managed"], "key": key}
         if args["mode"] == "record":
@@ -82,6 +84,10 @@ class ActionModule(ActionBase):
             result["observed"] = answer.get("observed", 0)
             return result
         converged, reason = verdict(answer, key)
+        refreshed = ((task_vars.get("r9700_preflight") or {}).get("facts") or {}).get("apt_update") or {}
+        if converged and refreshed.get("ok") is False:  # what the mirror offers now is unknown
+            why = refreshed.get("detail") or "apt-get update failed"
+            converged, reason = False, f"not converged: apt could not refresh its lists ({why})"
         result["ansible_facts"] = {
             "r9700_converged": {
                 "converged": converged,

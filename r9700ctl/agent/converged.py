@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import fnmatch
+import glob
 import hashlib
 import json
 import os
@@ -44,7 +45,20 @@ VOLATILE = (
     "*/converged.json",  # the record itself (RECORD)
     "/var/lib/prometheus/node-exporter/*.prom",
     "*/gnupg/*",
+    # What validate and the monitoring timer write between provisions (reports, the agent's
+    # journal, the timer's last figures), and the offline image archive (often 20 GB or more:
+    # the image itself is observed by its id).
+    "/var/lib/r9700ctl/reports*",
+    "/var/lib/r9700ctl/journal*",
+    "/var/lib/r9700ctl/monitoring*",
+    "/var/lib/r9700ctl/images/*",
 )
+# The GPUs' own state a full run acts on: the power cap each card has now (r9700_power applies
+# the wanted one on every full run), the device nodes the containers and groups depend on.
+POWER_CAPS = "/sys/class/drm/card*/device/hwmon/hwmon*/power1_cap"
+DEVICE_NODES = ("/dev/kfd", "/dev/dri/renderD*", "/dev/dri/card*")
+# Units whose running state a full run restores (a oneshot's active state is only its last run).
+RUNNING_UNITS = ("docker.service", "prometheus-node-exporter.service")
 # Whole files whose every change counts (an unrelated change costs one full run, never a miss).
 DATABASES = ("/var/lib/dpkg/status", "/etc/group", "/etc/gshadow", "/proc/cmdline")
 MAX_DIFFERENCES = 5  # named in the reason; the count says how many more
@@ -116,7 +130,8 @@ def _command(argv: list[str]) -> str | None:
 def observe(managed: dict[str, Any], image: str = "") -> dict[str, Any]:
     """What the node is now, for what provision manages (r9700_lifecycle's managed list)."""
     seen: dict[str, Any] = {}
-    for path in [*managed.get("files", []), *managed.get("dirs", [])]:
+    # watched: paths provision removes where it finds them (AMD's one-line sources, apt-key's ring).
+    for path in [*managed.get("files", []), *managed.get("dirs", []), *managed.get("watched", [])]:
         if not _volatile(path):
             seen[path] = describe(path)
     for root in managed.get("owned_dirs", []):
@@ -126,15 +141,47 @@ def observe(managed: dict[str, Any], image: str = "") -> dict[str, Any]:
         seen[path] = describe(path)
     seen["kernel"] = os.uname().release
     seen["dkms"] = _command(["dkms", "status"])
+    for path in sorted(glob.glob(POWER_CAPS)):
+        seen[path] = _read(path)
+    for pattern in DEVICE_NODES:
+        for path in sorted(glob.glob(pattern)):
+            seen[path] = describe(path)
+    seen["display devices"] = _display_devices()
+    # What apt would install now: a rebuild the mirror published under the same release, or a
+    # release it no longer offers, is what a full run acts on (preflight refreshed the lists).
+    packages = sorted({*managed.get("packages", []), *managed.get("release_packages", [])})
+    if packages:
+        seen["apt candidates"] = _command(["apt-cache", "policy", *packages])
     if os.path.isdir("/run/systemd/system"):  # systemd is the init (sd_booted(3))
-        for unit in [*managed.get("units", []), "docker.service"]:
-            seen[f"unit {unit}"] = [_command(["systemctl", "is-enabled", unit]),
-                                    _command(["systemctl", "is-active", unit])]  # fmt: skip
+        for unit in [*managed.get("units", []), *RUNNING_UNITS]:
+            states = [_command(["systemctl", "is-enabled", unit])]
+            if unit.endswith(".timer") or unit in RUNNING_UNITS:
+                states.append(_command(["systemctl", "is-active", unit]))
+            seen[f"unit {unit}"] = states
     if shutil.which("docker"):
         seen["dockerd"] = _command(["docker", "info", "--format", "{{.ServerVersion}}"])
         if image:
             seen["image"] = _command(["docker", "image", "inspect", "--format", "{{.Id}}", image])
     return seen
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return None
+
+
+def _display_devices() -> list[Any]:
+    """Every display-class PCI function with its ids and the driver bound to it (sysfs)."""
+    found = []
+    for device in sorted(glob.glob("/sys/bus/pci/devices/*")):
+        if not (_read(f"{device}/class") or "").startswith("0x03"):
+            continue
+        driver = os.path.realpath(f"{device}/driver") if os.path.exists(f"{device}/driver") else ""
+        found.append([os.path.basename(device), _read(f"{device}/vendor"), _read(f"{device}/device"),
+                      os.path.basename(driver)])  # fmt: skip
+    return found
 
 
 def differences(recorded: dict[str, Any], now: dict[str, Any]) -> list[str]:

@@ -44,6 +44,8 @@ class LabInfo:
     known_hosts: Path
     host_address: str
     subnet: str
+    # The mirror, its key and the registry as the inventory names them: by lab-host, the nodes'
+    # name for host_address (naming.HOST_NAME), so provision writes the same files in every lab.
     mirror_url: str
     proxy_url: str
     key_url: str
@@ -61,7 +63,7 @@ class LabInfo:
     def from_state(cls, lab: state.LabState) -> LabInfo:
         directory = Path(lab.directory)
         names = LabNames(lab.lab_id)
-        mirror_url = f"http://{names.host_address}:{lab.mirror_port}"
+        mirror_url = build.node_url(lab.mirror_port)
         return cls(
             directory=directory,
             inventory=directory / "inventory.ini",
@@ -79,7 +81,7 @@ class LabInfo:
             recordings=lab.recordings,
             lab_id=lab.lab_id,
             timings=dict(lab.timings),
-            registry_url=f"http://{names.host_address}:{lab.registry_port}" if lab.registry_pid else "",
+            registry_url=build.node_url(lab.registry_port) if lab.registry_pid else "",
             cluster_subnet=names.cluster_subnet if lab.cluster else "",
             cluster_nodes=[(n.name, names.cluster_address(n.index)) for n in lab.nodes if lab.cluster],
         )
@@ -214,7 +216,7 @@ def _check_request(
                 hint="add --cluster-network",
             )
         if option.provisioned is not None:
-            _check_provisioned(name, option.provisioned)
+            _check_provisioned(name, option.provisioned, gpus)
         if option.fault == "link-drop" and name == f"node{nodes}":
             raise BadInput(
                 what=f"{name}: link-drop breaks the link to the next node, and {name} is the last",
@@ -233,7 +235,7 @@ def _check_request(
     return options
 
 
-def _check_provisioned(name: str, release: str) -> None:
+def _check_provisioned(name: str, release: str, gpus: int) -> None:
     """A node that starts provisioned names a release of the manifest (or auto) with a snapshot."""
     from r9700ctl import manifest as manifest_module
     from r9700ctl.lab import snapshot
@@ -244,7 +246,7 @@ def _check_provisioned(name: str, release: str) -> None:
             what=f"{name}: no ROCm release '{release}' to start provisioned with",
             hint=f"releases: {', '.join(known)}",
         )
-    snapshot.require(release)
+    snapshot.require(release, gpus, name)
 
 
 def _reusable(

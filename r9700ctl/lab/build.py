@@ -250,7 +250,9 @@ def create_node(lab: state.LabState, index: int, options: NodeOptions, report: P
         torch_site=lab.torch_site,
     )
     paths = node_paths(lab, name)
-    lower = (snapshot.require(options.provisioned), Path(lab.base)) if options.provisioned else Path(lab.base)
+    lower: node.Lower = Path(lab.base)
+    if options.provisioned:
+        lower = (snapshot.require(options.provisioned, lab.gpus, name), Path(lab.base))
     host_key, notes = node.prepare(paths, lower, config)
     (paths.directory / "host_key.pub").write_text(host_key + "\n")
     binds = ((lab.torch_site, torchsite.NODE_DIR),) if lab.torch_site else ()

@@ -47,33 +47,35 @@ def digest() -> str:
     return hashlib.sha256(f"{content_digest()} {rootfs.cache_key()}".encode()).hexdigest()[:16]
 
 
-def directory(release: str) -> Path:
-    return rootfs.cache_dir() / "snapshots" / f"{release}-{digest()}"
+def directory(release: str, gpus: int, name: str) -> Path:
+    """Where the snapshot of node `name` of a `gpus`-GPU lab provisioned with `release` is kept."""
+    return rootfs.cache_dir() / "snapshots" / f"{release}-{gpus}gpu-{name}-{digest()}"
 
 
-def find(release: str) -> Path | None:
-    """The upper layer to stack for `release`, or None when no snapshot of the current inputs exists."""
-    where = directory(release)
+def find(release: str, gpus: int, name: str) -> Path | None:
+    """The upper layer to stack, or None when no snapshot of the current inputs exists."""
+    where = directory(release, gpus, name)
     if not (where / META).is_file():
         return None
     os.utime(where / META)  # last used: what prune() goes by
     return where / UPPER
 
 
-def require(release: str) -> Path:
-    found = find(release)
+def require(release: str, gpus: int, name: str) -> Path:
+    found = find(release, gpus, name)
     if found is None:
         raise CannotRun(
-            what=f"no snapshot of a node provisioned with ROCm {release} for this checkout",
-            hint="the lab tests make one (tests/lab/conftest.py, provisioned_node_snapshot)",
+            what=f"no snapshot of {name} of a {gpus}-GPU lab provisioned with ROCm {release} (this checkout)",
+            hint="the lab tests make them (tests/lab/conftest.py, node_snapshots)",
         )
     return found
 
 
 def take(lab_directory: Path, node_name: str, release: str) -> Path:
-    """Stop `node_name` of the lab in `lab_directory` and keep its upper layer as `release`'s snapshot.
+    """Stop `node_name` of the lab in `lab_directory` and keep its upper layer as its snapshot.
 
-    The node stays stopped (`lab down` removes the rest). Returns the snapshot's directory.
+    The node stays stopped (`lab down` removes the rest). Returns the snapshot's directory; one
+    of the same inputs that is there already stays (a node may be using it as its lower layer).
     """
     lab = state.load(lab_directory)
     if lab is None:
@@ -83,17 +85,21 @@ def take(lab_directory: Path, node_name: str, release: str) -> Path:
     entry.pid = None
     state.save(lab)
     upper = node.NodePaths(lab_directory / "nodes" / node_name).upper
-    target = directory(release)
+    target = directory(release, lab.gpus, node_name)
 
     def keep(work: Path) -> None:
         _copy_tree(upper, work / UPPER)
         for relative in (*node.PLUMBING, *NOT_KEPT):
             _remove(work / UPPER / relative)
-        meta = {"release": release, "gpus": lab.gpus, "digest": digest(), "taken_at": time.time()}
+        meta = {
+            "release": release,
+            "gpus": lab.gpus,
+            "node": node_name,
+            "digest": digest(),
+            "taken_at": time.time(),
+        }
         (work / META).write_text(json.dumps(meta, indent=2) + "\n")
 
-    if target.is_dir():
-        shutil.rmtree(target)  # an older snapshot of the same inputs: this one is fresher
     locks.build_once(target, target.with_suffix(".lock"), keep)
     prune(keep_only=target)
     return target

@@ -27,6 +27,7 @@ def up_lines(info: LabInfo, seconds: float) -> list[str]:
     return [
         *lines,
         f"mirror     {info.mirror_url}  (stand-ins; key {info.key_fingerprint})",
+        f"lab-host   {info.host_address} (the nodes' name for this host)",
         f"apt proxy  {info.proxy_url}",
         f"inventory  {info.inventory}",
         f"next       r9700ctl provision {info.inventory}",

@@ -1,23 +1,38 @@
-"""Fixtures for tests against real lab nodes (root, namespaces, sshd): `lab` and `make_lab`.
+"""Fixtures for tests against real lab nodes (root, namespaces, sshd).
 
 Every test under tests/lab/ is marked `lab`. The fixtures skip, with the reason, unless this runs
-as root with the lab's host tools installed; R9700CTL_LAB_TESTS=0 turns them off.
+as root with the lab's host tools installed; R9700CTL_LAB_TESTS=0 turns them off. One promise
+each, whatever order the tests run in:
 
-    def test_something(lab):                      # the session's 2-node lab (LabInfo)
-        assert lab.ssh("node1", "sudo -n true").returncode == 0
+    def test_something(lab):              # the session's pristine 2-node lab: nothing provisions it,
+        ...                               # a test may only run what changes nothing on it
 
-    def test_special(make_lab):                   # a lab of its own, torn down after the test
+    def test_after(provisioned_lab):      # the session's 2-node lab after ONE cold provision
+        provisioned_lab.first             # (that run's output and report); tests keep it as it is
+
+    def test_special(make_lab):           # a lab of its own, torn down after the test
         other = make_lab(nodes=1, node_options={"node1": NodeOptions(sshd=False)})
+        ready = make_lab(nodes=2, provisioned="6.4.1", gpus=1)   # nodes that start provisioned
+
+A node that starts provisioned is a snapshot of a node of a lab of the same shape after one cold
+`r9700ctl provision` with that release (r9700ctl/lab/snapshot.py), made when this checkout has
+none yet. The tests that prove the cold provision itself (test_provision.py, the collection's
+site playbook) never start from one.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from child_process import r9700ctl
 
 from r9700ctl.errors import R9700Error
 
@@ -58,7 +73,9 @@ def lab_requirements() -> None:
 
 @pytest.fixture(scope="session")
 def lab(lab_requirements: None) -> Iterator:
-    """A 2-node lab for the whole session (4 stand-in GPUs per node); checked empty after down."""
+    """A pristine 2-node lab for the whole session (4 stand-in GPUs per node); checked empty after down.
+
+    No test provisions it or changes it: tests of what refuses or changes nothing use it."""
     from r9700ctl.lab import down, up
 
     directory = _new_directory()
@@ -68,6 +85,67 @@ def lab(lab_requirements: None) -> Iterator:
     finally:
         report = down(directory)  # raises R9700Error listing anything left behind
         assert report.left == []
+
+
+@dataclasses.dataclass(frozen=True)
+class ProvisionedLab:
+    """The session's provisioned lab: the LabInfo, the cold run's process and its JSON report."""
+
+    lab: Any
+    first: subprocess.CompletedProcess
+    report: dict[str, Any]
+    home: Path  # the state directory of that run (its artifacts under r9700ctl/runs)
+
+    @property
+    def inventory(self) -> Path:
+        return self.lab.inventory
+
+
+def legacy_rocm_list(lab: Any) -> str:
+    """A one-line rocm.list for the release `auto` picks for a lab node, signed by another keyring
+    (R17: what an earlier amdgpu-install leaves; the roles must remove it before apt reads it)."""
+    from r9700ctl import known_issues, manifest
+
+    data = manifest.load()
+    choice = known_issues.auto_release(
+        known_issues.issues(data),
+        [("1002:7551", "gfx1201")] * lab.gpus,
+        data.releases_supporting({"gfx1201"}, "debian-12"),
+    )
+    assert choice.release
+    release = data.release(choice.release).rocm_path
+    return (
+        "deb [arch=amd64 signed-by=/usr/share/keyrings/some-other-rocm.gpg] "
+        f"{lab.mirror_url}/rocm/apt/{release} jammy main"
+    )
+
+
+@pytest.fixture(scope="session")
+def provisioned_lab(
+    lab_requirements: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ProvisionedLab]:
+    """A second 2-node lab after one cold `r9700ctl provision` (auto), shared by the session.
+
+    node2 starts with a legacy one-line rocm.list of another Signed-By (R17). Tests read the cold
+    run's output and report, and run only what leaves the nodes as that run left them (verify, a
+    second provision, a changed file restored by the next run)."""
+    from r9700ctl.lab import down, up
+
+    directory = _new_directory()
+    info = up(directory, nodes=2)
+    try:
+        seeded = info.ssh(
+            "node2", f"echo '{legacy_rocm_list(info)}' | sudo tee /etc/apt/sources.list.d/rocm.list"
+        )
+        assert seeded.returncode == 0, seeded.stderr
+        home = tmp_path_factory.mktemp("provisioned")
+        report = home / "first.json"
+        first = r9700ctl("provision", str(info.inventory), "--json", str(report), home=home, columns=120,
+                         timeout=1500)  # fmt: skip
+        yield ProvisionedLab(info, first, json.loads(report.read_text()) if report.is_file() else {}, home)
+    finally:
+        left = down(directory)
+        assert left.left == []
 
 
 class _LabFactory:
@@ -83,14 +161,23 @@ class _LabFactory:
         gpus: int = 4,
         recorded: str | None = None,
         cluster: bool = False,
+        provisioned: str | None = None,
     ):
+        """provisioned: a release; every node starts as one cold provision with it left a lab of
+        this shape (node options other than `provisioned` still apply)."""
+        from r9700ctl.lab import provisioned as provisioned_nodes
         from r9700ctl.lab import up
+        from r9700ctl.lab.node import NodeOptions
 
+        options = dict(node_options or {})
+        if provisioned:
+            provisioned_nodes.ensure(provisioned, gpus, nodes)
+            for index in range(1, nodes + 1):
+                name = f"node{index}"
+                options[name] = dataclasses.replace(options.get(name, NodeOptions()), provisioned=provisioned)
         directory = _new_directory()
         self.made.append(directory)
-        return up(
-            directory, nodes=nodes, gpus=gpus, node_options=node_options, recorded=recorded, cluster=cluster
-        )
+        return up(directory, nodes=nodes, gpus=gpus, node_options=options, recorded=recorded, cluster=cluster)
 
     def close(self) -> None:
         from r9700ctl.lab import down

@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from stand_in_rocm import RELEASE as ROCM
+from stand_in_rocm import install_stand_in_rocm
 
 from r9700ctl.bundle import diagnose_bundle, diagnose_path
 from r9700ctl.bundle.model import lines
@@ -25,7 +27,6 @@ from r9700ctl.lab import recordings as lab_recordings
 
 pytestmark = pytest.mark.timeout(900)
 
-ROCM = "7.1.1"  # a manifest release with gfx1201; the lab's mirror serves every release
 SECRET = "s3cr3t-token-that-must-not-leave-the-node"
 
 
@@ -39,33 +40,6 @@ def r9700ctl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[st
         timeout=timeout,
         check=False,
     )
-
-
-def install_stand_in_rocm(lab, node: str) -> None:
-    """By hand what the roles do: the mirror's key, a deb822 source, pin 600 on the mirror (Debian
-    has a rocminfo package of its own that would win otherwise), then the stand-in packages."""
-    fetch = (
-        f"import urllib.request,sys; sys.stdout.buffer.write(urllib.request.urlopen('{lab.key_url}').read())"
-    )
-    source = (
-        f"Types: deb\nURIs: {lab.mirror_url}/rocm/apt/{ROCM}\nSuites: bookworm\n"
-        "Components: main\nSigned-By: /etc/apt/keyrings/rocm.asc\n"
-    )
-    pin = f"Package: *\nPin: release o={lab.host_address}\nPin-Priority: 600\n"
-    script = "\n".join(
-        [
-            "set -e",
-            "sudo install -d -m 0755 /etc/apt/keyrings",
-            f"python3 -c {shlex.quote(fetch)} | sudo tee /etc/apt/keyrings/rocm.asc >/dev/null",
-            f"printf %s {shlex.quote(source)} | sudo tee /etc/apt/sources.list.d/rocm.sources >/dev/null",
-            f"printf %s {shlex.quote(pin)} | sudo tee /etc/apt/preferences.d/rocm-pin-600 >/dev/null",
-            "sudo apt-get update -q",
-            "sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q rocm-hip-runtime amd-smi-lib "
-            "rocm-smi-lib",
-        ]
-    )
-    result = lab.ssh(node, script)
-    assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.fixture(scope="module")

@@ -52,7 +52,7 @@ def last_recap(home: Path) -> str:
 def test_a_new_kernel_whose_dkms_hook_fails_apt_is_refused_and_undone_before_any_reboot(
     make_lab: Any, tmp_path: Path
 ) -> None:
-    lab = make_lab(nodes=1, gpus=1)
+    lab = make_lab(nodes=1, gpus=1, provisioned="6.4.1")
     setup = lab.ssh(
         "node1",
         "sudo apt-get update -q && sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import signal
 import socket
 import subprocess
@@ -13,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from stand_in_rocm import add_rocm_source
 
 from r9700ctl.agent.parsers import rocminfo as rocminfo_parser
 from r9700ctl.errors import BadInput
@@ -98,31 +98,8 @@ def test_a_node_sees_only_its_own_processes_and_cannot_change_the_host_kernel(la
     )
 
 
-def _add_rocm_source(lab, node: str) -> subprocess.CompletedProcess:
-    """What the roles do, by hand: key from the mirror, deb822 source, pin 600 on the mirror's origin."""
-    fetch = (
-        f"import urllib.request,sys; sys.stdout.buffer.write(urllib.request.urlopen('{lab.key_url}').read())"
-    )
-    source = (
-        f"Types: deb\nURIs: {lab.mirror_url}/rocm/apt/{ROCM}\nSuites: bookworm\n"
-        "Components: main\nSigned-By: /etc/apt/keyrings/rocm.asc\n"
-    )
-    pin = f"Package: *\nPin: release o={lab.host_address}\nPin-Priority: 600\n"
-    script = "\n".join(
-        [
-            "set -e",
-            "sudo install -d -m 0755 /etc/apt/keyrings",
-            f"python3 -c {shlex.quote(fetch)} | sudo tee /etc/apt/keyrings/rocm.asc >/dev/null",
-            f"printf %s {shlex.quote(source)} | sudo tee /etc/apt/sources.list.d/rocm.sources >/dev/null",
-            f"printf %s {shlex.quote(pin)} | sudo tee /etc/apt/preferences.d/rocm-pin-600 >/dev/null",
-            "sudo apt-get update -q",
-        ]
-    )
-    return lab.ssh(node, script)
-
-
 def test_stand_in_rocm_installs_from_the_signed_mirror_and_rocminfo_replays_the_nodes_machine(changed_lab):
-    update = _add_rocm_source(changed_lab, "node1")
+    update = add_rocm_source(changed_lab, "node1")
     assert update.returncode == 0, update.stdout + update.stderr
     assert "NO_PUBKEY" not in update.stderr and "not signed" not in update.stderr
     key = changed_lab.ssh(

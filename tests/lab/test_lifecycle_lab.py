@@ -47,7 +47,14 @@ if grep -q '^6[.]4[.]1' /opt/rocm/.info/version 2>/dev/null; then
 fi
 exec python3 "$@"
 """
-RECORDS = ("/etc/r9700ctl/state.json", "/etc/r9700ctl/state.prev.json", "/etc/r9700ctl/before.json")
+# Records, not configuration: each carries when it was written (converged.json: the converged
+# fast path's record of the last complete run).
+RECORDS = (
+    "/etc/r9700ctl/state.json",
+    "/etc/r9700ctl/state.prev.json",
+    "/etc/r9700ctl/before.json",
+    "/etc/r9700ctl/converged.json",
+)
 
 
 def r9700ctl(home: Path, *args: str, timeout: int = 2400) -> subprocess.CompletedProcess[str]:
@@ -81,7 +88,8 @@ def managed_files(lab: Any, node: str) -> str:
 
 @pytest.fixture(scope="module")
 def lab3(make_lab_module: Any) -> Any:
-    return make_lab_module(nodes=3, gpus=1)
+    """Three 1-GPU nodes that start as one cold provision with ROCm 6.4.1 left them."""
+    return make_lab_module(nodes=3, gpus=1, provisioned="6.4.1")
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +99,8 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def provisioned(lab3: Any, home: Path) -> dict[str, str]:
-    """ROCm 6.4.1 on every node; returns node1's managed files after this one provision."""
+    """ROCm 6.4.1 on every node; returns node1's managed files after this provision (which finds the
+    nodes as the cold run left them: converged, nothing changed)."""
     done = r9700ctl(home, "provision", str(lab3.inventory), "-e", "r9700_rocm_version=6.4.1")
     assert done.returncode == 0, done.stdout + done.stderr
     return {"node1": managed_files(lab3, "node1")}

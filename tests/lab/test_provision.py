@@ -1,37 +1,32 @@
 """`r9700ctl provision` against the lab's nodes over real SSH, as a user runs it (a child process).
 
-Pinned: both nodes provisioned (exit 0) with /etc/r9700ctl/node.json written; a second run
-changes nothing on any host; a host that does not answer is UNREACHABLE while the others go on,
-with exit code 3; the plain progress lines ("node1: changed TASK") appear when output is not a terminal.
+Pinned: a cold provision of both nodes (exit 0) with /etc/r9700ctl/node.json written, also on a
+node that starts with a legacy one-line rocm.list; a second run changes nothing on any host and
+says each node is converged; a node changed by hand since runs in full and is put back while the
+other stays converged; a host that does not answer is UNREACHABLE while the others go on, with
+exit code 3; the plain progress lines ("node1: changed TASK") appear when output is not a terminal.
+The cold run is conftest's provisioned_lab, the one cold provision of the session.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from child_process import r9700ctl
 
 from r9700ctl import __version__
 
 Run = tuple[subprocess.CompletedProcess, dict]
-PROVISION_TIMEOUT_S = 1200  # a cold first run installs the stand-in packages through the lab's proxy
 
 
 def provision(inventory: Path, report: Path, state: Path, *args: str) -> Run:
-    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", "XDG_STATE_HOME": str(state)}
-    done = subprocess.run(
-        [sys.executable, "-m", "r9700ctl", "provision", str(inventory), "--json", str(report), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=PROVISION_TIMEOUT_S,
-    )
+    done = r9700ctl("provision", str(inventory), "--json", str(report), *args, home=state, columns=120,
+                    timeout=1200)  # fmt: skip
     document = json.loads(report.read_text()) if report.is_file() else {}
     return done, document
 
@@ -41,9 +36,15 @@ def hosts_of(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def first_run(lab: Any, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    work = tmp_path_factory.mktemp("provision")
-    return provision(lab.inventory, work / "first.json", work / "state")
+def first_run(provisioned_lab: Any) -> Run:
+    """The cold provision of the session's provisioned lab (conftest.provisioned_lab)."""
+    return provisioned_lab.first, provisioned_lab.report
+
+
+@pytest.fixture(scope="module")
+def lab(provisioned_lab: Any) -> Any:
+    """In this file `lab` is the provisioned one."""
+    return provisioned_lab.lab
 
 
 def test_provision_of_the_lab_nodes_succeeds_and_shows_plain_progress(first_run: tuple, lab: Any) -> None:
@@ -92,16 +93,69 @@ def test_each_node_has_its_record_in_etc_r9700ctl(first_run: tuple, lab: Any) ->
         assert mode.stdout.strip() == "644"
 
 
+def test_a_pre_seeded_legacy_rocm_list_is_removed_and_the_node_provisions(first_run: tuple, lab: Any) -> None:
+    """R17: node2 started with a rocm.list of another Signed-By for the same repository (what an
+    earlier amdgpu-install leaves); it must not break apt, and provision removes it."""
+    done, document = first_run
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert hosts_of(document)["node2"]["status"] in ("OK", "CHANGED")
+    assert lab.ssh("node2", "test ! -e /etc/apt/sources.list.d/rocm.list").returncode == 0
+    policy = lab.ssh("node2", "apt-cache policy rocm-core")
+    assert policy.returncode == 0 and "lab-host" in policy.stdout, policy.stdout
+
+
+def test_docker_io_comes_through_the_lab_proxy(first_run: tuple, lab: Any) -> None:
+    """r9700_containers installs the distribution's engine with apt, through the apt proxy the node uses."""
+    done, _ = first_run
+    assert done.returncode == 0, done.stdout + done.stderr
+    fetched = subprocess.run(
+        ["grep", "-rl", "docker.io_20.10", str(Path(lab.directory) / "acng")], capture_output=True, text=True
+    )
+    assert fetched.stdout.strip(), "docker.io did not come through the lab's apt-cacher-ng"
+
+
 def test_a_second_provision_changes_nothing_on_any_host(first_run: tuple, lab: Any, tmp_path: Path) -> None:
-    """The contract: provisioning provisioned hosts again reports changed=0 and reboots nothing."""
+    """The contract: provisioning provisioned hosts again reports changed=0 and reboots nothing;
+    each node is found converged (the same inputs, the node as the first run left it) and says so."""
     assert first_run[0].returncode == 0, first_run[0].stdout + first_run[0].stderr
     done, document = provision(lab.inventory, tmp_path / "second.json", tmp_path / "state")
     assert done.returncode == 0, done.stdout + done.stderr
     hosts = hosts_of(document)
-    assert {name: (entry["status"], entry["changed"]) for name, entry in hosts.items()} == {
-        name: ("OK", 0) for name, _ in lab.nodes
-    }
+    assert {
+        name: (entry["status"], entry["changed"], entry["converged"]) for name, entry in hosts.items()
+    } == {name: ("OK", 0, True) for name, _ in lab.nodes}
+    for name, _ in lab.nodes:
+        assert f"{name}: converged since " in done.stdout, done.stdout
+        # Reported as the full run reported it: the release the node has, its containers.
+        assert hosts[name]["versions"]["after"]["rocm-core"].startswith("7.1.1")
+        assert hosts[name]["containers"]["engine"] == "docker installed, service not started: no init system"
     assert document["reboot_pending"] == []
+
+
+def test_a_node_changed_by_hand_runs_in_full_and_is_put_back_while_the_other_stays_converged(
+    first_run: tuple, lab: Any, tmp_path: Path
+) -> None:
+    """Nothing is assumed: a managed file edited and a user taken out of the render group since the
+    last run are named, that node's roles run and restore both; the untouched node stays converged."""
+    assert first_run[0].returncode == 0, first_run[0].stdout + first_run[0].stderr
+    original = lab.ssh("node1", "cat /etc/profile.d/r9700.sh").stdout
+    edit = (
+        "echo 'export HSA_OVERRIDE_GFX_VERSION=9.4.2' >> /etc/profile.d/r9700.sh && gpasswd -d r9700 render"
+    )
+    assert lab.ssh("node1", edit, user="root").returncode == 0
+    done, document = provision(lab.inventory, tmp_path / "drift.json", tmp_path / "state")
+    assert done.returncode == 0, done.stdout + done.stderr
+    hosts = hosts_of(document)
+    assert (hosts["node1"]["converged"], hosts["node2"]["converged"]) == (False, True)
+    reason = hosts["node1"]["converged_reason"]
+    assert reason.startswith("not converged: since the last complete run "), reason
+    assert "/etc/profile.d/r9700.sh changed" in reason and "/etc/group changed" in reason, reason
+    assert hosts["node1"]["changed"] >= 2 and hosts["node2"]["changed"] == 0
+    assert lab.ssh("node1", "cat /etc/profile.d/r9700.sh").stdout == original
+    assert "render" in lab.ssh("node1", "id -nG r9700").stdout.split()
+    # Put back as the first run left it: the next run finds it converged again.
+    again, document = provision(lab.inventory, tmp_path / "again.json", tmp_path / "state")
+    assert again.returncode == 0 and all(h["converged"] for h in hosts_of(document).values()), again.stdout
 
 
 def test_a_host_that_does_not_answer_is_unreachable_and_the_others_still_run(

@@ -161,3 +161,46 @@ def test_every_fact_the_roles_read_is_in_the_key():
     assert read - registered - keyed == set()
     # Of the environment, the roles read SUDO_USER only (r9700_access): the rest changes per session.
     assert "env']['SUDO_USER" in text and "env.SUDO_USER" in converge.FACTS
+
+
+def test_neither_full_nor_the_versions_before_the_run_are_inputs():
+    """--full must not make the next run full, nor must a run that installed something make the
+    next one full again (the versions before a run are a report; the package database is observed)."""
+    base = converge.key({**BASE, "r9700_resolved": {"rocm_version": "7.1.1", "installed_before": {}}}, FACTS)
+    after = {"rocm_version": "7.1.1", "installed_before": {"rocm-core": "7.1.1"}}
+    assert (
+        converge.key({**BASE, "r9700_lifecycle_skip_converged": False, "r9700_resolved": after}, FACTS)
+        == base
+    )
+    assert (
+        converge.key({**BASE, "r9700_resolved": {"rocm_version": "7.2.3", "installed_before": {}}}, FACTS)
+        != base
+    )
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/var/lib/r9700ctl/reports/node1.json", "/var/lib/r9700ctl/journal.jsonl",
+     "/var/lib/r9700ctl/monitoring/last.json", "/var/lib/r9700ctl/images/rocm-pytorch.tar",
+     "/var/lib/r9700ctl/keys/gnupg/trustdb.gpg",
+     "/etc/r9700ctl/converged.json", "/var/lib/prometheus/node-exporter/r9700.prom"],
+)  # fmt: skip
+def test_what_validate_the_timer_and_gpg_write_between_provisions_is_volatile(path):
+    assert converged._volatile(path)
+
+
+@pytest.mark.parametrize(
+    "path", ["/var/lib/r9700ctl/keys/rocm.gpg", "/etc/r9700ctl/state.json", "/etc/r9700ctl/node.json"]
+)
+def test_what_provision_writes_is_not_volatile(path):
+    assert not converged._volatile(path)
+
+
+def test_a_watched_path_that_appears_is_a_difference(node, tmp_path):
+    """AMD's quick start writes /etc/apt/sources.list.d/rocm.list: provision removes it, so a node
+    where it came back is not as the last run left it."""
+    watched = {**node["managed"], "watched": [str(tmp_path / "rocm.list")]}
+    converged.record({"key": "K", "managed": watched}, node["where"])
+    (tmp_path / "rocm.list").write_text("deb https://repo.radeon.com/rocm/apt/6.3.2 noble main\n")
+    found = converged.check({"managed": watched}, node["where"])["differences"]
+    assert found == [f"{tmp_path}/rocm.list appeared"]

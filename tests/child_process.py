@@ -1,4 +1,8 @@
-"""Running r9700ctl (or a driver script) as a real child process, the way a user's shell does."""
+"""Running r9700ctl (or a driver script) as a real child process, the way a user's shell does.
+
+The one helper for unit and lab tests alike: plain output (NO_COLOR), a fixed width where asked, and with
+`home` a state directory of the test's own (XDG_STATE_HOME: run artifacts, the history).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def interruptible() -> None:
@@ -19,9 +23,16 @@ def interruptible() -> None:
 
 
 def r9700ctl(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 180
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 180,
+    home: Path | str | None = None,
+    columns: int | None = None,
 ) -> subprocess.CompletedProcess:
     """The real console entry point (r9700ctl.cli.main), where errors become one line and a code."""
+    own = {"NO_COLOR": "1", **({"COLUMNS": str(columns)} if columns else {})}
+    if home is not None:
+        own["XDG_STATE_HOME"] = str(home)
     return subprocess.run(
         [sys.executable, "-m", "r9700ctl", *args],
         capture_output=True,
@@ -29,5 +40,5 @@ def r9700ctl(
         cwd=REPO,
         timeout=timeout,
         check=False,
-        env={**os.environ, "NO_COLOR": "1", **(env or {})},
+        env={**os.environ, **own, **(env or {})},
     )

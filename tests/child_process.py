@@ -28,11 +28,24 @@ def r9700ctl(
     timeout: float = 180,
     home: Path | str | None = None,
     columns: int | None = None,
+    history_in_home: bool = False,
+    without: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess:
-    """The real console entry point (r9700ctl.cli.main), where errors become one line and a code."""
+    """The real console entry point (r9700ctl.cli.main), where errors become one line and a code.
+
+    history_in_home: the history database is `home`/history.db (R9700CTL_HISTORY) rather than the
+    one the environment names: for runs from module-scoped fixtures, which start before conftest's
+    per-test history is set, and for tests that read back the history their runs wrote.
+    without: variables of this process's environment the child does not get (e.g. SSH_AUTH_SOCK,
+    so no ssh-agent key is offered).
+    """
     own = {"NO_COLOR": "1", **({"COLUMNS": str(columns)} if columns else {})}
     if home is not None:
         own["XDG_STATE_HOME"] = str(home)
+    if history_in_home:
+        if home is None:
+            raise ValueError("history_in_home needs home")
+        own["R9700CTL_HISTORY"] = str(Path(home) / "history.db")
     return subprocess.run(
         [sys.executable, "-m", "r9700ctl", *args],
         capture_output=True,
@@ -40,5 +53,5 @@ def r9700ctl(
         cwd=REPO,
         timeout=timeout,
         check=False,
-        env={**os.environ, **own, **(env or {})},
+        env={**{k: v for k, v in os.environ.items() if k not in without}, **own, **(env or {})},
     )

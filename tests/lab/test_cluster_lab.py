@@ -17,10 +17,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from child_process import r9700ctl
 
 from r9700ctl.lab.naming import LabNames
 from r9700ctl.lab.node import NodeOptions
@@ -28,31 +28,18 @@ from r9700ctl.lab.node import NodeOptions
 pytestmark = pytest.mark.timeout(2400)
 
 
-def r9700ctl(*args: str, home: str, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, NO_COLOR="1", COLUMNS="200", XDG_STATE_HOME=home)
-    env["R9700CTL_HISTORY"] = os.path.join(home, "history.db")
-    return subprocess.run(
-        [sys.executable, "-m", "r9700ctl", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        check=False,
-    )
-
-
 def provision_for_cluster(lab, home: str) -> None:
     """Only what cluster validation needs: preflight (the cluster NIC), env (its variables), r9700_cluster
     (iperf3, ping, ethtool); the other roles are proven by the provision tests."""
-    done = r9700ctl(
-        "provision", str(lab.inventory), "--tags", "r9700_preflight,r9700_env,r9700_cluster", home=home
-    )
+    done = r9700ctl("provision", str(lab.inventory), "--tags", "r9700_preflight,r9700_env,r9700_cluster",
+                    home=home, history_in_home=True, columns=200, timeout=1500)  # fmt: skip
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-2000:]
 
 
 def validate(lab, home: str, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict]:
     out = os.path.join(home, "cluster.json")
-    done = r9700ctl("validate", str(lab.inventory), "--cluster", "--json", out, *extra, home=home)
+    done = r9700ctl("validate", str(lab.inventory), "--cluster", "--json", out, *extra,
+                    home=home, history_in_home=True, columns=200, timeout=1500)  # fmt: skip
     with open(out, encoding="utf-8") as fh:
         return done, json.load(fh)
 

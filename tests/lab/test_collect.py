@@ -12,11 +12,10 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from child_process import r9700ctl
 from stand_in_rocm import RELEASE as ROCM
 from stand_in_rocm import install_stand_in_rocm
 
@@ -28,18 +27,6 @@ from r9700ctl.lab import recordings as lab_recordings
 pytestmark = pytest.mark.timeout(900)
 
 SECRET = "s3cr3t-token-that-must-not-leave-the-node"
-
-
-def r9700ctl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, NO_COLOR="1", COLUMNS="200")
-    return subprocess.run(
-        [sys.executable, "-m", "r9700ctl", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +41,8 @@ def collected(request, tmp_path_factory):
     )
     assert put.returncode == 0, put.stderr
     out = tmp_path_factory.mktemp("support")
-    result = r9700ctl("collect", str(lab.inventory), "--out", str(out), "--json", str(out / "collect.json"))
+    result = r9700ctl("collect", str(lab.inventory), "--out", str(out), "--json", str(out / "collect.json"),
+                      columns=200, timeout=600)  # fmt: skip
     return lab, out, result
 
 
@@ -147,7 +135,8 @@ def test_doctor_on_the_collected_bundles_names_the_recorded_gpus_and_the_bad_ove
 def test_doctor_bundle_cli_on_the_collect_directory(collected):
     _, out, _ = collected
 
-    result = r9700ctl("doctor", "--bundle", str(out), "--json", str(out / "doctor.json"))
+    result = r9700ctl("doctor", "--bundle", str(out), "--json", str(out / "doctor.json"),
+                      columns=200, timeout=600)  # fmt: skip
 
     document = json.loads((out / "doctor.json").read_text())
     assert [b["node"] for b in document["bundles"]] == ["node1", "node2"]
@@ -166,7 +155,8 @@ def test_an_unreachable_host_and_a_user_without_sudo(make_lab, tmp_path):
     inventory.write_text(text)
     out = tmp_path / "support"
 
-    result = r9700ctl("collect", str(inventory), "--out", str(out), "--json", str(tmp_path / "c.json"))
+    result = r9700ctl("collect", str(inventory), "--out", str(out), "--json", str(tmp_path / "c.json"),
+                      columns=200, timeout=600)  # fmt: skip
 
     assert result.returncode == 3, result.stdout + result.stderr
     hosts = {h["host"]: h for h in json.loads((tmp_path / "c.json").read_text())["hosts"]}

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import collection_plugins
+from child_process import r9700ctl
 
 from r9700ctl import __version__
 
@@ -57,21 +58,8 @@ def test_a_site_playbook_importing_the_collection_provisions_a_node_that_verify_
     assert recap and int(recap.group(1)) > 0, played.stdout[-3000:]
     assert "r9700ctl.nodes.r9700_preflight" in played.stdout or "r9700_preflight" in played.stdout
 
-    checked = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "r9700ctl",
-            "verify",
-            str(lab.inventory),
-            "--json",
-            str(tmp_path / "verify.json"),
-        ],
-        env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200", "XDG_STATE_HOME": str(tmp_path / "state")},
-        capture_output=True,
-        text=True,
-        timeout=PLAY_TIMEOUT_S,
-    )
+    checked = r9700ctl("verify", str(lab.inventory), "--json", str(tmp_path / "verify.json"),
+                       home=tmp_path / "state", columns=200, timeout=PLAY_TIMEOUT_S)  # fmt: skip
     assert checked.returncode == 0, checked.stdout + checked.stderr
     (summary,) = json.loads((tmp_path / "verify.json").read_text())["hosts"]
     assert (summary["host"], summary["status"]) == (node, "PASS") and summary["passed"] > 30, summary

@@ -13,14 +13,12 @@ The image is the lab's stand-in (Debian + python3, no torch): only the config le
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from child_process import r9700ctl
 from test_roles import hosts, provision
 
 IMAGE = "rocm/pytorch:rocm7.1.1_ubuntu24.04_py3.12_pytorch_release_2.9.1"  # the manifest's tag for 7.1.1
@@ -154,11 +152,8 @@ def test_a_provision_after_the_pull_changes_nothing(with_dockerd):
 def test_validate_runtime_container_produces_each_nodes_report_from_inside_the_image(with_dockerd, tmp_path):
     lab = with_dockerd["lab"]
     out = tmp_path / "fleet.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "r9700ctl", "validate", str(lab.inventory), "--level", "config",
-         "--runtime", "container", "--json", str(out), "--no-history"],
-        capture_output=True, text=True, timeout=900, env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
-    )  # fmt: skip
+    done = r9700ctl("validate", str(lab.inventory), "--level", "config", "--runtime", "container",
+                    "--json", str(out), "--no-history", columns=200, timeout=900)  # fmt: skip
     document = json.loads(out.read_text())
     nodes = {n["host"]: n for n in document["nodes"]}
     assert sorted(nodes) == sorted(name for name, _ in lab.nodes), done.stdout + done.stderr
@@ -178,10 +173,7 @@ def test_verify_checks_the_containers_on_both_nodes(with_dockerd, tmp_path):
     """The testinfra suite (tests/infra/test_containers.py) passes on the provisioned nodes."""
     lab = with_dockerd["lab"]
     out = tmp_path / "verify.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "r9700ctl", "verify", str(lab.inventory), "--json", str(out)],
-        capture_output=True, text=True, timeout=1500, env={**os.environ, "NO_COLOR": "1", "COLUMNS": "200"},
-    )  # fmt: skip
+    done = r9700ctl("verify", str(lab.inventory), "--json", str(out), columns=200, timeout=1500)
     assert done.returncode == 0, done.stdout + done.stderr
     results = json.loads(out.read_text())["results"]
     ran = {(r["host"], r["test"]): r["status"] for r in results if r["file"].endswith("test_containers.py")}

@@ -9,28 +9,20 @@ HOME is a temporary directory so the operator's own ~/.ssh keys and known_hosts 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import paramiko
 import pytest
+from child_process import r9700ctl
 
 from r9700ctl.lab import NodeOptions
 
 
 def doctor(*args: str, home: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "SSH_AUTH_SOCK"}
-    env.update(HOME=str(home), NO_COLOR="1", COLUMNS="200")
-    return subprocess.run(
-        [sys.executable, "-m", "r9700ctl", "doctor", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        check=False,
-    )
+    """HOME is `home` and no ssh-agent is offered (the child's environment lacks SSH_AUTH_SOCK)."""
+    return r9700ctl("doctor", *args, env={"HOME": str(home)}, without=("SSH_AUTH_SOCK",), columns=200,
+                    timeout=timeout)  # fmt: skip
 
 
 def inventory(tmp_path: Path, hosts: list[str], **group_vars: str) -> Path:

@@ -9,12 +9,11 @@ nothing else flagged anywhere.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 
 import pytest
+from child_process import r9700ctl
 
 from r9700ctl.lab import NodeOptions, machine
 
@@ -29,13 +28,8 @@ def fleet(make_lab_module, tmp_path_factory):
     lab = make_lab_module(nodes=len(FAULTS) + 1, gpus=4, node_options=options)
     home = tmp_path_factory.mktemp("faults")
     out = home / "fleet.json"
-    env = dict(os.environ, NO_COLOR="1", COLUMNS="200", XDG_STATE_HOME=str(home))
-    env["R9700CTL_HISTORY"] = str(home / "history.db")
-    done = subprocess.run(
-        [sys.executable, "-m", "r9700ctl", "validate", str(lab.inventory), "--level", "config",
-         "--json", str(out)],
-        capture_output=True, text=True, env=env, timeout=500, check=False,
-    )  # fmt: skip
+    done = r9700ctl("validate", str(lab.inventory), "--level", "config", "--json", str(out),
+                    home=home, history_in_home=True, columns=200, timeout=500)  # fmt: skip
     assert out.is_file(), done.stdout + done.stderr
     return lab, json.loads(out.read_text()), done
 
@@ -91,11 +85,7 @@ def test_the_p2p_decision_reads_each_nodes_machine(fleet, tmp_path):
     allowing it, the small-BAR node's naming the BAR, the IOMMU and the ACS ones theirs."""
     lab, _document, _done = fleet
     out = tmp_path / "doctor.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "r9700ctl", "doctor", str(lab.inventory), "--json", str(out)],
-        capture_output=True, text=True, timeout=400, check=False,
-        env=dict(os.environ, NO_COLOR="1", COLUMNS="200"),
-    )  # fmt: skip
+    done = r9700ctl("doctor", str(lab.inventory), "--json", str(out), columns=200, timeout=400)
     assert out.is_file(), done.stdout + done.stderr
     decisions = {
         host["host"]: next(c["detail"] for c in host["checks"] if c["id"] == "preflight.p2p.policy")
@@ -129,12 +119,8 @@ def test_provision_refuses_the_node_whose_etc_environment_carries_the_article_ov
     lab, _document, _done = fleet
     node = f"node{FAULTS.index('gfx942-override') + 2}"
     report = tmp_path / "provision.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "r9700ctl", "provision", str(lab.inventory), "--limit", node,
-         "--json", str(report)],
-        capture_output=True, text=True, timeout=500, check=False,
-        env=dict(os.environ, NO_COLOR="1", COLUMNS="200", XDG_STATE_HOME=str(tmp_path)),
-    )  # fmt: skip
+    done = r9700ctl("provision", str(lab.inventory), "--limit", node, "--json", str(report),
+                    home=tmp_path, columns=200, timeout=500)  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
     host = {h["host"]: h for h in json.loads(report.read_text())["hosts"]}[node]
     message = host["failed_tasks"][0]["message"]
@@ -150,12 +136,9 @@ def test_provision_refuses_the_node_whose_etc_environment_carries_the_article_ov
     # run changes nothing (only preflight and r9700_env run: --tags r9700_env).
     def opted_in(name: str) -> tuple[subprocess.CompletedProcess, dict]:
         out = tmp_path / f"{name}.json"
-        run = subprocess.run(
-            [sys.executable, "-m", "r9700ctl", "provision", str(lab.inventory), "--limit", node,
-             "--tags", "r9700_env", "-e", '{"r9700_env_comment_out_conflicts": true}', "--json", str(out)],
-            capture_output=True, text=True, timeout=500, check=False,
-            env=dict(os.environ, NO_COLOR="1", COLUMNS="200", XDG_STATE_HOME=str(tmp_path)),
-        )  # fmt: skip
+        run = r9700ctl("provision", str(lab.inventory), "--limit", node, "--tags", "r9700_env",
+                       "-e", '{"r9700_env_comment_out_conflicts": true}', "--json", str(out),
+                       home=tmp_path, columns=200, timeout=500)  # fmt: skip
         return run, {h["host"]: h for h in json.loads(out.read_text())["hosts"]}[node]
 
     first, _ = opted_in("first")

@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from child_process import r9700ctl as run_r9700ctl
 
 from r9700ctl.lab import debs
 
@@ -68,17 +67,9 @@ SNAPSHOT = (
 
 
 def r9700ctl(home: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, NO_COLOR="1", COLUMNS="200", XDG_STATE_HOME=str(home), HOME=str(home))
-    env.pop("SSH_AUTH_SOCK", None)
-    env["R9700CTL_HISTORY"] = str(home / "history.db")
-    return subprocess.run(
-        [sys.executable, "-m", "r9700ctl", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        check=False,
-    )
+    """HOME, the state and the history are `home`; no ssh-agent is offered (no SSH_AUTH_SOCK)."""
+    return run_r9700ctl(*args, env={"HOME": str(home)}, without=("SSH_AUTH_SOCK",), home=home,
+                        history_in_home=True, columns=200, timeout=timeout)  # fmt: skip
 
 
 def as_root(lab: Any, command: str, data: bytes | None = None) -> str:

@@ -17,14 +17,12 @@ no change (issue 22 items 1, 3, 6).
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from child_process import r9700ctl
 
 from r9700ctl.lab.standins import NEXT_KERNEL
 
@@ -32,14 +30,6 @@ pytestmark = pytest.mark.timeout(3600)
 
 # apt_preferences(5): a file here is read only when its name has no extension or ".pref".
 LINE_PIN = "/etc/apt/preferences.d/r9700ctl-lab-line"
-
-
-def r9700ctl(home: Path, *args: str, timeout: int = 1800) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, NO_COLOR="1", COLUMNS="200", XDG_STATE_HOME=str(home))
-    env["R9700CTL_HISTORY"] = str(home / "history.db")
-    return subprocess.run(
-        [sys.executable, "-m", "r9700ctl", *args], capture_output=True, text=True, timeout=timeout, env=env
-    )
 
 
 def last_recap(home: Path) -> str:
@@ -60,7 +50,8 @@ def test_a_new_kernel_whose_dkms_hook_fails_apt_is_refused_and_undone_before_any
         timeout=1200,
     )
     assert setup.returncode == 0, setup.stdout + setup.stderr
-    done = r9700ctl(tmp_path, "provision", str(lab.inventory), "-e", "r9700_rocm_version=6.4.1")
+    done = r9700ctl("provision", str(lab.inventory), "-e", "r9700_rocm_version=6.4.1",
+                    home=tmp_path, history_in_home=True, columns=200, timeout=1800)  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     running = lab.ssh("node1", "uname -r").stdout.strip()
 
@@ -79,13 +70,15 @@ def test_a_new_kernel_whose_dkms_hook_fails_apt_is_refused_and_undone_before_any
     # says so: no task reports a change.
     pin = "Package: linux-image-lab linux-headers-lab\nPin: version 1.0\nPin-Priority: 1001\n"
     assert lab.ssh("node1", f"sudo tee {LINE_PIN}", input=pin).returncode == 0
-    still = r9700ctl(tmp_path, "kernel-upgrade", str(lab.inventory), "--gate-level", "config")
+    still = r9700ctl("kernel-upgrade", str(lab.inventory), "--gate-level", "config",
+                     home=tmp_path, history_in_home=True, columns=200, timeout=1800)  # fmt: skip
     assert still.returncode == 0, still.stdout + still.stderr
     assert re.search(r"node1\s*: ok=\d+\s+changed=0\s+unreachable=0\s+failed=0", last_recap(tmp_path))
     assert lab.ssh("node1", f"sudo rm {LINE_PIN}").returncode == 0
 
     # --check: apt's simulation names the kernel the line moves to; nothing changes.
-    check = r9700ctl(tmp_path, "kernel-upgrade", str(lab.inventory), "--check", "--gate-level", "config")
+    check = r9700ctl("kernel-upgrade", str(lab.inventory), "--check", "--gate-level", "config",
+                     home=tmp_path, history_in_home=True, columns=200, timeout=1800)  # fmt: skip
     said = check.stdout + check.stderr
     assert check.returncode == 0, said
     assert f"  node1: kernel {running} -> {NEXT_KERNEL} (installs " in said, said
@@ -95,7 +88,8 @@ def test_a_new_kernel_whose_dkms_hook_fails_apt_is_refused_and_undone_before_any
     assert unchanged.stdout == "1.0", unchanged.stdout + unchanged.stderr
 
     # Item 1: the hook fails the install inside apt; the refusal still runs.
-    done = r9700ctl(tmp_path, "kernel-upgrade", str(lab.inventory), "--gate-level", "config")
+    done = r9700ctl("kernel-upgrade", str(lab.inventory), "--gate-level", "config",
+                    home=tmp_path, history_in_home=True, columns=200, timeout=1800)  # fmt: skip
     out = done.stdout + done.stderr
     assert done.returncode == 2, out
     assert (

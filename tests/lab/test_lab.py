@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from child_process import r9700ctl
 from stand_in_rocm import add_rocm_source
 
 from r9700ctl.agent.parsers import rocminfo as rocminfo_parser
@@ -173,12 +174,7 @@ def test_status_reports_every_part_up(lab):
     result = status(lab.directory)
     assert result.healthy, result.to_json()
     assert [c.name for c in result.components] == ["bridge", "mirror", "proxy", "registry", "node1", "node2"]
-    cli = subprocess.run(
-        [sys.executable, "-m", "r9700ctl", "lab", "status", "--dir", str(lab.directory), "--json", "-"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    cli = r9700ctl("lab", "status", "--dir", str(lab.directory), "--json", "-", timeout=60)
     assert cli.returncode == 0 and json.loads(cli.stdout)["healthy"] is True
 
 
@@ -195,12 +191,7 @@ def test_a_broken_lab_is_reported_and_rebuilt_by_up(make_lab):
     deadline = time.monotonic() + 10
     while status(broken.directory).healthy and time.monotonic() < deadline:
         time.sleep(0.1)
-    cli = subprocess.run(
-        [sys.executable, "-m", "r9700ctl", "lab", "status", "--dir", str(broken.directory)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    cli = r9700ctl("lab", "status", "--dir", str(broken.directory), timeout=60)
     assert cli.returncode == 2, cli.stdout
     assert "NOT healthy" in cli.stdout and "node1    down" in cli.stdout
     rebuilt = up(broken.directory, nodes=1)

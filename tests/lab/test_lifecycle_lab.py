@@ -17,15 +17,14 @@ which the plan and the summary say ("reboot required"), decided from the nodes' 
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from child_process import r9700ctl as run_r9700ctl
 
 pytestmark = pytest.mark.timeout(5400)
 
@@ -58,11 +57,7 @@ RECORDS = (
 
 
 def r9700ctl(home: Path, *args: str, timeout: int = 2400) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, NO_COLOR="1", COLUMNS="200", XDG_STATE_HOME=str(home))
-    env["R9700CTL_HISTORY"] = str(home / "history.db")
-    return subprocess.run(
-        [sys.executable, "-m", "r9700ctl", *args], capture_output=True, text=True, timeout=timeout, env=env
-    )
+    return run_r9700ctl(*args, home=home, history_in_home=True, columns=200, timeout=timeout)
 
 
 def node_json(lab: Any, node: str, path: str) -> dict[str, Any] | None:

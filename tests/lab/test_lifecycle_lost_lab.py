@@ -10,23 +10,13 @@ summary that calls the lost node failed or upgraded, or forgets the nodes it nev
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from child_process import r9700ctl
 
 pytestmark = pytest.mark.timeout(1800)
-
-
-def r9700ctl(home: Path, *args: str, timeout: int = 1200) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, NO_COLOR="1", COLUMNS="200", XDG_STATE_HOME=str(home))
-    env["R9700CTL_HISTORY"] = str(home / "history.db")
-    return subprocess.run(
-        [sys.executable, "-m", "r9700ctl", *args], capture_output=True, text=True, timeout=timeout, env=env
-    )
 
 
 def test_a_node_lost_mid_upgrade_stops_the_rollout_with_its_state_named(
@@ -38,7 +28,8 @@ def test_a_node_lost_mid_upgrade_stops_the_rollout_with_its_state_named(
     drain = f"sh -c 'if [ {{node}} = node1 ]; then kill -9 {pid}; fi'"
     report = tmp_path / "upgrade.json"
     args = ("--rocm", "6.4.1", "--serial", "1", "--gate-level", "config", "--drain-cmd", drain)
-    done = r9700ctl(tmp_path, "upgrade", str(lab.inventory), *args, "--json", str(report))
+    done = r9700ctl("upgrade", str(lab.inventory), *args, "--json", str(report),
+                    home=tmp_path, history_in_home=True, columns=200, timeout=1200)  # fmt: skip
     out = done.stdout + done.stderr
     assert done.returncode == 3, out  # a node was unreachable
     nodes = {n["host"]: n for n in json.loads(report.read_text())["nodes"]}

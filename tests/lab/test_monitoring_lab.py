@@ -13,29 +13,21 @@ nodes, and runs every Grafana panel's query, through Prometheus's HTTP API.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import pytest
+from child_process import r9700ctl
 
 REPO = Path(__file__).resolve().parents[2]
 UNIT = "/etc/systemd/system/r9700ctl-monitoring.service"
 pytestmark = pytest.mark.timeout(1500)
-
-
-def r9700ctl(*args: str, state: Path, timeout: float = 1200) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "160", "XDG_STATE_HOME": str(state)}
-    return subprocess.run(
-        [sys.executable, "-m", "r9700ctl", *args], capture_output=True, text=True, env=env, timeout=timeout
-    )
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +48,9 @@ def monitored(make_lab_module, tmp_path_factory):
             "r9700_monitoring_interval=5min",
             "--json",
             str(work / f"{name}.json"),
-            state=work / "state",
+            home=work / "state",
+            columns=160,
+            timeout=1200,
         )
         assert done.returncode == 0, done.stdout + done.stderr
         runs.append(json.loads((work / f"{name}.json").read_text()))
@@ -134,9 +128,8 @@ def prometheus(exporting):
         pytest.skip("prometheus (Debian package) is not installed: scripts/setup.sh --test installs it")
     lab, work = exporting
     config = work / "prometheus.yml"
-    done = r9700ctl(
-        "monitoring", "scrape-config", str(lab.inventory), "--interval", "1s", "-o", str(config), state=work
-    )
+    done = r9700ctl("monitoring", "scrape-config", str(lab.inventory), "--interval", "1s", "-o", str(config),
+                    home=work, columns=160, timeout=1200)  # fmt: skip
     assert done.returncode == 0, done.stderr
     port = free_port()
     server = subprocess.Popen(

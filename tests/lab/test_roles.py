@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from child_process import r9700ctl as run_r9700ctl
+from child_process import r9700ctl
 
 REPO = Path(__file__).resolve().parents[2]
 # Files a refused node must not see changed (R9).
@@ -27,13 +27,10 @@ def provision(
     inventory: Path, tmp_path: Path, *args: str, name: str = "run"
 ) -> tuple[subprocess.CompletedProcess[str], dict]:
     report = tmp_path / f"{name}.json"
-    out = r9700ctl("provision", str(inventory), "--json", str(report), *args, home=tmp_path / "state")
+    out = r9700ctl("provision", str(inventory), "--json", str(report), *args, home=tmp_path / "state",
+                   columns=200, timeout=1500)  # fmt: skip
     document = json.loads(report.read_text()) if report.is_file() else {}
     return out, document
-
-
-def r9700ctl(*args: str, home: Path | None = None, timeout: int = 1500) -> subprocess.CompletedProcess[str]:
-    return run_r9700ctl(*args, home=home, columns=200, timeout=timeout)
 
 
 def hosts(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -76,7 +73,8 @@ def test_provision_verify_and_a_second_run_that_changes_nothing(provisioned_lab,
     assert sorted(hosts(report)) == sorted(name for name, _ in lab.nodes)
     assert all(r["status"] in ("OK", "CHANGED") for r in hosts(report).values()), hosts(report)
 
-    checked = r9700ctl("verify", str(lab.inventory), "--json", str(tmp_path / "verify.json"))
+    checked = r9700ctl("verify", str(lab.inventory), "--json", str(tmp_path / "verify.json"), columns=200,
+                       timeout=1500)  # fmt: skip
     assert checked.returncode == 0, checked.stdout + checked.stderr
     summary = json.loads((tmp_path / "verify.json").read_text())
     assert {h["host"]: h["status"] for h in summary["hosts"]} == {name: "PASS" for name, _ in lab.nodes}

@@ -9,28 +9,14 @@ unreachable one named UNREACHABLE, and the run must exit 3.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 
 import pytest
+from child_process import r9700ctl
 
 from r9700ctl.agent.result import exit_code_for, worst
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def r9700ctl(*args: str, home: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, NO_COLOR="1", COLUMNS="200", XDG_STATE_HOME=home)
-    env["R9700CTL_HISTORY"] = os.path.join(home, "history.db")
-    return subprocess.run(
-        [sys.executable, "-m", "r9700ctl", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +45,9 @@ def run_validate(inventory, *args: str) -> tuple[subprocess.CompletedProcess[str
         str(out),
         *args,
         home=str(inventory.parent / "state"),
+        history_in_home=True,
+        columns=200,
+        timeout=240,
     )
     assert out.is_file(), result.stdout + result.stderr
     return result, json.loads(out.read_text())
@@ -124,7 +113,8 @@ def test_without_the_unreachable_host_the_exit_code_is_the_worst_nodes(inventory
 
 
 def test_a_missing_inventory_is_one_line_and_exit_64(tmp_path):
-    result = r9700ctl("validate", str(tmp_path / "nodes.ini"), home=str(tmp_path))
+    result = r9700ctl("validate", str(tmp_path / "nodes.ini"), home=str(tmp_path), history_in_home=True,
+                      columns=200, timeout=240)  # fmt: skip
 
     assert result.returncode == 64
     assert result.stdout == ""
@@ -141,6 +131,6 @@ def test_each_fleet_run_is_recorded_and_compare_last_judges_every_node(inventory
     assert result.stdout.count("baseline.coverage: INCONCLUSIVE") == 2, result.stdout
     assert "history: run " in result.stderr
     home = str(inventory.parent / "state")
-    shown = r9700ctl("history", "--node", "node2", home=home)
+    shown = r9700ctl("history", "--node", "node2", home=home, history_in_home=True, columns=200, timeout=240)
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.count(" config ") >= 2  # the module's earlier runs and this one

@@ -62,6 +62,8 @@ if [ $fast = 1 ]; then
     stage "tests (unit, render)"
     pytest -q -p no:cacheprovider -n 2 tests/unit tests/render "$@"
 else
+    # Both cores: unit tests go to whichever worker is free; a lab test file (its module's labs)
+    # or the provisioned session lab's tests stay on one worker (tests/lab/conftest.py, xdist_group).
     stage "tests"
-    pytest -q -p no:cacheprovider --durations=10 "$@"
+    pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=15 "$@"
 fi

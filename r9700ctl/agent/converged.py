@@ -27,6 +27,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -229,6 +230,25 @@ def _unrecorded(reason: str) -> dict[str, Any]:
     return {"recorded_key": None, "differences": [], "facts": {}, "reason": reason}
 
 
+# What this run did to the image, said as the node has it now (a run that pulled it leaves it there).
+_IMAGE_ACTIONS = re.compile(r" \((pulled|loaded from [^)]*)\)$")
+
+
+def settled(facts: dict[str, Any]) -> dict[str, Any]:
+    """The facts as a run that finds this node converged reports them: nothing installed since (the
+    versions before are the versions after), an image pulled or loaded by this run is present.
+    Recorded that way, a later complete run that changes nothing writes the same record."""
+    settled_facts = dict(facts)
+    versions = settled_facts.get("r9700_versions")
+    if isinstance(versions, dict) and "after" in versions:
+        settled_facts["r9700_versions"] = {**versions, "before": versions["after"]}
+    containers = settled_facts.get("r9700_containers_status")
+    if isinstance(containers, dict) and isinstance(containers.get("image"), str):
+        image = _IMAGE_ACTIONS.sub(" (present)", containers["image"])
+        settled_facts["r9700_containers_status"] = {**containers, "image": image}
+    return settled_facts
+
+
 def record(args: dict[str, Any], where: str = RECORD) -> dict[str, Any]:
     """Write the record of this complete provision; changed only when it differs from the last."""
     image = str(args.get("image") or "")
@@ -236,7 +256,7 @@ def record(args: dict[str, Any], where: str = RECORD) -> dict[str, Any]:
         "schema": SCHEMA,
         "key": args["key"],
         "recorded_at": args.get("recorded_at"),
-        "facts": args.get("facts") or {},
+        "facts": settled(args.get("facts") or {}),
         "image": image,
         "observed": observe(args.get("managed") or {}, image),
     }

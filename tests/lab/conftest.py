@@ -43,6 +43,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if HERE in Path(str(item.fspath)).resolve().parents:
             item.add_marker(pytest.mark.lab)
+            item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+
+
+def xdist_group(item: pytest.Item) -> str:
+    """Which tests one pytest-xdist worker runs together (`pytest -n 2 --dist loadgroup`, as
+    scripts/test.sh runs the lab tier): a module's tests share its module-scoped labs, so they stay
+    on one worker; the tests of the session's provisioned lab (one cold provision) share theirs."""
+    return "provisioned_lab" if "provisioned_lab" in item.fixturenames else Path(str(item.fspath)).name
 
 
 def lab_skip_reason() -> str | None:

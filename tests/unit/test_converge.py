@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 verdict = collection_plugins.plugin("action", "r9700_converged").verdict
 
 
-VERSIONS = {"r9700_versions": {"after": {}}}
+VERSIONS = {"r9700_versions": {"before": {}, "after": {}}}
 
 
 @pytest.fixture
@@ -85,6 +85,29 @@ def test_a_second_record_of_the_same_node_changes_nothing(node):
     again = converged.record({"key": "K", "managed": node["managed"], "facts": VERSIONS}, node["where"])
     assert again["changed"] is False
     assert converged.record({"key": "other", "managed": node["managed"]}, node["where"])["changed"] is True
+
+
+def test_a_complete_run_after_a_cold_one_records_the_same_facts(node):
+    """The cold run installed ROCm and pulled the image; a later complete run that changes nothing
+    (provision --full) finds both there. Recorded as a converged run reports them, the two records
+    are the same (changed=0), and a converged run says nothing was installed since."""
+    image = "rocm/pytorch:tag"
+    cold = {
+        "r9700_versions": {"before": {}, "after": {"rocm-core": "7.1.1"}, "packages": ["rocm"]},
+        "r9700_containers_status": {"image": f"{image} (pulled)", "smoke": "SKIP: no dockerd"},
+    }
+    full = {
+        "r9700_versions": {
+            "before": {"rocm-core": "7.1.1"},
+            "after": {"rocm-core": "7.1.1"},
+            "packages": ["rocm"],
+        },
+        "r9700_containers_status": {"image": f"{image} (present)", "smoke": "SKIP: no dockerd"},
+    }
+    assert converged.record({"key": "K", "managed": node["managed"], "facts": cold}, node["where"])["changed"]
+    again = converged.record({"key": "K", "managed": node["managed"], "facts": full}, node["where"])
+    assert again["changed"] is False
+    assert check(node)["facts"] == full
 
 
 def test_no_record_or_another_version_is_never_converged(node, tmp_path):

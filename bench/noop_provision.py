@@ -3,7 +3,8 @@
 For each node count asked for, a lab of that many nodes that start provisioned (snapshots of the
 nodes of a lab after one cold provision with ROCm auto, r9700ctl/lab/snapshot.py; made first when
 missing), one provision to settle anything that differs (it must change nothing), then the measured
-runs: wall time of `r9700ctl provision INVENTORY` as a user starts it (process start to exit), the
+runs, each round the default run and `provision --full` (every role runs: the reference) side by
+side: wall time of `r9700ctl provision INVENTORY` as a user starts it (process start to exit), the
 changed count (must be 0), and from ansible-runner's job events the seconds per role and per module
 of node1 and how many tasks ran on the node, ran only on the controller, or were skipped.
 
@@ -89,24 +90,38 @@ def changed(report: dict[str, Any]) -> int:
 
 
 def measure(nodes: int, runs: int, out: Path | None) -> dict[str, Any]:
-    from r9700ctl.lab import down, snapshot, up
+    from r9700ctl.lab import down, provisioned, up
     from r9700ctl.lab.node import NodeOptions
 
     home = Path(tempfile.mkdtemp(prefix="r97-bench-"))
-    snapshot.ensure("auto", 4, nodes, progress=print)
+    provisioned.ensure("auto", 4, nodes, progress=print)
     directory = Path(tempfile.mkdtemp(prefix="r97-", dir="/tmp"))
     options = {f"node{i}": NodeOptions(provisioned="auto") for i in range(1, nodes + 1)}
     info = up(directory, nodes=nodes, node_options=options)
     try:
         provision(info.inventory, home)  # settles what differs per node (its name in the node record)
-        walls, tables = [], []
+        # Side by side in each round: the default run (a converged node ends its play after
+        # preflight) and `--full` (every role runs: the reference, what a no-op run did before).
+        walls: dict[str, list[float]] = {"converged": [], "full": []}
+        tables: dict[str, dict[str, Any]] = {}
         for _ in range(runs):
-            wall, report, run_dir = provision(info.inventory, home)
-            if changed(report):
-                raise SystemExit(f"a provision after the settling one changed {changed(report)} task(s)")
-            walls.append(round(wall, 2))
-            tables.append(task_table(run_dir))
-        result = {"nodes": nodes, "wall_s": walls, "median_s": statistics.median(walls), "node1": tables[-1]}
+            for name, extra in (("converged", ()), ("full", ("--full",))):
+                wall, report, run_dir = provision(info.inventory, home, *extra)
+                if changed(report):
+                    raise SystemExit(
+                        f"a {name} provision after the settling one changed {changed(report)} task(s)"
+                    )
+                walls[name].append(round(wall, 2))
+                tables[name] = task_table(run_dir)
+        result = {
+            "nodes": nodes,
+            "wall_s": walls["converged"],
+            "median_s": statistics.median(walls["converged"]),
+            "full_wall_s": walls["full"],
+            "full_median_s": statistics.median(walls["full"]),
+            "node1": tables["converged"],
+            "node1_full": tables["full"],
+        }
         if out:
             (out / f"noop-{nodes}-nodes.json").write_text(json.dumps(result, indent=2) + "\n")
         return result
@@ -123,9 +138,10 @@ def main() -> None:
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
     results = [measure(n, args.runs, args.out) for n in args.nodes]
-    print(f"{'nodes':>5}  {'median s':>8}  runs")
+    print(f"{'nodes':>5}  {'median s':>8}  {'--full s':>8}  runs (default; --full)")
     for r in results:
-        print(f"{r['nodes']:>5}  {r['median_s']:>8.1f}  {r['wall_s']}  node1 tasks {r['node1']['tasks']}")
+        medians = f"{r['nodes']:>5}  {r['median_s']:>8.1f}  {r['full_median_s']:>8.1f}"
+        print(f"{medians}  {r['wall_s']}; {r['full_wall_s']}  node1 tasks {r['node1']['tasks']}")
     for r in results:
         print(f"node1 of {r['nodes']}: per role {r['node1']['seconds_per_role']}")
         print(f"node1 of {r['nodes']}: per module {r['node1']['seconds_per_module']}")

@@ -16,11 +16,11 @@ fi
 # What a run takes on this 2-core machine with the lab's root file system cached (the first lab
 # test builds it once: add about 5 minutes); lab tests need root, without it they are skipped.
 if [ $fast = 1 ]; then
-    echo "r9700ctl tests (--fast): setup ~5 s once installed, lint ~1 min, unit and render ~2 min;" \
+    echo "r9700ctl tests (--fast): setup ~5 s once installed, lint ~30 s, unit and render ~3 min;" \
         "extra arguments go to pytest"
 else
-    echo "r9700ctl tests: setup ~5 s once installed (a fresh clone: ~3 min), lint ~1 min, tests ~12 min" \
-        "as root (~4 min without the lab tests); extra arguments go to pytest"
+    echo "r9700ctl tests: setup ~5 s once installed (a fresh clone: ~1 min), lint ~30 s, tests ~30 min" \
+        "as root on 2 cores (~3 min without the lab tests); extra arguments go to pytest"
 fi
 
 stage_started=0

@@ -180,8 +180,10 @@ def check_values(
     """`values` as the roles receive them (converted the way Ansible converts them) and the bad ones.
 
     Names no role declares pass through unchanged (the inventory check refuses unknown names);
-    a bad value is left out of the answer, so callers see it as unset. None and "" mean unset
-    (an INI `name=`), and a Jinja expression is judged by Ansible once it is templated. After
+    a bad value is left out of the answer, so callers see it as unset. None means unset, and so
+    does "" (an INI `name=`, `-e name=`) where the roles take it as a value: a string without
+    choices; for a bool, number, list, mapping or choice Ansible refuses "" on every host, so it is
+    refused here. A Jinja expression is judged by Ansible once it is templated. After
     the spec, a value meets what no spec can say: its range and its rule (r9700ctl/value_rules.py).
     """
     from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
@@ -191,7 +193,7 @@ def check_values(
     bad: list[BadValue] = []
     for name, value in values.items():
         spec = specs.get(name)
-        if spec is None or value is None or value == "" or _templated(value):
+        if spec is None or value is None or (value == "" and _takes_empty(spec)) or _templated(value):
             checked[name] = value
             continue
         option = {k: v for k, v in spec.items() if k not in ("description", "default", "required")}
@@ -215,6 +217,11 @@ def check_values(
             continue
         checked[name] = converted
     return checked, bad
+
+
+def _takes_empty(spec: Mapping[str, Any]) -> bool:
+    """Whether the roles' validation accepts "" as this variable's value (a string without choices)."""
+    return str(spec.get("type") or "str") in ("str", "path", "raw") and not spec.get("choices")
 
 
 def _outside(value: Any, bounds: tuple[float | None, float | None]) -> bool:

@@ -212,6 +212,12 @@ CASES = [
         "r9700_power_cap_w",
     ),
     Case(
+        "an empty bool in extra vars (Ansible refuses it on every host)",
+        ("provision", "{inv}", "-e", "r9700_lifecycle_skip_converged="),
+        "--extra-vars: r9700_lifecycle_skip_converged='' is not true or false",
+    ),
+    var("an empty count in the inventory", "r9700_expected_gpus: ''", "r9700_expected_gpus"),
+    Case(
         "a host listed twice with different addresses",
         ("provision", "{inv}"),
         "node1 is listed twice with different ansible_host",

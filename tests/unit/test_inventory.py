@@ -283,7 +283,8 @@ def test_a_bad_boolean_names_host_value_and_what_is_allowed(tmp_path: Path, role
             {"r9700_expected_gpus": "{{ groups['x'] | length }}"},
             {"r9700_expected_gpus": "{{ groups['x'] | length }}"},
         ),
-        ({"r9700_expected_gpus": ""}, {"r9700_expected_gpus": ""}),  # INI `name=`: unset
+        # INI `name=` or `-e name=` of a string the roles take empty: unset, the role's default.
+        ({"r9700_container_image": ""}, {"r9700_container_image": ""}),
     ],
 )
 def test_shipped_specs_convert_values_as_ansible_does(values: dict, converted: dict) -> None:
@@ -300,6 +301,11 @@ def test_shipped_specs_convert_values_as_ansible_does(values: dict, converted: d
         ("r9700_apply_runtime", "sometimes", "one of auto, true, false"),
         ("r9700_known_issue_workarounds_skip", {"a": 1}, "a list of strings"),
         ("r9700_psus", "two", "a mapping of NAME: value"),
+        # "" of a number or a bool: Ansible's role validation refuses it on every host ("unable to
+        # convert to int"), so it is refused before any host, never passed on as "unset".
+        ("r9700_expected_gpus", "", "a whole number, 1 or more"),
+        ("r9700_lifecycle_skip_converged", "", "true or false"),
+        ("r9700_allow_unsupported", "", "true or false"),
     ],
 )
 def test_shipped_specs_refuse_a_bad_value_with_what_is_allowed(

@@ -62,8 +62,9 @@ if [ $fast = 1 ]; then
     stage "tests (unit, render)"
     pytest -q -p no:cacheprovider -n 2 tests/unit tests/render "$@"
 else
-    # Both cores: unit tests go to whichever worker is free; a lab test file (its module's labs)
-    # or the provisioned session lab's tests stay on one worker (tests/lab/conftest.py, xdist_group).
+    # Both cores, a file at a time per worker: a lab file's tests share its module's labs (and
+    # test_provision.py the session's provisioned lab), so they stay on one worker; the longest lab
+    # files start first (tests/lab/conftest.py). (loadgroup: pytest 9.2 ignores xdist 3.8's groups.)
     stage "tests"
-    pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=15 "$@"
+    pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15 "$@"
 fi

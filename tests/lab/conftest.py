@@ -39,14 +39,16 @@ from r9700ctl.errors import R9700Error
 HERE = Path(__file__).resolve().parent
 
 
-# Seconds each group of lab tests took in a serial run on this 2-core machine (2026-12-04, junit
-# times, snapshots being made): the longest groups start first, so that with two workers the unit
-# tests fill the gaps instead of one long lab file running alone at the end. Unlisted: 0.
-GROUP_COST_S = {
+# Seconds each lab file took in a serial run on this 2-core machine (2026-12-04, junit times,
+# snapshots being made): the longest files start first, so that with two workers (`pytest -n 2
+# --dist loadfile`, as scripts/test.sh runs the suite: a file's tests share its module-scoped labs,
+# so they stay on one worker) the unit tests fill the gaps instead of one long lab file running
+# alone at the end. Unlisted: 0.
+FILE_COST_S = {
     "test_lifecycle_lab.py": 500,
     "test_cluster_lab.py": 400,
     "test_containers_lab.py": 182,
-    "provisioned_lab": 170,
+    "test_provision.py": 170,
     "test_kernel_upgrade_lab.py": 119,
     "test_roles.py": 68,
     "test_collection_lab.py": 57,
@@ -57,23 +59,15 @@ GROUP_COST_S = {
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     order: dict[int, tuple[int, int, int]] = {}
     for index, item in enumerate(items):
-        if HERE in Path(str(item.fspath)).resolve().parents:
-            group = xdist_group(item)
+        path = Path(str(item.fspath)).resolve()
+        if HERE in path.parents:
             item.add_marker(pytest.mark.lab)
-            item.add_marker(pytest.mark.xdist_group(group))
-            order[id(item)] = (0, -GROUP_COST_S.get(group, 0), index)
+            order[id(item)] = (0, -FILE_COST_S.get(path.name, 0), index)
         else:
             order[id(item)] = (1, 0, index)
-    # Lab tests first, longest group first, each group's tests in their file order (no test may
-    # depend on another file having run before it: tests/lab/README.md).
+    # Lab tests first, longest file first, each file's tests in their order (no test may depend on
+    # another file having run before it: tests/lab/README.md).
     items.sort(key=lambda item: order[id(item)])
-
-
-def xdist_group(item: pytest.Item) -> str:
-    """Which tests one pytest-xdist worker runs together (`pytest -n 2 --dist loadgroup`, as
-    scripts/test.sh runs the lab tier): a module's tests share its module-scoped labs, so they stay
-    on one worker; the tests of the session's provisioned lab (one cold provision) share theirs."""
-    return "provisioned_lab" if "provisioned_lab" in item.fixturenames else Path(str(item.fspath)).name
 
 
 def lab_skip_reason() -> str | None:

@@ -53,6 +53,10 @@ VOLATILE = (
     "/var/lib/r9700ctl/journal*",
     "/var/lib/r9700ctl/monitoring*",
     "/var/lib/r9700ctl/images/*",
+    # validate's run lock and the GPU inventory it compares the next run with, both in the agent's
+    # journal directory /var/lib/r9700ctl (agent/journal.py, agent/checks/inventory.py).
+    "/var/lib/r9700ctl/agent.lock",
+    "/var/lib/r9700ctl/last-inventory.json",
 )
 # The GPUs' own state a full run acts on: the power cap each card has now (r9700_power applies
 # the wanted one on every full run), the device nodes the containers and groups depend on.

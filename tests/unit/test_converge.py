@@ -206,7 +206,8 @@ def test_neither_full_nor_the_versions_before_the_run_are_inputs():
     ["/var/lib/r9700ctl/reports/node1.json", "/var/lib/r9700ctl/journal.jsonl",
      "/var/lib/r9700ctl/monitoring/last.json", "/var/lib/r9700ctl/images/rocm-pytorch.tar",
      "/var/lib/r9700ctl/keys/gnupg/trustdb.gpg",
-     "/etc/r9700ctl/converged.json", "/var/lib/prometheus/node-exporter/r9700.prom"],
+     "/etc/r9700ctl/converged.json", "/var/lib/prometheus/node-exporter/r9700.prom",
+     "/var/lib/r9700ctl/agent.lock", "/var/lib/r9700ctl/last-inventory.json"],
 )  # fmt: skip
 def test_what_validate_the_timer_and_gpg_write_between_provisions_is_volatile(path):
     assert converged._volatile(path)

@@ -525,6 +525,7 @@ def _environment(request: RunRequest, run_dir: Path) -> dict[str, str]:
         "ANSIBLE_SSH_CONTROL_PATH_DIR": str(_control_path_dir()),
         "ANSIBLE_RETRY_FILES_ENABLED": "False",
         "ANSIBLE_NOCOLOR": "True",
+        "PYTHONWARNINGS": quiet_python_warnings(),
     }
     # ansible-runner runs in the run directory; keep the ansible.cfg the user's directory has.
     local_cfg = Path.cwd() / "ansible.cfg"
@@ -534,6 +535,19 @@ def _environment(request: RunRequest, run_dir: Path) -> dict[str, str]:
         env["ANSIBLE_REMOTE_TMP"] = REMOTE_TMP
     env.update(request.envvars)
     return env
+
+
+# Deprecation warnings of Ansible's own imports that a user cannot act on, as `-W` filters. cryptography
+# 51 warns when ansible-core 2.19 imports its DSA module (ansible/_internal/_ssh/_ssh_agent.py, on every
+# start of ansible-playbook or ansible-inventory): a line on stderr before any output, which would also
+# be taken for the reason a run stopped. CryptographyDeprecationWarning is a UserWarning.
+QUIET_WARNINGS = ("ignore:DSA is deprecated:UserWarning",)
+
+
+def quiet_python_warnings(environ: dict[str, str] | None = None) -> str:
+    """PYTHONWARNINGS for an Ansible command: the caller's own filters, then QUIET_WARNINGS."""
+    own = (os.environ if environ is None else environ).get("PYTHONWARNINGS", "")
+    return ",".join(filter(None, [own, *QUIET_WARNINGS]))
 
 
 # Where modules make their scratch directories on a node. Ansible's default, ~/.ansible/tmp, does

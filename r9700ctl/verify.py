@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from r9700ctl.agent import schemas
+from r9700ctl.ansible_run import quiet_python_warnings
 from r9700ctl.errors import EXIT_CANNOT_RUN, EXIT_FAIL, EXIT_OK, CannotRun
 
 SCHEMA = schemas.VERIFY
@@ -160,6 +161,7 @@ def verify(request: VerifyRequest, progress: Callable[[str], None] | None = None
         # testinfra's ansible backend runs ansible-inventory: the one next to this Python.
         env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
         env.setdefault("ANSIBLE_HOME", str(Path(scratch) / "ansible"))
+        env["PYTHONWARNINGS"] = quiet_python_warnings(env)
         start = time.monotonic()
         try:
             proc = subprocess.run(

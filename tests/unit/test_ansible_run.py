@@ -31,6 +31,7 @@ from r9700ctl.ansible_run import (
     _new_run_dir,
     first_error_line,
     forks_for,
+    quiet_python_warnings,
     run_playbook,
 )
 from r9700ctl.provision import RoleFacts
@@ -219,6 +220,27 @@ def test_host_key_checking_stays_on_whatever_the_environment_says(
     assert env["ANSIBLE_PIPELINING"] == "True"
     assert env["PATH"].split(os.pathsep)[0] == str(Path(sys.executable).parent)
     assert len(env["ANSIBLE_SSH_CONTROL_PATH_DIR"]) < 40  # + 40-char hash stays under the socket limit
+
+
+def test_ansibles_unactionable_deprecation_warning_is_silenced_and_the_users_filters_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """cryptography 51 warns "DSA is deprecated" when ansible-core imports it: a stderr line at every
+    start of ansible-playbook that a user cannot act on (and that read as the reason a run stopped)."""
+    monkeypatch.setenv("PYTHONWARNINGS", "error::ResourceWarning")
+    warnings = quiet_python_warnings()
+    assert warnings.startswith("error::ResourceWarning,")
+    script = (
+        "import warnings\n"
+        "class CryptographyDeprecationWarning(UserWarning): pass\n"
+        "warnings.warn('DSA is deprecated and support will be removed', CryptographyDeprecationWarning)\n"
+        "warnings.warn('another warning', UserWarning)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env={**os.environ, "PYTHONWARNINGS": warnings},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert "DSA" not in done.stderr and "another warning" in done.stderr
 
 
 def test_a_playbook_that_stops_before_any_host_gives_its_first_error_line(

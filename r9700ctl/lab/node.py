@@ -253,18 +253,20 @@ def _write_machine(paths: NodePaths, presented: machine.Machine) -> None:
     (paths.machine_sys.parent / "machine.json").write_text(machine.summary_json(presented))
 
 
-def group_id(base: Lower, names: tuple[str, ...]) -> int:
-    """The gid of the first of `names` in the node's /etc/group as its lower layers hold it (the
-    topmost layer that has one: a provisioned snapshot's has the render group), 0 when none is there."""
-    lines: list[str] = []
-    for layer in layers(base):
-        try:
-            lines = (layer / "etc/group").read_text().splitlines()
-            break
-        except OSError:
-            continue
+def device_group_id(base: Lower) -> int:
+    """The group the node's init gives /dev/kfd and the DRM nodes: render, else video, as the
+    pristine root file system (the bottom layer) has them, 0 when neither is there.
+
+    The lab has no udev, so the roles' rules never regroup the device nodes: a cold-provisioned node
+    keeps the group its init gave, and its converged record says so. A node that starts from that
+    node's snapshot gets the same group (not the render group the snapshot's /etc/group now has), so
+    the converged check finds its device nodes as the cold run left them."""
+    try:
+        lines = (layers(base)[-1] / "etc/group").read_text().splitlines()
+    except OSError:
+        return 0
     groups = {f[0]: int(f[2]) for f in (line.split(":") for line in lines) if len(f) > 2 and f[2].isdigit()}
-    return next((groups[n] for n in names if n in groups), 0)
+    return next((groups[n] for n in ("render", "video") if n in groups), 0)
 
 
 def _user_ids(root: Path, user: str) -> tuple[int, int]:
@@ -390,7 +392,7 @@ def init_script(
     root = shlex.quote(str(paths.root))
     overlay = shlex.quote(overlay_options(base, paths))
     final = "/usr/sbin/sshd -D -e" if sshd else "/bin/sleep infinity"
-    grafted = machine_lines(paths, presented, group_id(base, ("render", "video"))) if presented else ""
+    grafted = machine_lines(paths, presented, device_group_id(base)) if presented else ""
     return f"""#!/bin/sh
 # r9700ctl lab: init of {name}. Runs as PID 1 of the node's own PID namespace.
 set -e

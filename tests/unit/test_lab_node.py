@@ -71,3 +71,22 @@ def test_the_init_script_grafts_the_machine_into_sys_read_only_and_makes_its_dev
     assert 'mknod -m 660 "$R/dev/kfd" c 120 255' in lines
     assert 'mknod -m 660 "$R/dev/dri/renderD129" c 120 129' in lines
     assert lines.index("graft devices") < lines.index('exec chroot "$R" /usr/sbin/sshd -D -e')
+
+
+def test_a_node_from_a_snapshot_gives_its_device_nodes_the_group_a_cold_node_gets(tmp_path):
+    """Bug pinned: a snapshot's /etc/group has the render group the roles made, and nodes started from
+    it gave /dev/kfd that group, while the cold-provisioned node (no udev in the lab) kept video: the
+    converged check then saw the device nodes changed and every provision of snapshot nodes ran in
+    full (the lifecycle module's first provision: 65 s instead of a converged 5 s)."""
+    pristine, snapshot = tmp_path / "rootfs", tmp_path / "snapshot"
+    for layer, groups in (
+        (pristine, "root:x:0:\nvideo:x:44:\n"),
+        (snapshot, "video:x:44:\nrender:x:999:r9700\n"),
+    ):
+        (layer / "etc").mkdir(parents=True)
+        (layer / "etc/group").write_text(groups)
+    assert node.device_group_id(pristine) == 44
+    assert node.device_group_id((snapshot, pristine)) == 44
+    paths = NodePaths(tmp_path / "nodes/node1")
+    script = node.init_script("node1", (snapshot, pristine), paths, sshd=True, presented=machine.build(1))
+    assert 'chgrp 44 "$R/dev/kfd"' in script.splitlines()

@@ -20,6 +20,7 @@ import collections
 import glob
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -42,15 +43,50 @@ CONTROLLER_ONLY = {
 }
 
 
-def provision(inventory: Path, home: Path, *extra: str) -> tuple[float, dict[str, Any], Path]:
+def node_cpu_s(cgroups: list[Path]) -> float:
+    """CPU seconds the lab's nodes used so far (cgroup v1 cpuacct.usage, or v2 cpu.stat usage_usec)."""
+    total = 0.0
+    for cgroup in cgroups:
+        if (cgroup / "cpuacct.usage").is_file():
+            total += int((cgroup / "cpuacct.usage").read_text()) / 1e9
+        elif (cgroup / "cpu.stat").is_file():
+            stat = dict(line.split() for line in (cgroup / "cpu.stat").read_text().splitlines())
+            total += int(stat["usage_usec"]) / 1e6
+    return total
+
+
+def node_cgroups(lab_id: int, nodes: int) -> list[Path]:
+    """Each node's cgroup that counts CPU: v1's cpuacct hierarchy, else the v2 one."""
+    from r9700ctl.lab import dockerd
+    from r9700ctl.lab.naming import LabNames
+
+    found = dockerd.hierarchies()
+    counting = [h for h in found if "cpuacct" in h.options.split(",")] or [
+        h for h in found if h.fstype == "cgroup2"
+    ]
+    names = LabNames(lab_id)
+    return [h.node_cgroup(names.netns(i)) for h in counting[:1] for i in range(1, nodes + 1)]
+
+
+CPU: dict[str, list[float]] = {}  # "controller"/"nodes" CPU seconds of the last provision() call
+
+
+def provision(
+    inventory: Path, home: Path, *extra: str, cgroups: list[Path] | None = None
+) -> tuple[float, dict[str, Any], Path]:
     report = home / f"provision-{time.monotonic_ns()}.json"
     env = {**os.environ, "XDG_STATE_HOME": str(home / "state"), "NO_COLOR": "1"}
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    nodes_before = node_cpu_s(cgroups or [])
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "r9700ctl", "provision", str(inventory), "--json", str(report), *extra],
         capture_output=True, text=True, env=env, check=False, timeout=1800,
     )  # fmt: skip
     wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU["controller"] = [after.ru_utime - children.ru_utime + after.ru_stime - children.ru_stime]
+    CPU["nodes"] = [node_cpu_s(cgroups or []) - nodes_before]
     if done.returncode not in (0, 1):
         raise SystemExit(f"provision exited {done.returncode}: {done.stdout[-2000:]}{done.stderr[-2000:]}")
     document = json.loads(report.read_text())
@@ -103,10 +139,14 @@ def measure(nodes: int, runs: int, out: Path | None) -> dict[str, Any]:
         # Side by side in each round: the default run (a converged node ends its play after
         # preflight) and `--full` (every role runs: the reference, what a no-op run did before).
         walls: dict[str, list[float]] = {"converged": [], "full": []}
+        cpu: dict[str, dict[str, list[float]]] = {name: {"controller": [], "nodes": []} for name in walls}
+        cgroups = node_cgroups(info.lab_id, nodes)
         tables: dict[str, dict[str, Any]] = {}
         for _ in range(runs):
             for name, extra in (("converged", ()), ("full", ("--full",))):
-                wall, report, run_dir = provision(info.inventory, home, *extra)
+                wall, report, run_dir = provision(info.inventory, home, *extra, cgroups=cgroups)
+                for side in ("controller", "nodes"):
+                    cpu[name][side].append(round(CPU[side][0], 2))
                 if changed(report):
                     raise SystemExit(
                         f"a {name} provision after the settling one changed {changed(report)} task(s)"
@@ -119,6 +159,9 @@ def measure(nodes: int, runs: int, out: Path | None) -> dict[str, Any]:
             "median_s": statistics.median(walls["converged"]),
             "full_wall_s": walls["full"],
             "full_median_s": statistics.median(walls["full"]),
+            # CPU seconds per run: the controller (r9700ctl, ansible-playbook, ssh) and all nodes
+            "cpu_s": cpu["converged"],
+            "full_cpu_s": cpu["full"],
             "node1": tables["converged"],
             "node1_full": tables["full"],
         }
@@ -145,6 +188,7 @@ def main() -> None:
     for r in results:
         print(f"node1 of {r['nodes']}: per role {r['node1']['seconds_per_role']}")
         print(f"node1 of {r['nodes']}: per module {r['node1']['seconds_per_module']}")
+        print(f"{r['nodes']} nodes, CPU s per run: default {r['cpu_s']}; --full {r['full_cpu_s']}")
     if args.out:
         (args.out / "summary.json").write_text(json.dumps(results, indent=2) + "\n")
 

@@ -58,7 +58,14 @@ PLAY_VARS = (
 BY_CONTENT = ("r9700_node_program", "r9700_monitoring_agent_archive")
 # r9700_* values that are a report of this run, not an input (the preflight checks carry the
 # node's clock offset and timings).
-NOT_INPUTS = ("r9700_preflight", "r9700_converged", "r9700_lifecycle_step", "r9700_lifecycle_skip_converged")
+NOT_INPUTS = (
+    "r9700_preflight",
+    "r9700_converged",
+    "r9700_lifecycle_step",
+    "r9700_lifecycle_skip_converged",
+    # how fresh apt's lists must be for preflight: --full passes 0; nothing it writes depends on it
+    "r9700_preflight_apt_cache_valid_time",
+)
 # Of what preflight resolved, the package versions before this run: an input of the report, not of
 # what the roles do (the node's package database is observed, r9700ctl/agent/converged.py).
 RESOLVED_NOT_INPUTS = ("installed_before",)

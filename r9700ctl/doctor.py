@@ -255,11 +255,20 @@ def run_preflight(
     true: only /var/lib/apt/lists changes), else "no headers candidate" would be a stale answer; an
     apt lock holder is named at once instead of waited for.
     """
-    from r9700ctl import agentpack, manifest, nodeenv, preflight
+    from r9700ctl import agentpack, manifest, nodeenv, preflight, variables
 
     target = session.target
     apt_update = _truthy(host_vars.get("r9700_preflight_apt_update", True)) and as_root
-    args: dict[str, Any] = {"lock_wait_s": 0, "apt_update": apt_update}
+    args: dict[str, Any] = {
+        "lock_wait_s": 0,
+        "apt_update": apt_update,
+        "apt_max_age_s": _seconds(
+            host_vars.get(
+                "r9700_preflight_apt_cache_valid_time",
+                variables.role_default("r9700_preflight", "r9700_preflight_apt_cache_valid_time"),
+            )
+        ),
+    }
     args.update(nodeenv.fact_args(host_vars, target.user))
     command, script = agentpack.stdin_invocation("r9700ctl.agent.nodefacts", args, python=target.python)
     if as_root and not target.is_root:
@@ -321,6 +330,14 @@ def run_preflight(
         "known_issues": resolved.known_issues,
     }
     return checks, summary
+
+
+def _seconds(value: Any) -> float:
+    """A number of seconds from an inventory value; a value that is not one refreshes (0)."""
+    try:
+        return max(0.0, float(value))
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def _truthy(value: Any) -> bool:

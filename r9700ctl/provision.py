@@ -204,6 +204,8 @@ def provision(
             tags=split_tags(options.tags),
             skip_tags=split_tags(options.skip_tags),
             extra_vars={
+                # --full refreshes apt's lists whatever an earlier preflight did (a user's -e wins)
+                **({"r9700_preflight_apt_cache_valid_time": 0} if options.full else {}),
                 **user_vars,
                 "r9700_group": options.group,
                 "r9700_toolkit_version": __version__,

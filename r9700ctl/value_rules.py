@@ -38,6 +38,7 @@ RANGES: dict[str, tuple[float | None, float | None]] = {
     "r9700_expected_gpus": (1, None),
     "r9700_min_free_gb": (0, None),
     "r9700_apt_lock_timeout": (0, None),
+    "r9700_preflight_apt_cache_valid_time": (0, None),
     "r9700_driver_dkms_jobs": (0, None),  # 0 = dkms's own choice
     "r9700_reboot_timeout": (1, None),
     "r9700_collect_timeout": (1, None),

@@ -80,6 +80,17 @@ def _known_variables(roles_dir: Path) -> tuple[tuple[str, KnownVariable], ...]:
     return tuple(sorted(known.items()))
 
 
+def role_default(role: str, name: str, roles_dir: Path | None = None) -> Any:
+    """A variable's default as the role's defaults/main.yml sets it (None when it sets none): for the
+    controller's own use of a role setting (doctor runs preflight's node facts without the role)."""
+    if roles_dir is None:
+        from r9700ctl.paths import content_dir
+
+        roles_dir = content_dir("roles")
+    defaults = _load_yaml(roles_dir / role / "defaults" / "main.yml")
+    return defaults.get(name) if isinstance(defaults, dict) else None
+
+
 def _role_variables(role: Path) -> dict[str, str]:
     """Names (with descriptions where the argument spec has one) a role declares."""
     names: dict[str, str] = {}

@@ -33,6 +33,7 @@ ARGUMENT_SPEC = {
     "driver_source": {"type": "raw", "default": None},
     "apt_lock_timeout": {"type": "raw", "default": 600.0},
     "apt_update": {"type": "bool", "default": True},
+    "apt_cache_valid_time": {"type": "int", "default": 0},
     "apply_runtime": {"type": "raw", "default": "auto"},
     "known_issue_workarounds_skip": {"type": "raw", "default": []},
     # The r9700_env role's knobs: the environment list is composed and checked here, before any
@@ -109,7 +110,11 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(f"{host}: preflight refused, nothing changed: {one_line(bad[0])}")
         lock_wait = wait["r9700_apt_lock_timeout"]
         lock_wait = 600.0 if lock_wait in (None, "") else lock_wait
-        fact_args = {"apt_update": args["apt_update"], "lock_wait_s": lock_wait}
+        fact_args = {
+            "apt_update": args["apt_update"],
+            "apt_max_age_s": max(0, args["apt_cache_valid_time"]),
+            "lock_wait_s": lock_wait,
+        }
         users = {"r9700_users": args["users"], "r9700_docker_users": args["docker_users"]}
         login = self._play_context.remote_user or task_vars.get("ansible_user")
         fact_args.update(nodeenv.fact_args(users, login))

@@ -32,6 +32,12 @@ options:
       - Whether the facts refresh apt's package lists first (the role variable C(r9700_preflight_apt_update)).
     type: bool
     default: true
+  apt_cache_valid_time:
+    description:
+      - Seconds for which a refresh by an earlier preflight stands, while nothing under /etc/apt changed
+        since (the role variable C(r9700_preflight_apt_cache_valid_time)); C(0) refreshes every time.
+    type: int
+    default: 0
   rocm_version:
     description:
       - The role variable C(r9700_rocm_version), judged before anything changes (its type,

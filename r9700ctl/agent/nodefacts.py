@@ -10,13 +10,15 @@ It judges nothing: r9700ctl/preflight/ does that on the controller, for the prov
 Arguments (all optional):
   root             file-system root to read (tests pass a fake tree); commands run only when "/"
   apt_update       run `apt-get update` before asking apt for candidates (needs root)
+  apt_max_age_s    skip it when preflight refreshed the lists less than this many seconds ago
+                   and /etc/apt has not changed since (0, the default: always refresh)
   lock_wait_s      wait up to this many seconds for dpkg/apt locks to be released
   packages         package names whose installed version to report (dpkg-query)
   env_users        users whose shell start files to read for environment variables (root, ...)
   env_names        the variables to report from the node's environment sources (GOVERNED_DEFAULT)
 
 Facts are read, never changed: the only side effect is `apt-get update` refreshing
-/var/lib/apt/lists when asked (nothing under /etc).
+/var/lib/apt/lists when asked, with preflight's mark of when it did (nothing under /etc).
 """
 
 from __future__ import annotations
@@ -496,6 +498,60 @@ def service_manager(root: str) -> str:
     return comm or "unknown"
 
 
+# Preflight's mark of its last successful `apt-get update`, in apt's lists directory: apt-get update
+# deletes the files of that directory it does not know (seen on Debian 12: a file touched there is
+# gone after the next update), so a refresh by anyone else removes the mark and the next preflight
+# refreshes again. Only /var/lib/apt/lists changes, as before.
+APT_REFRESHED = "/var/lib/apt/lists/r9700ctl-refreshed"
+# What apt reads its sources, pins, keys and settings from: a change there since the mark means
+# the lists may not be what apt would fetch now.
+APT_CONFIG = "/etc/apt"
+
+
+def apt_lists_age(root: str, now: Callable[[], float] = time.time) -> float | None:
+    """Seconds since preflight last refreshed apt's lists; None when it never did (that apt-get
+    update knows of) or when anything under /etc/apt changed since."""
+    try:
+        refreshed = os.stat(_path(root, APT_REFRESHED)).st_mtime
+    except OSError:
+        return None
+    for directory, _dirs, files in os.walk(_path(root, APT_CONFIG)):
+        for path in (directory, *(os.path.join(directory, name) for name in files)):
+            try:
+                if os.lstat(path).st_mtime > refreshed:
+                    return None
+            except OSError:
+                continue
+    return max(0.0, now() - refreshed)
+
+
+def refresh_apt_lists(
+    root: str, run: Runner, max_age_s: float, now: Callable[[], float] = time.time
+) -> dict[str, Any]:
+    """`apt-get update`, unless preflight refreshed the lists less than max_age_s ago and /etc/apt has
+    not changed since (r9700_preflight_apt_cache_valid_time; 0 refreshes every time)."""
+    age = apt_lists_age(root, now) if max_age_s > 0 else None
+    if age is not None and age < max_age_s:
+        return {
+            "ran": False,
+            "ok": None,
+            "detail": f"apt's lists were refreshed {age:.0f} s ago and /etc/apt has not changed since "
+            f"(r9700_preflight_apt_cache_valid_time: {max_age_s:.0f} s)",
+        }
+    out = run(["apt-get", "update", "-qq"], 600.0)
+    if out is None:
+        return {"ran": False, "ok": False, "detail": "apt-get not found"}
+    last = out[1].strip().splitlines()[-1:] or [""]
+    if out[0] == 0:
+        try:
+            mark = Path(_path(root, APT_REFRESHED))
+            mark.touch()
+            os.utime(mark, (now(), now()))
+        except OSError:
+            pass  # no mark: the next preflight refreshes again
+    return {"ran": True, "ok": out[0] == 0, "detail": last[0]}
+
+
 def gather(
     args: dict[str, Any] | None = None,
     run: Runner | None = None,
@@ -532,12 +588,7 @@ def gather(
     facts["apt_update"] = {"ran": False, "ok": None, "detail": ""}
     if args.get("apt_update") and not facts["apt_lock"]["holders"]:
         if facts["is_root"] and root == "/":
-            out = run(["apt-get", "update", "-qq"], 600.0)
-            if out is None:
-                facts["apt_update"] = {"ran": False, "ok": False, "detail": "apt-get not found"}
-            else:
-                last = out[1].strip().splitlines()[-1:] or [""]
-                facts["apt_update"] = {"ran": True, "ok": out[0] == 0, "detail": last[0]}
+            facts["apt_update"] = refresh_apt_lists(root, run, float(args.get("apt_max_age_s") or 0))
         else:
             facts["apt_update"]["detail"] = "not root: apt lists not refreshed"
 

@@ -790,6 +790,62 @@ def test_waiting_for_the_lock_stops_when_it_is_released(fake_root):
     assert result["waited_s"] == 3.0
 
 
+class AptGet:
+    """A recording stand-in for `apt-get update` (exit status and last line as given)."""
+
+    def __init__(self, rc: int = 0, out: str = "") -> None:
+        self.rc, self.out, self.calls = rc, out, 0
+
+    def __call__(self, argv: list[str], timeout: float = 60.0) -> tuple[int, str]:
+        assert argv == ["apt-get", "update", "-qq"]
+        self.calls += 1
+        return self.rc, self.out
+
+
+def test_apt_lists_preflight_refreshed_recently_are_not_refreshed_again(fake_root):
+    """Issue 23: a no-op provision spent most of a node's CPU in apt-get update. A refresh by
+    preflight stands for r9700_preflight_apt_cache_valid_time while /etc/apt is unchanged."""
+    write(fake_root, "/etc/apt/sources.list.d/rocm.sources", "Types: deb\n")
+    (fake_root / "var/lib/apt/lists").mkdir(parents=True)
+    apt = AptGet()
+    first = nodefacts.refresh_apt_lists(str(fake_root), apt, 3600, now=lambda: 1e9)
+    assert first == {"ran": True, "ok": True, "detail": ""} and apt.calls == 1
+    assert os.stat(fake_root / "var/lib/apt/lists/r9700ctl-refreshed").st_mtime == 1e9
+    os.utime(fake_root / "etc/apt/sources.list.d/rocm.sources", (1e9 - 60, 1e9 - 60))
+    os.utime(fake_root / "etc/apt/sources.list.d", (1e9 - 60, 1e9 - 60))
+    os.utime(fake_root / "etc/apt", (1e9 - 60, 1e9 - 60))
+    second = nodefacts.refresh_apt_lists(str(fake_root), apt, 3600, now=lambda: 1e9 + 600)
+    assert apt.calls == 1 and second["ran"] is False and second["ok"] is None
+    assert second["detail"].startswith("apt's lists were refreshed 600 s ago and /etc/apt has not changed")
+
+
+@pytest.mark.parametrize(
+    "why",
+    ["older than the limit", "a source changed since", "a source removed since", "limit 0", "no mark"],
+)
+def test_apt_lists_are_refreshed_when_the_mark_is_old_apt_changed_or_there_is_no_mark(fake_root, why):
+    write(fake_root, "/etc/apt/sources.list.d/rocm.sources", "Types: deb\n")
+    write(fake_root, "/var/lib/apt/lists/r9700ctl-refreshed", "")
+    for path in ("etc/apt/sources.list.d/rocm.sources", "etc/apt/sources.list.d", "etc/apt"):
+        os.utime(fake_root / path, (1e9 - 60, 1e9 - 60))
+    os.utime(fake_root / "var/lib/apt/lists/r9700ctl-refreshed", (1e9, 1e9))
+    now, limit = 1e9 + 600, 3600
+    if why == "older than the limit":
+        now = 1e9 + 3601
+    elif why == "a source changed since":
+        os.utime(fake_root / "etc/apt/sources.list.d/rocm.sources", (1e9 + 1, 1e9 + 1))
+    elif why == "a source removed since":
+        (fake_root / "etc/apt/sources.list.d/rocm.sources").unlink()  # the directory's time moves
+    elif why == "limit 0":
+        limit = 0
+    else:
+        (fake_root / "var/lib/apt/lists/r9700ctl-refreshed").unlink()  # another apt-get update ran
+    apt = AptGet(rc=100, out="E: The repository 'x' is not signed.\n")
+    result = nodefacts.refresh_apt_lists(str(fake_root), apt, limit, now=lambda: now)
+    assert apt.calls == 1
+    assert result == {"ran": True, "ok": False, "detail": "E: The repository 'x' is not signed."}
+
+
 def test_waiting_gives_up_at_the_timeout_with_the_holder_still_named(fake_root):
     (fake_root / "proc/56/fd").mkdir(parents=True)
     write(fake_root, "/proc/56/cmdline", "flock\x00/var/lib/dpkg/lock\x00sleep\x00600\x00")
@@ -1084,6 +1140,11 @@ def test_preflight_takes_types_and_choices_from_the_roles_argument_spec(monkeypa
         ("allow_unsupported", "maybe", "r9700_allow_unsupported='maybe' is not true or false"),
         ("min_free_gb", -1, "r9700_min_free_gb=-1 is not a number, 0 or more"),
         ("apt_lock_timeout", "soon", "r9700_apt_lock_timeout='soon' is not a number, 0 or more"),
+        (
+            "preflight_apt_cache_valid_time",
+            -60,
+            "r9700_preflight_apt_cache_valid_time=-60 is not a whole number, 0 or more",
+        ),
         ("apply_runtime", "yes please", "r9700_apply_runtime='yes please' is not one of auto, true, false"),
     ],
 )

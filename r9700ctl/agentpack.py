@@ -38,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from r9700ctl import paths
+from r9700ctl import fastyaml, paths
 from r9700ctl.errors import BadInput
 
 AGENT_CODE = ("__init__.py", "agent")
@@ -53,7 +53,7 @@ def package_dir() -> Path:
 def data_document(name: str) -> Any:
     """A data file of r9700ctl/data as the agent will read it (parsed from its YAML source)."""
     with open(paths.data_file(f"{name}.yaml"), encoding="utf-8") as fh:
-        return yaml.safe_load(fh)
+        return fastyaml.safe_load(fh)
 
 
 def _ignore(directory: str, names: list[str]) -> set[str]:

@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from r9700ctl import fastyaml
 from r9700ctl.agent.known_issue_match import version_tuple
 from r9700ctl.paths import data_file
 
@@ -315,4 +314,4 @@ def os_key(distribution_id: str, version_id: str) -> str:
 @functools.lru_cache(maxsize=4)
 def load(path: Path | None = None) -> Manifest:
     with open(path or data_file("manifest.yaml"), encoding="utf-8") as fh:
-        return Manifest(raw=yaml.safe_load(fh))
+        return Manifest(raw=fastyaml.safe_load(fh))

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from r9700ctl import value_rules
+from r9700ctl import fastyaml, value_rules
 from r9700ctl.errors import CannotRun
 
 PREFIX = "r9700_"
@@ -115,7 +115,7 @@ def _load_yaml(path: Path) -> Any:
     if not path.is_file():
         return None
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return fastyaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)

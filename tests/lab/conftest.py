@@ -39,20 +39,26 @@ from r9700ctl.errors import R9700Error
 HERE = Path(__file__).resolve().parent
 
 
-# Seconds each lab file took in a serial run on this 2-core machine (2026-12-04, junit times,
-# snapshots being made): the longest files start first, so that with two workers (`pytest -n 2
-# --dist loadfile`, as scripts/test.sh runs the suite: a file's tests share its module-scoped labs,
-# so they stay on one worker) the unit tests fill the gaps instead of one long lab file running
-# alone at the end. Unlisted: 0.
+# Seconds each lab file took in a run of the whole suite on this 2-core machine (2026-12-06, junit
+# times with two workers, the snapshots being made): the longest files start first, so that with
+# two workers (`pytest -n 2 --dist loadfile`, as scripts/test.sh runs the suite: a file's tests share
+# its module-scoped labs, so they stay on one worker) the unit tests fill the gaps instead of one
+# long lab file running alone at the end. Unlisted: 0.
 FILE_COST_S = {
-    "test_lifecycle_lab.py": 500,
-    "test_cluster_lab.py": 400,
-    "test_containers_lab.py": 182,
-    "test_provision.py": 170,
-    "test_kernel_upgrade_lab.py": 119,
-    "test_roles.py": 68,
-    "test_collection_lab.py": 57,
-    "test_faults.py": 53,
+    "test_lifecycle_lab.py": 650,
+    "test_cluster_lab.py": 501,
+    "test_provision.py": 299,
+    "test_containers_lab.py": 295,
+    "test_kernel_upgrade_lab.py": 84,
+    "test_roles.py": 72,
+    "test_collection_lab.py": 60,
+    "test_faults.py": 60,
+    "test_power.py": 50,
+    "test_validate.py": 43,
+    "test_collect.py": 42,
+    "test_monitoring_lab.py": 40,
+    "test_doctor.py": 38,
+    "test_lab.py": 37,
 }
 
 

@@ -498,31 +498,48 @@ def service_manager(root: str) -> str:
     return comm or "unknown"
 
 
-# Preflight's mark of its last successful `apt-get update`, in apt's lists directory: apt-get update
-# deletes the files of that directory it does not know (seen on Debian 12: a file touched there is
-# gone after the next update), so a refresh by anyone else removes the mark and the next preflight
-# refreshes again. Only /var/lib/apt/lists changes, as before.
+# Preflight's mark of its last clean `apt-get update`, in apt's lists directory: apt-get update
+# deletes the files of that directory it does not know (pkgAcquire::Clean, run by ListUpdate when no
+# index failed and APT::Get::List-Cleanup is on, the default: apt 2.4 and 2.7, apt-pkg/update.cc and
+# apt-pkg/acquire.cc; seen on Debian 12: a file touched there is gone after the next update), so a
+# refresh by anyone else removes the mark and the next preflight refreshes again. Where the mark
+# survives (List-Cleanup off, a failed index), the other update left the lists as new or newer.
+# Only /var/lib/apt/lists changes, as before.
 APT_REFRESHED = "/var/lib/apt/lists/r9700ctl-refreshed"
 # What apt reads its sources, pins, keys and settings from: a change there since the mark means
 # the lists may not be what apt would fetch now.
 APT_CONFIG = "/etc/apt"
 
 
+def _changed_since(path: str, when: float) -> bool:
+    """Whether path (and, for a link, what it points to) was written or replaced after `when`: the
+    later of mtime and ctime, as `cp -p` and `rsync -t` keep an old mtime but not the ctime."""
+    for read in (os.lstat, os.stat):
+        try:
+            info = read(path)
+        except OSError:
+            continue
+        if max(info.st_mtime, info.st_ctime) > when:
+            return True
+    return False
+
+
 def apt_lists_age(root: str, now: Callable[[], float] = time.time) -> float | None:
     """Seconds since preflight last refreshed apt's lists; None when it never did (that apt-get
-    update knows of) or when anything under /etc/apt changed since."""
+    update knows of), when anything under /etc/apt changed since, or when the mark lies in the future
+    (a clock set back: its age says nothing)."""
     try:
         refreshed = os.stat(_path(root, APT_REFRESHED)).st_mtime
     except OSError:
         return None
-    for directory, _dirs, files in os.walk(_path(root, APT_CONFIG)):
+    if refreshed > now():
+        return None
+    # followlinks: a linked sources.list.d is walked as apt reads it
+    for directory, _dirs, files in os.walk(_path(root, APT_CONFIG), followlinks=True):
         for path in (directory, *(os.path.join(directory, name) for name in files)):
-            try:
-                if os.lstat(path).st_mtime > refreshed:
-                    return None
-            except OSError:
-                continue
-    return max(0.0, now() - refreshed)
+            if _changed_since(path, refreshed):
+                return None
+    return now() - refreshed
 
 
 def refresh_apt_lists(
@@ -535,21 +552,25 @@ def refresh_apt_lists(
         return {
             "ran": False,
             "ok": None,
+            "age_s": round(age),
             "detail": f"apt's lists were refreshed {age:.0f} s ago and /etc/apt has not changed since "
             f"(r9700_preflight_apt_cache_valid_time: {max_age_s:.0f} s)",
         }
+    started = now()  # a change to /etc/apt while apt-get runs is newer than the mark
     out = run(["apt-get", "update", "-qq"], 600.0)
     if out is None:
         return {"ran": False, "ok": False, "detail": "apt-get not found"}
-    last = out[1].strip().splitlines()[-1:] or [""]
-    if out[0] == 0:
+    lines = out[1].strip().splitlines()
+    # Marked only when clean: apt-get update exits 0 when an index failed to download ("W: Failed to
+    # fetch ...", "W: Some index files failed to download"); with -qq it prints nothing else.
+    if out[0] == 0 and not any(line.startswith(("W:", "E:", "Err:")) for line in lines):
         try:
             mark = Path(_path(root, APT_REFRESHED))
             mark.touch()
-            os.utime(mark, (now(), now()))
+            os.utime(mark, (started, started))
         except OSError:
             pass  # no mark: the next preflight refreshes again
-    return {"ran": True, "ok": out[0] == 0, "detail": last[0]}
+    return {"ran": True, "ok": out[0] == 0, "detail": (lines[-1:] or [""])[0]}
 
 
 def gather(

@@ -46,6 +46,9 @@ def _check_kernel_packages(
     checks = []
     update = facts.get("apt_update") or {}
     stale = "" if update.get("ok") is not False else f" (apt-get update failed: {update.get('detail', '')})"
+    if update.get("ran") is False and update.get("age_s") is not None:
+        # an earlier preflight's refresh stood (r9700_preflight_apt_cache_valid_time): say so
+        stale = f" (in apt's lists as refreshed {update['age_s']} s ago; `provision --full` refreshes them)"
     if not apt.get("available", True):
         checks.append(
             finding(

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -479,6 +480,22 @@ def test_missing_kernel_headers_refuse_a_dkms_node_with_the_package_named():
     assert check(judge(f, driver_source="inbox"), "kernel.headers").status == SKIP
 
 
+def test_missing_headers_in_lists_an_earlier_preflight_refreshed_say_how_old_they_are():
+    f = facts("ubuntu-24.04")
+    f["apt"]["packages"]["linux-headers-6.8.0-31-generic"] = {"installed": None, "candidate": None}
+    f["apt_update"] = {
+        "ran": False,
+        "ok": None,
+        "age_s": 600,
+        "detail": "apt's lists were refreshed 600 s ago",
+    }
+    c = check(judge(f), "kernel.headers")
+    assert c.status == FAIL and c.detail.startswith(
+        "linux-headers-6.8.0-31-generic has no apt candidate (in apt's lists as refreshed 600 s ago; "
+        "`provision --full` refreshes them): "
+    )
+
+
 def test_apt_that_cannot_answer_is_a_warning_not_a_refusal():
     """A stale rocm.list with another Signed-By breaks apt-cache; r9700_repos removes it, so go on."""
     f = facts()
@@ -807,16 +824,26 @@ def test_apt_lists_preflight_refreshed_recently_are_not_refreshed_again(fake_roo
     preflight stands for r9700_preflight_apt_cache_valid_time while /etc/apt is unchanged."""
     write(fake_root, "/etc/apt/sources.list.d/rocm.sources", "Types: deb\n")
     (fake_root / "var/lib/apt/lists").mkdir(parents=True)
+    base = time.time() + 10  # after the files' ctime (the kernel's: it cannot be set back)
     apt = AptGet()
-    first = nodefacts.refresh_apt_lists(str(fake_root), apt, 3600, now=lambda: 1e9)
+    first = nodefacts.refresh_apt_lists(str(fake_root), apt, 3600, now=lambda: base)
     assert first == {"ran": True, "ok": True, "detail": ""} and apt.calls == 1
-    assert os.stat(fake_root / "var/lib/apt/lists/r9700ctl-refreshed").st_mtime == 1e9
-    os.utime(fake_root / "etc/apt/sources.list.d/rocm.sources", (1e9 - 60, 1e9 - 60))
-    os.utime(fake_root / "etc/apt/sources.list.d", (1e9 - 60, 1e9 - 60))
-    os.utime(fake_root / "etc/apt", (1e9 - 60, 1e9 - 60))
-    second = nodefacts.refresh_apt_lists(str(fake_root), apt, 3600, now=lambda: 1e9 + 600)
-    assert apt.calls == 1 and second["ran"] is False and second["ok"] is None
+    assert os.stat(fake_root / "var/lib/apt/lists/r9700ctl-refreshed").st_mtime == base
+    for path in ("etc/apt/sources.list.d/rocm.sources", "etc/apt/sources.list.d", "etc/apt"):
+        os.utime(fake_root / path, (base - 60, base - 60))
+    second = nodefacts.refresh_apt_lists(str(fake_root), apt, 3600, now=lambda: base + 600)
+    assert apt.calls == 1 and second["ran"] is False and second["ok"] is None and second["age_s"] == 600
     assert second["detail"].startswith("apt's lists were refreshed 600 s ago and /etc/apt has not changed")
+
+
+def _refreshed_at(fake_root, when: float) -> None:
+    """/etc/apt with one source, older than a mark preflight left at `when` (the files' ctime is
+    their creation, now: `when` must be later for them to count as older)."""
+    write(fake_root, "/etc/apt/sources.list.d/rocm.sources", "Types: deb\n")
+    write(fake_root, "/var/lib/apt/lists/r9700ctl-refreshed", "")
+    for path in ("etc/apt/sources.list.d/rocm.sources", "etc/apt/sources.list.d", "etc/apt"):
+        os.utime(fake_root / path, (when - 60, when - 60))
+    os.utime(fake_root / "var/lib/apt/lists/r9700ctl-refreshed", (when, when))
 
 
 @pytest.mark.parametrize(
@@ -824,18 +851,17 @@ def test_apt_lists_preflight_refreshed_recently_are_not_refreshed_again(fake_roo
     ["older than the limit", "a source changed since", "a source removed since", "limit 0", "no mark"],
 )
 def test_apt_lists_are_refreshed_when_the_mark_is_old_apt_changed_or_there_is_no_mark(fake_root, why):
-    write(fake_root, "/etc/apt/sources.list.d/rocm.sources", "Types: deb\n")
-    write(fake_root, "/var/lib/apt/lists/r9700ctl-refreshed", "")
-    for path in ("etc/apt/sources.list.d/rocm.sources", "etc/apt/sources.list.d", "etc/apt"):
-        os.utime(fake_root / path, (1e9 - 60, 1e9 - 60))
-    os.utime(fake_root / "var/lib/apt/lists/r9700ctl-refreshed", (1e9, 1e9))
-    now, limit = 1e9 + 600, 3600
+    base = time.time() + 10
+    _refreshed_at(fake_root, base)
+    now, limit = base + 600, 3600
     if why == "older than the limit":
-        now = 1e9 + 3601
+        now = base + 3601
     elif why == "a source changed since":
-        os.utime(fake_root / "etc/apt/sources.list.d/rocm.sources", (1e9 + 1, 1e9 + 1))
+        os.utime(fake_root / "etc/apt/sources.list.d/rocm.sources", (base + 1, base + 1))
     elif why == "a source removed since":
-        (fake_root / "etc/apt/sources.list.d/rocm.sources").unlink()  # the directory's time moves
+        # only the directory's time moves, to when the file went (after the mark)
+        (fake_root / "etc/apt/sources.list.d/rocm.sources").unlink()
+        os.utime(fake_root / "etc/apt/sources.list.d", (base + 1, base + 1))
     elif why == "limit 0":
         limit = 0
     else:
@@ -844,6 +870,44 @@ def test_apt_lists_are_refreshed_when_the_mark_is_old_apt_changed_or_there_is_no
     result = nodefacts.refresh_apt_lists(str(fake_root), apt, limit, now=lambda: now)
     assert apt.calls == 1
     assert result == {"ran": True, "ok": False, "detail": "E: The repository 'x' is not signed."}
+    # a failed refresh leaves the mark as it was (or absent): the next preflight refreshes again
+    mark = fake_root / "var/lib/apt/lists/r9700ctl-refreshed"
+    assert not mark.exists() if why == "no mark" else mark.stat().st_mtime == base
+
+
+def test_an_update_that_exits_0_with_a_failed_index_leaves_no_mark(fake_root):
+    """apt-get update exits 0 when an index failed to download (a warning only): not a refresh to
+    stand on for an hour."""
+    (fake_root / "var/lib/apt/lists").mkdir(parents=True)
+    apt = AptGet(
+        out="W: Failed to fetch http://x/dists/noble/InRelease  Connection timed out\n"
+        "W: Some index files failed to download. They have been ignored, or old ones used instead.\n"
+    )
+    result = nodefacts.refresh_apt_lists(str(fake_root), apt, 3600, now=lambda: time.time() + 10)
+    assert result["ran"] is True and result["ok"] is True
+    assert not (fake_root / "var/lib/apt/lists/r9700ctl-refreshed").exists()
+
+
+def test_the_mark_carries_the_time_the_update_started(fake_root):
+    """A source written while apt-get update ran is newer than the mark, so the next run refreshes."""
+    (fake_root / "var/lib/apt/lists").mkdir(parents=True)
+    base = time.time() + 10
+    clock = iter([base, base + 300])  # before the update, then after it
+    nodefacts.refresh_apt_lists(str(fake_root), AptGet(), 3600, now=lambda: next(clock))
+    assert os.stat(fake_root / "var/lib/apt/lists/r9700ctl-refreshed").st_mtime == base
+
+
+@pytest.mark.parametrize("why", ["a mark in the future", "a source copied with its old time"])
+def test_apt_lists_are_refreshed_when_the_clock_or_the_sources_cannot_be_trusted(fake_root, why):
+    now = time.time()
+    if why == "a mark in the future":  # the clock was set back since: the age says nothing
+        _refreshed_at(fake_root, now + 3000)
+    else:  # cp -p keeps the mtime, not the ctime: the file is newer than the mark all the same
+        _refreshed_at(fake_root, now - 600)
+        os.utime(fake_root / "etc/apt/sources.list.d/rocm.sources", (now - 7200, now - 7200))
+    apt = AptGet()
+    nodefacts.refresh_apt_lists(str(fake_root), apt, 3600, now=lambda: now)
+    assert apt.calls == 1
 
 
 def test_waiting_gives_up_at_the_timeout_with_the_holder_still_named(fake_root):

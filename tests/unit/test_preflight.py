@@ -1260,3 +1260,35 @@ def test_preflight_is_a_package_of_families_whose_checks_register_in_dependency_
     ]
     modules = {c.fn.__module__.rsplit(".", 1)[-1] for c in registry.load()}
     assert modules == set(registry.FAMILIES)
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    # key=value reaches Ansible as a string, as ansible-playbook -e passes it (the role's spec converts it)
+    [([], None), (["--full"], 0), (["--full", "-e", "r9700_preflight_apt_cache_valid_time=60"], "60")],
+)
+def test_provision_full_asks_preflight_to_refresh_apt_and_a_users_value_wins(
+    tmp_path, monkeypatch, argv, expected
+):
+    """`provision --full` always refreshes apt's lists (the knob 0); the default run leaves the role's
+    default; an explicit -e outranks --full."""
+    from datetime import datetime, timezone
+
+    from click.testing import CliRunner
+
+    from r9700ctl import ansible_run
+    from r9700ctl.cli import cli
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    inventory = tmp_path / "inventory.ini"
+    inventory.write_text("[r9700_nodes]\nnode1 ansible_host=192.0.2.11\n", encoding="utf-8")
+    seen = []
+    now = datetime.now(timezone.utc)
+    host = ansible_run.HostResult(host="node1", ok=3, started=True)
+    done = ansible_run.RunResult("successful", 0, {"node1": host}, tmp_path, tmp_path, now, now, True)
+    monkeypatch.setattr(
+        ansible_run, "run_playbook", lambda request, on_progress=None: seen.append(request) or done
+    )
+    result = CliRunner().invoke(cli, ["provision", str(inventory), *argv])
+    assert result.exit_code == 0, result.output
+    assert seen[0].extra_vars.get("r9700_preflight_apt_cache_valid_time") == expected

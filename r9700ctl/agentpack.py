@@ -26,6 +26,7 @@ imports, to a node that has nothing of r9700ctl yet (preflight's facts, before a
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import json
 import shutil
@@ -147,9 +148,15 @@ def stdin_invocation(module: str, args: dict[str, Any], python: str = "python3")
     Used by the r9700_preflight action plugin and by `r9700ctl doctor` over SSH."""
     from r9700ctl.agent.nodefacts import encode_args
 
+    return f"{python} - {encode_args(args)}", stdin_script(module)
+
+
+@functools.cache
+def stdin_script(module: str) -> bytes:
+    """The script stdin_invocation sends for `module`, made once per process (the action plugins
+    make it where Ansible loads them, before it forks a worker per host)."""
     sources = dict(sorted(module_closure(module).items()))
-    script = STDIN_BOOTSTRAP.format(sources=sources, module=module)
-    return f"{python} - {encode_args(args)}", script.encode("utf-8")
+    return STDIN_BOOTSTRAP.format(sources=sources, module=module).encode("utf-8")
 
 
 def module_closure(module: str) -> dict[str, tuple[bool, str]]:

@@ -4,11 +4,15 @@ Two runs with the same key do the same thing to a node that is as the first one 
 key hashes everything the roles' outcome follows from, namely the content that runs (the
 collection's roles, playbooks and plugins, and the r9700ctl package their plugins and node
 program come from), every r9700_* value of the host as the play resolved it (role defaults,
-inventory, extra vars, and what r9700_preflight resolved from the node), the facts the roles read
-and the scope of the run (roles in the play, tags). Values that name a per-run temporary file
-(the packed node program, the monitoring agent's archive) count by their content instead.
+inventory, extra vars, and what r9700_preflight resolved from the node) and the scope of the run
+(roles in the play, tags). Values that name a per-run temporary file (the packed node program, the
+monitoring agent's archive) count by their content instead.
 
-tests/unit/test_converge.py keeps FACTS in step with the facts the roles' files read.
+The facts the roles read are not in the key: provision gathers them only on a node that is not
+converged (a converged one costs no fact gathering), so the node observes what they are derived
+from and names any change (r9700ctl/agent/converged.py machine, FACT_SOURCES).
+tests/unit/test_converge.py keeps FACTS in step with the facts the roles' files read, and every one
+of them observed.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from typing import Any
 CONTENT_DIRS = ("roles", "playbooks", "plugins")
 CONTENT_SUFFIXES = (".py", ".yml", ".yaml", ".j2", ".json", ".txt", ".cfg", ".ini", ".sh")
 # Facts the roles read (ansible_facts[...] in roles/ and playbooks/); a dotted name is one key of
-# a fact (of the environment only SUDO_USER: the rest changes with every SSH session).
+# a fact (of the environment only SUDO_USER: the rest changes with every SSH session). Each is
+# observed on the node (agent/converged.py FACT_SOURCES), not hashed here.
 FACTS = (
     "architecture",
     "distribution",
@@ -98,8 +103,8 @@ def file_digest(path: str) -> str:
         return f"unreadable {path}"
 
 
-def inputs(variables: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
-    """What the key hashes, from a host's templated variables and its facts."""
+def inputs(variables: dict[str, Any]) -> dict[str, Any]:
+    """What the key hashes, from a host's templated variables."""
     values = {}
     for name in sorted(variables):
         if not name.startswith("r9700_") or name in NOT_INPUTS:
@@ -113,18 +118,10 @@ def inputs(variables: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
     return {
         "content": content_digest(),
         "values": values,
-        "facts": {name: _fact(facts, name) for name in FACTS},
         "play": {name: variables.get(name) for name in PLAY_VARS},
     }
 
 
-def _fact(facts: dict[str, Any], name: str) -> Any:
-    value: Any = facts
-    for part in name.split("."):
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
-
-
-def key(variables: dict[str, Any], facts: dict[str, Any]) -> str:
-    text = json.dumps(inputs(variables, facts), sort_keys=True, default=str)
+def key(variables: dict[str, Any]) -> str:
+    text = json.dumps(inputs(variables), sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()

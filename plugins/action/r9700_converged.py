@@ -19,7 +19,10 @@ import time
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
-from ansible_collections.r9700ctl.nodes.plugins.plugin_utils.r9700ctl_package import require
+from ansible_collections.r9700ctl.nodes.plugins.plugin_utils.r9700ctl_package import preload, require
+
+NODE_SCRIPT = "r9700ctl.agent.converged"
+preload(("r9700ctl.agentpack", "r9700ctl.converge"), (NODE_SCRIPT,))
 
 ARGUMENT_SPEC = {
     "mode": {"type": "str", "choices": ["check", "record"], "required": True},
@@ -57,7 +60,7 @@ class ActionModule(ActionBase):
                 or name in converge.PLAY_VARS
             }
             variables["ansible_managed"] = C.DEFAULT_MANAGED_STR
-            key = converge.key(variables, self._templar.template(task_vars.get("ansible_facts", {})))
+            key = converge.key(variables)
         node_args = {"mode": args["mode"], "managed": args["managed"], "key": key}
         if args["mode"] == "record":
             node_args.update(image=args["image"], facts=args["facts"], recorded_at=time.time())
@@ -65,7 +68,7 @@ class ActionModule(ActionBase):
         python = args["python"]
         if python.startswith("auto"):  # Ansible's interpreter discovery keywords
             python = "python3"
-        command, script = agentpack.stdin_invocation("r9700ctl.agent.converged", node_args, python=python)
+        command, script = agentpack.stdin_invocation(NODE_SCRIPT, node_args, python=python)
         out = self._low_level_execute_command(command, sudoable=True, in_data=script)
         try:
             answer = json.loads(out.get("stdout") or "")
@@ -107,7 +110,7 @@ def verdict(answer: dict, key: str) -> tuple[bool, str]:
     if answer["recorded_key"] != key:
         return (
             False,
-            "not converged: this run's inputs (variables, roles, r9700ctl, facts) are not the last run's",
+            "not converged: this run's inputs (variables, roles, r9700ctl) are not the last run's",
         )
     found = answer.get("differences") or []
     if found:

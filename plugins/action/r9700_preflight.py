@@ -16,7 +16,19 @@ import time
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
-from ansible_collections.r9700ctl.nodes.plugins.plugin_utils.r9700ctl_package import require
+from ansible_collections.r9700ctl.nodes.plugins.plugin_utils.r9700ctl_package import preload, require
+
+MODULES = (
+    "r9700ctl",
+    "r9700ctl.agentpack",
+    "r9700ctl.manifest",
+    "r9700ctl.nodeenv",
+    "r9700ctl.preflight",
+    "r9700ctl.agent.result",
+)
+NODE_SCRIPT = "r9700ctl.agent.nodefacts"
+# the manifest and the checks, each loaded once per process
+preload(MODULES, (NODE_SCRIPT,), ("r9700ctl.manifest:load", "r9700ctl.preflight.registry:load"))
 
 # The action's own parameters. The r9700_* values it passes on are "raw" here: their types and
 # choices live once, in the roles' meta/argument_specs.yml, which Ansible checks when the role
@@ -93,13 +105,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]  # (validator result, arguments)
         package, agentpack, manifest_module, nodeenv, preflight, result_module = require(
-            AnsibleActionFail,
-            "r9700ctl",
-            "r9700ctl.agentpack",
-            "r9700ctl.manifest",
-            "r9700ctl.nodeenv",
-            "r9700ctl.preflight",
-            "r9700ctl.agent.result",
+            AnsibleActionFail, *MODULES
         )
         one_line = result_module.one_line
 
@@ -121,7 +127,7 @@ class ActionModule(ActionBase):
         python = args["python"]
         if python.startswith("auto"):  # Ansible's interpreter discovery keywords
             python = "python3"
-        command, script = agentpack.stdin_invocation("r9700ctl.agent.nodefacts", fact_args, python=python)
+        command, script = agentpack.stdin_invocation(NODE_SCRIPT, fact_args, python=python)
         before = time.time()
         out = self._low_level_execute_command(command, sudoable=True, in_data=script)
         after = time.time()

@@ -66,3 +66,26 @@ def require(error: type[Exception], *modules: str) -> list[ModuleType]:
             f"and {sys.executable} has {PACKAGE} {found}: {install_hint(wanted)}"
         )
     return imported
+
+
+def preload(
+    modules: tuple[str, ...], stdin_scripts: tuple[str, ...] = (), calls: tuple[str, ...] = ()
+) -> None:
+    """Import r9700ctl's `modules`, make the node scripts `stdin_scripts` (agentpack) and fill the
+    caches of `calls` ("module:function", no arguments) now, where the plugin is loaded: for an
+    action plugin that is ansible-playbook's own process (its strategy loads the plugin before it
+    forks a worker per host), so every host's worker finds them ready instead of doing it again
+    (about 0.1 s of CPU per host and task). Any failure is left to require(), which says it in
+    one line when the plugin runs."""
+    try:
+        for name in modules:
+            importlib.import_module(name)
+        if stdin_scripts:
+            agentpack = importlib.import_module(f"{PACKAGE}.agentpack")
+            for name in stdin_scripts:
+                agentpack.stdin_script(name)
+        for call in calls:
+            module, function = call.split(":")
+            getattr(importlib.import_module(module), function)()
+    except Exception:  # pylint: disable=broad-exception-caught  # require() reports it
+        return

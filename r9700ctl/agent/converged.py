@@ -1,11 +1,13 @@
 """Is this node as the last complete provision left it? (runs ON the node: standard library only)
 
 A provision that ends without a failure records, in /etc/r9700ctl/converged.json, the key of
-what it was asked to do (the controller's hash of the collection, the r9700ctl package, every
-r9700_* value and the facts the roles read: r9700ctl/converge.py) and what it left: every
+what it was asked to do (the controller's hash of the collection, the r9700ctl package and every
+r9700_* value: r9700ctl/converge.py) and what it left: every
 managed file (sha256, mode, owner) and directory, r9700ctl's own directories, the package
 database (versions and holds), the group database, the kernel and its command line, DKMS's
-builds, the units' states where systemd runs, whether dockerd answers and which image it holds.
+builds, the units' states where systemd runs, whether dockerd answers and which image it holds,
+and the machine the roles' facts come from (machine(): provision gathers Ansible's facts only on
+a node that is not converged, so the node itself says when they would differ).
 
 The next provision asks first (`check`): with the same key and a node that still observes as
 recorded, every role would find nothing to do, so the play ends there for the node (changed=0)
@@ -67,6 +69,33 @@ RUNNING_UNITS = ("docker.service", "prometheus-node-exporter.service")
 # Whole files whose every change counts (an unrelated change costs one full run, never a miss).
 DATABASES = ("/var/lib/dpkg/status", "/etc/group", "/etc/gshadow", "/proc/cmdline")
 MAX_DIFFERENCES = 5  # named in the reason; the count says how many more
+# Of /proc/cpuinfo, the lines Ansible's processor facts come from (processor, processor_cores,
+# processor_count, processor_vcpus): not the clock ("cpu MHz"), which changes all the time.
+CPUINFO_KEYS = ("processor", "vendor_id", "model name", "physical id", "core id", "cpu cores", "siblings")
+# Ansible's distribution facts come from os-release, then lsb-release and debian_version (Debian's
+# point release); service_mgr from PID 1's name and whether systemd booted the node (sd_booted(3)).
+OS_RELEASE_FILES = ("etc/os-release", "etc/lsb-release", "etc/debian_version")
+SYSTEMD_BOOTED = "run/systemd/system"
+# Where each fact the roles read (r9700ctl/converge.py FACTS) is observed: the name of its entry
+# in observe(). ansible.builtin.setup derives them from these (its distribution, platform,
+# hardware and service_mgr collectors); tests/unit/test_converge.py keeps both lists in step.
+FACT_SOURCES = {
+    "architecture": "machine",
+    "distribution": "os release",
+    "distribution_release": "os release",
+    "distribution_version": "os release",
+    "os_family": "os release",
+    "env.SUDO_USER": "sudo user",
+    "hostname": "machine",
+    "kernel": "kernel",
+    "memtotal_mb": "memory",
+    "processor": "cpus",
+    "processor_cores": "cpus",
+    "processor_count": "cpus",
+    "processor_nproc": "cpus",
+    "processor_vcpus": "cpus",
+    "service_mgr": "init",
+}
 
 
 def _volatile(path: str) -> bool:
@@ -145,6 +174,7 @@ def observe(managed: dict[str, Any], image: str = "") -> dict[str, Any]:
     for path in DATABASES:
         seen[path] = describe(path)
     seen["kernel"] = os.uname().release
+    seen.update(machine())
     seen["dkms"] = _command(["dkms", "status"])
     for path in sorted(glob.glob(POWER_CAPS)):
         seen[path] = _read(path)
@@ -168,6 +198,24 @@ def observe(managed: dict[str, Any], image: str = "") -> dict[str, Any]:
         if image:
             seen["image"] = _command(["docker", "image", "inspect", "--format", "{{.Id}}", image])
     return seen
+
+
+def machine(root: str = "/") -> dict[str, Any]:
+    """What the facts the roles read are derived from (FACT_SOURCES), as raw as they come."""
+    uname = os.uname()
+    cpuinfo = _read(os.path.join(root, "proc/cpuinfo")) or ""
+    meminfo = _read(os.path.join(root, "proc/meminfo")) or ""
+    return {
+        "machine": {"hostname": uname.nodename, "architecture": uname.machine},
+        "os release": {name: _read(os.path.join(root, name)) for name in OS_RELEASE_FILES},
+        "cpus": {
+            "lines": [line for line in cpuinfo.splitlines() if line.split(":")[0].strip() in CPUINFO_KEYS],
+            "usable": len(os.sched_getaffinity(0)),
+        },
+        "memory": [line for line in meminfo.splitlines() if line.startswith("MemTotal:")],
+        "init": [_read(os.path.join(root, "proc/1/comm")), os.path.isdir(os.path.join(root, SYSTEMD_BOOTED))],
+        "sudo user": os.environ.get("SUDO_USER"),
+    }
 
 
 def _read(path: str) -> str | None:

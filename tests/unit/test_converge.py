@@ -121,9 +121,7 @@ def test_no_record_or_another_version_is_never_converged(node, tmp_path):
 def test_the_verdict_needs_the_same_key_and_no_difference(node):
     same, reason = verdict(check(node), "K")
     assert same and reason.startswith("converged since 2026-12-04 ") and "--full" in reason
-    inputs_differ = (
-        "not converged: this run's inputs (variables, roles, r9700ctl, facts) are not the last run's"
-    )
+    inputs_differ = "not converged: this run's inputs (variables, roles, r9700ctl) are not the last run's"
     assert verdict(check(node), "K-other") == (False, inputs_differ)
     (node["root"] / "etc/r9700.sh").write_text("edited\n")
     same, reason = verdict(check(node), "K")
@@ -134,20 +132,82 @@ def test_the_verdict_needs_the_same_key_and_no_difference(node):
 
 
 BASE = {"r9700_rocm_version": "auto", "inventory_hostname": "node1", "ansible_run_tags": ["all"]}
-FACTS = {"kernel": "6.8.0-50-generic", "distribution": "Ubuntu", "date_time": {"epoch": "1"}}
 
 
-def test_the_key_follows_every_value_fact_and_the_scope_of_the_run():
-    base = converge.key(BASE, FACTS)
-    assert converge.key(dict(BASE), dict(FACTS)) == base
-    assert converge.key({**BASE, "r9700_rocm_version": "6.4.1"}, FACTS) != base
-    assert converge.key({**BASE, "inventory_hostname": "node2"}, FACTS) != base
-    assert converge.key({**BASE, "ansible_run_tags": ["r9700_env"]}, FACTS) != base
-    assert converge.key(BASE, {**FACTS, "kernel": "6.11.0-1-generic"}) != base
-    # Facts no role reads (the time, free memory) never make a node look changed.
-    assert converge.key(BASE, {**FACTS, "date_time": {"epoch": "2"}, "memfree_mb": 5}) == base
+def test_the_key_follows_every_value_and_the_scope_of_the_run():
+    base = converge.key(BASE)
+    assert converge.key(dict(BASE)) == base
+    assert converge.key({**BASE, "r9700_rocm_version": "6.4.1"}) != base
+    assert converge.key({**BASE, "inventory_hostname": "node2"}) != base
+    assert converge.key({**BASE, "ansible_run_tags": ["r9700_env"]}) != base
     # This run's own report is not an input.
-    assert converge.key({**BASE, "r9700_preflight": {"clock_offset_s": 0.3}}, FACTS) == base
+    assert converge.key({**BASE, "r9700_preflight": {"clock_offset_s": 0.3}}) == base
+
+
+CPUINFO = """processor\t: {n}
+vendor_id\t: AuthenticAMD
+model name\t: AMD EPYC 9354P 32-Core Processor
+cpu MHz\t\t: {mhz}
+physical id\t: 0
+core id\t\t: {n}
+cpu cores\t: 32
+siblings\t: 64
+bogomips\t: 6490.{mhz}
+"""
+
+
+@pytest.fixture
+def machine_root(tmp_path: Path) -> Path:
+    """A node's files the roles' facts come from (/etc/os-release, /proc/cpuinfo ...)."""
+    for name, text in {
+        "etc/os-release": 'ID=ubuntu\nVERSION_ID="24.04"\nVERSION_CODENAME=noble\n',
+        "etc/lsb-release": "DISTRIB_ID=Ubuntu\nDISTRIB_RELEASE=24.04\n",
+        "etc/debian_version": "trixie/sid\n",
+        "proc/cpuinfo": "\n".join(CPUINFO.format(n=n, mhz=1500 + n) for n in range(2)),
+        "proc/meminfo": "MemTotal:       263843840 kB\nMemFree:        200000000 kB\n",
+        "proc/1/comm": "systemd\n",
+    }.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    (tmp_path / "run/systemd/system").mkdir(parents=True)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("edit", "differs"),
+    [
+        (("proc/meminfo", "MemFree:", "MemFree:  1"), False),  # free memory is no fact the roles read
+        (("proc/cpuinfo", "cpu MHz\t\t: 1500", "cpu MHz\t\t: 3700"), False),  # nor the clock
+        (("proc/meminfo", "MemTotal:       263843840", "MemTotal:       131921920"), True),
+        (("etc/os-release", "24.04", "26.04"), True),
+        (("etc/debian_version", "trixie", "forky"), True),
+        (("proc/cpuinfo", "EPYC 9354P", "EPYC 9554P"), True),
+        (("proc/1/comm", "systemd", "init"), True),
+    ],
+)
+def test_the_node_observes_what_the_roles_facts_come_from_and_nothing_that_moves(machine_root, edit, differs):
+    """Provision gathers no facts on a node it finds converged: the node must see any change of
+    what they come from (a node upgraded to another release, memory taken out), never a clock."""
+    before = converged.machine(str(machine_root))
+    name, old, new = edit
+    text = (machine_root / name).read_text()
+    assert old in text
+    (machine_root / name).write_text(text.replace(old, new))
+    assert (converged.machine(str(machine_root)) != before) is differs
+
+
+def test_systemd_no_longer_booting_the_node_is_a_difference(machine_root):
+    before = converged.machine(str(machine_root))
+    (machine_root / "run/systemd/system").rmdir()
+    assert converged.machine(str(machine_root))["init"] != before["init"]
+
+
+def test_every_fact_the_roles_read_is_observed_on_the_node(node):
+    """Each fact the roles read (converge.FACTS) names where the node observes it, and observe()
+    reports it: a fact without a source would let a changed node look converged."""
+    assert set(converged.FACT_SOURCES) == set(converge.FACTS)
+    observed = converged.observe(node["managed"])
+    assert set(converged.FACT_SOURCES.values()) <= set(observed)
 
 
 def test_a_per_run_temporary_file_counts_by_its_content(tmp_path):
@@ -155,19 +215,19 @@ def test_a_per_run_temporary_file_counts_by_its_content(tmp_path):
     for path in (one, two):
         path.parent.mkdir()
         path.write_bytes(b"program")
-    assert converge.key({**BASE, "r9700_node_program": str(one)}, FACTS) == converge.key(
-        {**BASE, "r9700_node_program": str(two)}, FACTS
+    assert converge.key({**BASE, "r9700_node_program": str(one)}) == converge.key(
+        {**BASE, "r9700_node_program": str(two)}
     )
     two.write_bytes(b"another program")
-    assert converge.key({**BASE, "r9700_node_program": str(one)}, FACTS) != converge.key(
-        {**BASE, "r9700_node_program": str(two)}, FACTS
+    assert converge.key({**BASE, "r9700_node_program": str(one)}) != converge.key(
+        {**BASE, "r9700_node_program": str(two)}
     )
 
 
 def test_the_key_follows_the_code(monkeypatch):
-    base = converge.key(BASE, FACTS)
+    base = converge.key(BASE)
     monkeypatch.setattr(converge, "content_digest", lambda: "another tree")
-    assert converge.key(BASE, FACTS) != base
+    assert converge.key(BASE) != base
 
 
 def test_every_fact_the_roles_read_is_in_the_key():
@@ -189,16 +249,10 @@ def test_every_fact_the_roles_read_is_in_the_key():
 def test_neither_full_nor_the_versions_before_the_run_are_inputs():
     """--full must not make the next run full, nor must a run that installed something make the
     next one full again (the versions before a run are a report; the package database is observed)."""
-    base = converge.key({**BASE, "r9700_resolved": {"rocm_version": "7.1.1", "installed_before": {}}}, FACTS)
+    base = converge.key({**BASE, "r9700_resolved": {"rocm_version": "7.1.1", "installed_before": {}}})
     after = {"rocm_version": "7.1.1", "installed_before": {"rocm-core": "7.1.1"}}
-    assert (
-        converge.key({**BASE, "r9700_lifecycle_skip_converged": False, "r9700_resolved": after}, FACTS)
-        == base
-    )
-    assert (
-        converge.key({**BASE, "r9700_resolved": {"rocm_version": "7.2.3", "installed_before": {}}}, FACTS)
-        != base
-    )
+    assert converge.key({**BASE, "r9700_lifecycle_skip_converged": False, "r9700_resolved": after}) == base
+    assert converge.key({**BASE, "r9700_resolved": {"rocm_version": "7.2.3", "installed_before": {}}}) != base
 
 
 @pytest.mark.parametrize(

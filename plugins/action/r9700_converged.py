@@ -7,6 +7,13 @@ and for what differs between the node now and what that run left. The result is 
 the first differences and why not) and ``facts`` (what that run reported: r9700_versions,
 r9700_containers_status), so a converged node is reported as a full run would report it.
 
+The verdict is final here (roles/r9700_lifecycle/tasks/converged.yml only says it and ends the
+play for a converged node): ``skip_converged: false`` (provision --full) runs every role all the
+same, and so does a play that also runs roles that are not r9700ctl's (a site play of its own,
+whose inputs the check does not know: ending the play would skip them). A converged node also
+gets the facts a full run would report (r9700_versions, r9700_containers_status, saying that the
+smoke check ran then and not now, and r9700_reboot_pending false).
+
 ``mode: record`` writes the record for the run that is ending (the key, what the node now is, the
 facts to report next time); changed only when the record differs from the last one.
 """
@@ -14,6 +21,7 @@ facts to report next time); changed only when the record differs from the last o
 from __future__ import annotations
 
 import json
+import re
 import time
 
 from ansible import constants as C
@@ -22,7 +30,12 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.r9700ctl.nodes.plugins.plugin_utils.r9700ctl_package import preload, require
 
 NODE_SCRIPT = "r9700ctl.agent.converged"
-preload(("r9700ctl.agentpack", "r9700ctl.converge"), (NODE_SCRIPT,))
+# converge.content_digest hashes the collection and the package: once, not once per host
+preload(
+    ("r9700ctl.agentpack", "r9700ctl.converge", "r9700ctl.agent.nodefacts"),
+    (NODE_SCRIPT,),
+    ("r9700ctl.converge:content_digest",),
+)
 
 ARGUMENT_SPEC = {
     "mode": {"type": "str", "choices": ["check", "record"], "required": True},
@@ -32,7 +45,11 @@ ARGUMENT_SPEC = {
     # record: the key the check computed at the start of this run (the roles set facts since).
     "key": {"type": "str", "default": ""},
     "python": {"type": "str", "default": "python3"},
+    # check: false runs every role whatever the check finds (r9700_lifecycle_skip_converged, --full).
+    "skip_converged": {"type": "bool", "default": True},
 }
+# The roles of this collection, by their short or full name: a play of nothing else may end early.
+OWN_ROLE = re.compile(r"^(r9700ctl[.]nodes[.])?r9700_")
 
 
 class ActionModule(ActionBase):
@@ -69,19 +86,9 @@ class ActionModule(ActionBase):
         if python.startswith("auto"):  # Ansible's interpreter discovery keywords
             python = "python3"
         command, script = agentpack.stdin_invocation(NODE_SCRIPT, node_args, python=python)
-        out = self._low_level_execute_command(command, sudoable=True, in_data=script)
-        try:
-            answer = json.loads(out.get("stdout") or "")
-        except ValueError:
-            answer = {
-                "error": (
-                    (out.get("stderr") or out.get("stdout") or "no output").strip().splitlines() or ["?"]
-                )[-1]
-            }
-        if out.get("rc") != 0 or "error" in answer:
-            raise AnsibleActionFail(
-                f"{host}: the converged check could not run: {answer.get('error', out.get('rc'))}"
-            )
+        answer = self._ask_node(command, script)
+        if "error" in answer:
+            raise AnsibleActionFail(f"{host}: the converged check could not run: {answer['error']}")
         if args["mode"] == "record":
             result["changed"] = bool(answer.get("changed"))
             result["observed"] = answer.get("observed", 0)
@@ -91,16 +98,55 @@ class ActionModule(ActionBase):
         if converged and refreshed.get("ok") is False:  # what the mirror offers now is unknown
             why = refreshed.get("detail") or "apt-get update failed"
             converged, reason = False, f"not converged: apt could not refresh its lists ({why})"
+        other_roles = [r for r in task_vars.get("ansible_play_role_names") or [] if not OWN_ROLE.match(r)]
+        converged, reason = final(converged, reason, args["skip_converged"], other_roles)
+        recorded = answer.get("facts") or {}
         result["ansible_facts"] = {
-            "r9700_converged": {
-                "converged": converged,
-                "reason": reason,
-                "facts": answer.get("facts") or {},
-                "key": key,
-            }
+            "r9700_converged": {"converged": converged, "reason": reason, "facts": recorded, "key": key},
+            **(reported(recorded) if converged else {}),
         }
         result["changed"] = False
+        result["msg"] = reason
         return result
+
+    def _ask_node(self, command: str, script: bytes) -> dict:
+        """The node script's answer, or {"error": its last line} when it gave none."""
+        out = self._low_level_execute_command(command, sudoable=True, in_data=script)
+        try:
+            answer = json.loads(out.get("stdout") or "")
+        except ValueError:
+            lines = (out.get("stderr") or out.get("stdout") or "no output").strip().splitlines()
+            return {"error": (lines or ["?"])[-1]}
+        if out.get("rc") != 0 and "error" not in answer:
+            return {"error": f"rc {out.get('rc')}"}
+        return answer
+
+
+def final(converged: bool, reason: str, skip_converged: bool, other_roles: list[str]) -> tuple[bool, str]:
+    """The verdict the play acts on: every role runs when asked to (--full), or where the play also
+    runs roles of its own that ending it here would skip."""
+    if not skip_converged:
+        return False, f"every role runs (--full); the check found: {reason}"
+    if converged and other_roles:
+        return False, (
+            f"not converged: this play also runs {', '.join(other_roles)} (a site play of its own), "
+            "which ending the play here would skip"
+        )
+    return converged, reason
+
+
+def reported(recorded: dict) -> dict:
+    """What a converged node reports: the last complete run's versions and containers, its smoke
+    check said as that run's (never replayed as this run's verdict), no reboot pending."""
+    facts = {"r9700_versions": recorded.get("r9700_versions") or {}, "r9700_reboot_pending": False}
+    containers = recorded.get("r9700_containers_status")
+    if isinstance(containers, dict):
+        smoke = containers.get("smoke") or "none"
+        facts["r9700_containers_status"] = {
+            **containers,
+            "smoke": f"not run (node converged); the last complete run: {smoke}",
+        }
+    return facts
 
 
 def verdict(answer: dict, key: str) -> tuple[bool, str]:

@@ -25,10 +25,10 @@ MODULES = (
     "r9700ctl.nodeenv",
     "r9700ctl.preflight",
     "r9700ctl.agent.result",
+    "r9700ctl.agent.nodefacts",  # agentpack.stdin_invocation encodes the arguments with it
 )
 NODE_SCRIPT = "r9700ctl.agent.nodefacts"
-# the manifest and the checks, each loaded once per process
-preload(MODULES, (NODE_SCRIPT,), ("r9700ctl.manifest:load", "r9700ctl.preflight.registry:load"))
+preload(MODULES, (NODE_SCRIPT,), ("r9700ctl.preflight:prepare",))
 
 # The action's own parameters. The r9700_* values it passes on are "raw" here: their types and
 # choices live once, in the roles' meta/argument_specs.yml, which Ansible checks when the role
@@ -104,7 +104,7 @@ class ActionModule(ActionBase):
         del tmp
         task_vars = task_vars or {}
         args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]  # (validator result, arguments)
-        package, agentpack, manifest_module, nodeenv, preflight, result_module = require(
+        package, agentpack, manifest_module, nodeenv, preflight, result_module, _ = require(
             AnsibleActionFail, *MODULES
         )
         one_line = result_module.one_line

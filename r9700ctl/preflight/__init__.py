@@ -44,7 +44,19 @@ __all__ = [
     "checked_vars",
     "judge",
     "newest_first",
+    "prepare",
 ]
+
+
+def prepare() -> None:
+    """Load once what every judge() reads: the manifest, the checks, the roles' argument specs and
+    Ansible's validator. The r9700_preflight action calls it where ansible-playbook loads the
+    plugin, so the worker it forks per host finds them loaded (about 0.1 s of CPU per host)."""
+    from r9700ctl import manifest
+
+    manifest.load()
+    registry.load()
+    checked_vars({})
 
 
 def judge(facts: Mapping[str, Any], host_vars: Mapping[str, Any], manifest: Manifest) -> Verdict:

@@ -29,7 +29,7 @@ from child_process import r9700ctl as run_r9700ctl
 pytestmark = pytest.mark.timeout(5400)
 
 ROLES = Path(__file__).resolve().parents[2] / "roles"
-MANAGED = yaml.safe_load((ROLES / "r9700_lifecycle" / "vars" / "Debian.yml").read_text())[
+MANAGED = yaml.safe_load((ROLES / "r9700_lifecycle" / "vars" / "main.yml").read_text())[
     "__r9700_lifecycle_managed"
 ]
 # Records that are not configuration: the state files carry the time they were written.

@@ -497,9 +497,9 @@ def lifecycle_state(ctx: dict[str, Any]) -> dict[str, Any]:
         # `r9700-lifecycle release-packages`: what apt's lists say the release's repositories brought.
         "__r9700_lifecycle_release": {"stdout": json.dumps({"packages": RELEASE_BROUGHT, "unread": []})},
     }
-    # tasks/main.yml loads the per-OS vars before it imports the step.
+    # The role loads vars/main.yml with itself, before tasks/main.yml includes the step.
     role_vars = yaml.safe_load(
-        (Path(__file__).resolve().parents[2] / "roles/r9700_lifecycle/vars/Debian.yml").read_text()
+        (Path(__file__).resolve().parents[2] / "roles/r9700_lifecycle/vars/main.yml").read_text()
     )
     render = RoleRender("r9700_lifecycle", {**role_vars, **ctx}, registered).run("tasks/state.yml")
     argv = shlex.split(render.task("State | Write /etc/r9700ctl/state.json").args["cmd"])

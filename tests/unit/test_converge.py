@@ -20,7 +20,8 @@ from r9700ctl import converge
 from r9700ctl.agent import converged
 
 ROOT = Path(__file__).resolve().parents[2]
-verdict = collection_plugins.plugin("action", "r9700_converged").verdict
+ACTION = collection_plugins.plugin("action", "r9700_converged")
+verdict = ACTION.verdict
 
 
 VERSIONS = {"r9700_versions": {"before": {}, "after": {}}}
@@ -282,3 +283,49 @@ def test_a_watched_path_that_appears_is_a_difference(node, tmp_path):
     (tmp_path / "rocm.list").write_text("deb https://repo.radeon.com/rocm/apt/6.3.2 noble main\n")
     found = converged.check({"managed": watched}, node["where"])["differences"]
     assert found == [f"{tmp_path}/rocm.list appeared"]
+
+
+def test_a_converged_node_reports_the_last_runs_facts_and_says_its_smoke_check_is_that_runs():
+    recorded = {
+        "r9700_versions": {"before": {"rocm-core": "7.2.3"}, "after": {"rocm-core": "7.2.3"}},
+        "r9700_containers_status": {"image": "rocm/pytorch:x (present)", "smoke": "PASS: 1 GPU(s)"},
+    }
+    assert ACTION.reported(recorded) == {
+        "r9700_versions": recorded["r9700_versions"],
+        "r9700_reboot_pending": False,
+        "r9700_containers_status": {
+            "image": "rocm/pytorch:x (present)",
+            "smoke": "not run (node converged); the last complete run: PASS: 1 GPU(s)",
+        },
+    }
+    # A record without containers (r9700_containers_enabled false) reports none.
+    assert ACTION.reported({}) == {"r9700_versions": {}, "r9700_reboot_pending": False}
+
+
+@pytest.mark.parametrize(
+    ("converged", "skip", "others", "expected"),
+    [
+        (True, True, [], (True, "converged: as recorded")),
+        (True, False, [], (False, "every role runs (--full); the check found: converged: as recorded")),
+        (
+            True,
+            True,
+            ["site_ntp", "site_users"],
+            (
+                False,
+                "not converged: this play also runs site_ntp, "
+                "site_users (a site play of its own), which ending "
+                "the play here would skip",
+            ),
+        ),
+        (False, True, ["site_ntp"], (False, "converged: as recorded")),  # not converged stays so
+    ],
+)
+def test_the_final_verdict_runs_every_role_for_full_and_for_a_site_play(converged, skip, others, expected):
+    assert ACTION.final(converged, "converged: as recorded", skip, others) == expected
+
+
+def test_only_roles_of_the_collection_count_as_its_own():
+    own = ACTION.OWN_ROLE
+    assert own.match("r9700_env") and own.match("r9700ctl.nodes.r9700_power")
+    assert not own.match("site_ntp") and not own.match("geerlingguy.docker")

@@ -22,7 +22,7 @@ from agent_stage import installed_as
 
 ROLES = Path(__file__).resolve().parents[2] / "roles"
 SCRIPT = installed_as("r9700-lifecycle")  # the node program under that name
-MANAGED = yaml.safe_load((ROLES / "r9700_lifecycle" / "vars" / "Debian.yml").read_text())[
+MANAGED = yaml.safe_load((ROLES / "r9700_lifecycle" / "vars" / "main.yml").read_text())[
     "__r9700_lifecycle_managed"
 ]
 ADDUSER = "# /etc/adduser.conf: the Debian default\nDSHELL=/bin/bash\n"

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from r9700ctl.errors import CannotRun
-from r9700ctl.lab import dockerd, keys, machine, processes
+from r9700ctl.lab import dockerd, keys, machine, processes, zipcode
 from r9700ctl.lab.hostcheck import tool
 from r9700ctl.lab.naming import HOST_NAME
 from r9700ctl.lab.rootfs import LAB_USER, SUITE
@@ -53,6 +53,8 @@ PLUMBING = (
     MACHINE_DIR,
     HOST_KEY,
     f"{HOST_KEY}.pub",
+    zipcode.MODULE_FILE,
+    zipcode.PTH_FILE,
 )
 # The /sys directories that get the machine's entries (the rest of /sys is the real one).
 GRAFTED = ("devices", "bus", "class", "module", "kernel")
@@ -206,6 +208,8 @@ def _write_files(root: Path, config: NodeConfig) -> tuple[str, list[str]]:
     write(root, f"{home}/.ssh/authorized_keys", authorized, mode=0o600, owner=(uid, gid), dir_mode=0o700)
     for name, data in config.tool_outputs.items():
         write(root, f"{MACHINE_DIR}/{name}", data)
+    for relative, text in zipcode.files().items():
+        write(root, relative, text)
     if config.torch_site:
         from r9700ctl.lab import torchsite
 

@@ -70,12 +70,27 @@ RUNNING_UNITS = ("docker.service", "prometheus-node-exporter.service")
 DATABASES = ("/var/lib/dpkg/status", "/etc/group", "/etc/gshadow", "/proc/cmdline")
 MAX_DIFFERENCES = 5  # named in the reason; the count says how many more
 # Of /proc/cpuinfo, the lines Ansible's processor facts come from (processor, processor_cores,
-# processor_count, processor_vcpus): not the clock ("cpu MHz"), which changes all the time.
-CPUINFO_KEYS = ("processor", "vendor_id", "model name", "physical id", "core id", "cpu cores", "siblings")
-# Ansible's distribution facts come from os-release, then lsb-release and debian_version (Debian's
-# point release); service_mgr from PID 1's name and whether systemd booted the node (sd_booted(3)).
-OS_RELEASE_FILES = ("etc/os-release", "etc/lsb-release", "etc/debian_version")
+# processor_count, processor_vcpus; the capitalised and "# processors" ones on other
+# architectures): not the clock ("cpu MHz"), which changes all the time (ansible-core 2.19
+# module_utils/facts/hardware/linux.py get_cpu_facts).
+CPUINFO_KEYS = (
+    "processor", "vendor_id", "model name", "physical id", "core id", "cpu cores", "siblings",
+    "Processor", "cpu", "Vendor", "# processors", "max thread id", "ncpus active",
+)  # fmt: skip
+# Ansible's distribution facts: os-release, lsb-release, debian_version (Debian's point release),
+# and before those any /etc/<name>-release, _release or _version file it knows (a file such as
+# /etc/redhat-release changes the distribution by existing): every such file, by name and content
+# (module_utils/facts/system/distribution.py OSDIST_LIST, the distro module's best version).
+OS_RELEASE_PATTERNS = ("etc/*-release", "etc/*_release", "etc/*_version")
+# A Xen paravirtualised guest gets other processor facts (linux.py: /proc/xen, /sys/hypervisor/type,
+# the "vme" flag).
+XEN = ("proc/xen", "sys/hypervisor/type")
+# service_mgr: PID 1's name decides; where it says "init" or a shell, Ansible looks at these
+# (module_utils/facts/system/service_mgr.py): whether systemd booted the node (sd_booted(3)),
+# /sbin/init's link, systemctl, upstart's, OpenRC's, dinit's and sysvinit's paths.
 SYSTEMD_BOOTED = "run/systemd/system"
+INIT_PATHS = (SYSTEMD_BOOTED, "dev/.run/systemd", "dev/.systemd", "etc/init", "sbin/openrc", "etc/init.d",
+              "etc/dinit.d", "usr/bin/systemctl", "bin/systemctl", "sbin/initctl")  # fmt: skip
 # Where each fact the roles read (r9700ctl/converge.py FACTS) is observed: the name of its entry
 # in observe(). ansible.builtin.setup derives them from these (its distribution, platform,
 # hardware and service_mgr collectors); tests/unit/test_converge.py keeps both lists in step.
@@ -205,15 +220,30 @@ def machine(root: str = "/") -> dict[str, Any]:
     uname = os.uname()
     cpuinfo = _read(os.path.join(root, "proc/cpuinfo")) or ""
     meminfo = _read(os.path.join(root, "proc/meminfo")) or ""
+    flags = next((line for line in cpuinfo.splitlines() if line.split(":")[0].strip() == "flags"), "")
+    releases = sorted(
+        {path for pattern in OS_RELEASE_PATTERNS for path in glob.glob(os.path.join(root, pattern))}
+    )
+    init_link = os.path.join(root, "sbin/init")
     return {
         "machine": {"hostname": uname.nodename, "architecture": uname.machine},
-        "os release": {name: _read(os.path.join(root, name)) for name in OS_RELEASE_FILES},
+        "os release": {os.path.relpath(path, root): _read(path) for path in releases},
         "cpus": {
             "lines": [line for line in cpuinfo.splitlines() if line.split(":")[0].strip() in CPUINFO_KEYS],
             "usable": len(os.sched_getaffinity(0)),
+            # the flags line itself moves with microcode and kernels: only what Ansible reads of it
+            "xen": [
+                os.path.exists(os.path.join(root, XEN[0])),
+                _read(os.path.join(root, XEN[1])),
+                " vme " in f" {flags.split(':', 1)[-1]} ",
+            ],
         },
         "memory": [line for line in meminfo.splitlines() if line.startswith("MemTotal:")],
-        "init": [_read(os.path.join(root, "proc/1/comm")), os.path.isdir(os.path.join(root, SYSTEMD_BOOTED))],
+        "init": {
+            "pid 1": _read(os.path.join(root, "proc/1/comm")),
+            "/sbin/init": os.readlink(init_link) if os.path.islink(init_link) else None,
+            "paths": [path for path in INIT_PATHS if os.path.exists(os.path.join(root, path))],
+        },
         "sudo user": os.environ.get("SUDO_USER"),
     }
 

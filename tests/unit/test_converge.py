@@ -153,6 +153,7 @@ physical id\t: 0
 core id\t\t: {n}
 cpu cores\t: 32
 siblings\t: 64
+flags\t\t: fpu vme de pse tsc msr
 bogomips\t: 6490.{mhz}
 """
 
@@ -184,6 +185,9 @@ def machine_root(tmp_path: Path) -> Path:
         (("etc/debian_version", "trixie", "forky"), True),
         (("proc/cpuinfo", "EPYC 9354P", "EPYC 9554P"), True),
         (("proc/1/comm", "systemd", "init"), True),
+        # microcode and kernels add flags: Ansible reads only "vme" of them (a Xen guest's tell)
+        (("proc/cpuinfo", "fpu vme de", "fpu vme de avx512f"), False),
+        (("proc/cpuinfo", "fpu vme de", "fpu de"), True),
     ],
 )
 def test_the_node_observes_what_the_roles_facts_come_from_and_nothing_that_moves(machine_root, edit, differs):
@@ -197,10 +201,29 @@ def test_the_node_observes_what_the_roles_facts_come_from_and_nothing_that_moves
     assert (converged.machine(str(machine_root)) != before) is differs
 
 
-def test_systemd_no_longer_booting_the_node_is_a_difference(machine_root):
+@pytest.mark.parametrize(
+    ("change", "entry"),
+    [
+        # systemd no longer booting the node, /sbin/init pointed elsewhere (service_mgr)
+        (lambda root: (root / "run/systemd/system").rmdir(), "init"),
+        (lambda root: (root / "sbin/init").symlink_to("/lib/sysvinit/init"), "init"),
+        # a release file Ansible reads before os-release: it changes the distribution by existing
+        (lambda root: (root / "etc/redhat-release").write_text(""), "os release"),
+        (lambda root: (root / "etc/ec2_version").write_text("Ubuntu 24.04\n"), "os release"),
+        # a Xen paravirtualised guest gets other processor facts
+        (lambda root: (root / "proc/xen").mkdir(), "cpus"),
+    ],
+)
+def test_each_other_input_of_the_facts_is_a_difference(machine_root, change, entry):
+    """ansible-core 2.19's collectors read these too (distribution.py, service_mgr.py, linux.py)."""
+    (machine_root / "sbin").mkdir(exist_ok=True)
     before = converged.machine(str(machine_root))
-    (machine_root / "run/systemd/system").rmdir()
-    assert converged.machine(str(machine_root))["init"] != before["init"]
+    change(machine_root)
+    after = converged.machine(str(machine_root))
+    assert after[entry] != before[entry]
+    assert {name: value for name, value in after.items() if name != entry} == {
+        name: value for name, value in before.items() if name != entry
+    }
 
 
 def test_every_fact_the_roles_read_is_observed_on_the_node(node):

@@ -104,7 +104,7 @@ class ActionModule(ActionBase):
         del tmp
         task_vars = task_vars or {}
         args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]  # (validator result, arguments)
-        package, agentpack, manifest_module, nodeenv, preflight, result_module, _ = require(
+        package, agentpack, manifest_module, nodeenv, preflight, result_module, _nodefacts = require(
             AnsibleActionFail, *MODULES
         )
         one_line = result_module.one_line

@@ -44,7 +44,9 @@ def _role(roles: Path, name: str, tasks: list[dict]) -> None:
     (roles / name / "tasks" / "main.yml").write_text(yaml.safe_dump(tasks, sort_keys=False))
 
 
-def run_play(tmp_path: Path, role_names: list[str], extra_vars: dict | None = None) -> str:
+def run_play(
+    tmp_path: Path, role_names: list[str], extra_vars: dict | None = None, gather_facts: bool = False
+) -> str:
     tasks = yaml.safe_load(CONVERGED_TASKS.read_text())
     assert any(MODULE in task for task in tasks), "converged.yml no longer asks the module first"
     # Each role both on the roles path and in a collection named r9700ctl.nodes, as a site finds ours.
@@ -63,7 +65,7 @@ def run_play(tmp_path: Path, role_names: list[str], extra_vars: dict | None = No
         {
             "name": "Site",
             "hosts": "all",
-            "gather_facts": False,
+            "gather_facts": gather_facts,
             "vars": {"r9700_lifecycle_skip_converged": True, "__r9700_lifecycle_managed": {"files": []}},
             "roles": ["r9700_probe", *role_names],
             "post_tasks": [{"name": "Facts", "ansible.builtin.debug": {"msg": KERNEL_FACT}}],
@@ -160,3 +162,12 @@ def test_the_converged_step_needs_no_node_program(tmp_path: Path) -> None:
     """The check runs its own script on stdin: provision's converged step never asks for r9700-node."""
     out = run_play(tmp_path, ["r9700_env"])
     assert "Require a known step" not in out and "converged since" in out, out
+
+
+def test_facts_an_earlier_play_gathered_are_kept_not_gathered_again(tmp_path: Path) -> None:
+    """upgrade's first play and a site's own play gather facts: the converged step's setup is skipped."""
+    out = run_play(tmp_path, ["r9700_env", "site_ntp"], gather_facts=True)
+    assert "r9700_env ran" in out and f"kernel {os.uname().release}" in out, out
+    gathered = out.split("TASK [r9700_probe : Converged | Gather the facts the roles read", 1)
+    assert len(gathered) == 2, out
+    assert "skipping: [localhost]" in gathered[1].split("TASK [", 1)[0], out

@@ -33,6 +33,9 @@ FACTS_TIMEOUT_S = 120  # reading files and `ip`: seconds; the rest is Ansible's 
 # the whole smoke (join, gloo, one RCCL element) has SMOKE_TIMEOUT_S before it is killed.
 SMOKE_JOIN_S = 90
 SMOKE_TIMEOUT_S = 180
+# The choices of the facts phase the torch phases keep ("none" is not kept: that phase asks again
+# and says why it cannot run).
+RUNTIMES_KEPT = ("host", "container")
 
 
 @dataclass
@@ -149,6 +152,9 @@ class _Run:
     settings: ClusterSettings
     limits: ClusterLimits
     measure: Measure
+    # Where each node's facts phase chose to run torch (its agent.json: host or container); the
+    # torch phases' plans pass it on, so the role probes the runtime once per run, not per phase.
+    runtimes: dict[str, str] = field(default_factory=dict)
 
     @property
     def run_id(self) -> str:
@@ -175,6 +181,11 @@ class _Run:
         nodes = self.report.nodes
         plans = {n: {"node": n, "cluster_network": self.settings.network} for n in nodes}
         outputs = self.launcher.run("1-facts", "facts", plans, FACTS_TIMEOUT_S)
+        self.runtimes = {
+            n: chosen
+            for n, output in outputs.items()
+            if (chosen := str(output.agent.get("runtime") or "").strip()) in RUNTIMES_KEPT
+        }
         inputs = [_facts_input(outputs[n]) for n in nodes]
         judged = facts_judge.judge(
             inputs, self.settings.network, self.limits, self.settings.line_rate_mbps, self.settings.rdma
@@ -239,7 +250,7 @@ class _Run:
             }
             for n in nodes
         }
-        outputs = self.launcher.run("3-rendezvous", "smoke", plans, SMOKE_TIMEOUT_S + 30)
+        outputs = self.launcher.run("3-rendezvous", "smoke", self._with_runtime(plans), SMOKE_TIMEOUT_S + 30)
         documents = {n: o.document for n, o in outputs.items()}
         errors = {n: o.error for n, o in outputs.items()}
         stopped = {n for n, o in outputs.items() if o.timed_out}
@@ -258,9 +269,8 @@ class _Run:
         steps = collective.schedule(nodes, gpus, f"{self.run_id}-4-collective")
         timeout = collective.wall_clock_s(steps)
         addresses = {n: str(nets[n].address) for n in nodes}
-        outputs = self.launcher.run(
-            "4-collective", "collective", collective.plans(steps, addresses, timeout), timeout + 60
-        )
+        plans = self._with_runtime(collective.plans(steps, addresses, timeout))
+        outputs = self.launcher.run("4-collective", "collective", plans, timeout + 60)
         seen = collective.step_results({n: o.document for n, o in outputs.items()})
         results = _missing("cluster.collective.node", outputs)
         known = [v for row in figures.values() for v in row.values() if isinstance(v, float)]
@@ -297,6 +307,11 @@ class _Run:
         keyed.update({tuple(sorted(r.subject.split("<->"))): r for r in pairs if r.status == FAIL})
         results += isolation.results(found, "collective", keyed)
         return PhaseReport("collective", results, matrix=Matrix("GB/s busbw", matrix))
+
+    def _with_runtime(self, plans: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """The plans, each with where its node's facts phase chose to run torch (where it chose)."""
+        kept = self.runtimes
+        return {n: {**plan, "runtime": kept[n]} if n in kept else plan for n, plan in plans.items()}
 
     def _pairs(
         self,

@@ -9,7 +9,7 @@ changed count (must be 0), and from ansible-runner's job events the seconds per 
 of node1 and how many tasks ran on the node, ran only on the controller, or were skipped.
 
 Usage (root, the lab's host tools installed):
-    python3 bench/noop_provision.py --nodes 2 6 [--runs 3] [--out bench/results/DIR]
+    python3 bench/noop_provision.py --nodes 2 6 [--runs 3] [--out bench/results/DIR] [--skip-full]
 Prints a table; with --out writes summary.json and the per-run task tables there. Not a test.
 """
 
@@ -125,7 +125,7 @@ def changed(report: dict[str, Any]) -> int:
     return sum(int(h.get("changed", 0)) for h in report.get("hosts", []))
 
 
-def measure(nodes: int, runs: int, out: Path | None) -> dict[str, Any]:
+def measure(nodes: int, runs: int, out: Path | None, full: bool = True) -> dict[str, Any]:
     from r9700ctl.lab import down, provisioned, up
     from r9700ctl.lab.node import NodeOptions
 
@@ -143,7 +143,8 @@ def measure(nodes: int, runs: int, out: Path | None) -> dict[str, Any]:
         cgroups = node_cgroups(info.lab_id, nodes)
         tables: dict[str, dict[str, Any]] = {}
         for _ in range(runs):
-            for name, extra in (("converged", ()), ("full", ("--full",))):
+            kinds = (("converged", ()), ("full", ("--full",))) if full else (("converged", ()),)
+            for name, extra in kinds:
                 wall, report, run_dir = provision(info.inventory, home, *extra, cgroups=cgroups)
                 for side in ("controller", "nodes"):
                     cpu[name][side].append(round(CPU[side][0], 2))
@@ -158,12 +159,12 @@ def measure(nodes: int, runs: int, out: Path | None) -> dict[str, Any]:
             "wall_s": walls["converged"],
             "median_s": statistics.median(walls["converged"]),
             "full_wall_s": walls["full"],
-            "full_median_s": statistics.median(walls["full"]),
+            "full_median_s": statistics.median(walls["full"]) if full else None,
             # CPU seconds per run: the controller (r9700ctl, ansible-playbook, ssh) and all nodes
             "cpu_s": cpu["converged"],
             "full_cpu_s": cpu["full"],
             "node1": tables["converged"],
-            "node1_full": tables["full"],
+            "node1_full": tables.get("full"),
         }
         if out:
             (out / f"noop-{nodes}-nodes.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -177,13 +178,16 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, nargs="+", default=[2, 6])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", type=Path)
+    # The node-count ratio needs only the default runs (2 and 6 nodes side by side in one run).
+    parser.add_argument("--skip-full", action="store_true", help="leave out the --full reference runs")
     args = parser.parse_args()
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-    results = [measure(n, args.runs, args.out) for n in args.nodes]
+    results = [measure(n, args.runs, args.out, full=not args.skip_full) for n in args.nodes]
     print(f"{'nodes':>5}  {'median s':>8}  {'--full s':>8}  runs (default; --full)")
     for r in results:
-        medians = f"{r['nodes']:>5}  {r['median_s']:>8.1f}  {r['full_median_s']:>8.1f}"
+        full_median = "-" if r["full_median_s"] is None else f"{r['full_median_s']:.1f}"
+        medians = f"{r['nodes']:>5}  {r['median_s']:>8.1f}  {full_median:>8}"
         print(f"{medians}  {r['wall_s']}; {r['full_wall_s']}  node1 tasks {r['node1']['tasks']}")
     for r in results:
         print(f"node1 of {r['nodes']}: per role {r['node1']['seconds_per_role']}")

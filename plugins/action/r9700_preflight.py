@@ -69,6 +69,9 @@ ARGUMENT_SPEC = {
     "cluster_rdma": {"type": "raw", "default": None},
     "cluster_rdma_hca": {"type": "raw", "default": None},
     "cluster_rdma_gid_index": {"type": "raw", "default": None},
+    # The converged step's managed paths (roles/r9700_lifecycle): given, this node call also makes
+    # that step's check, which reads its answer instead of calling the node again.
+    "converged_managed": {"type": "dict", "default": None},
 }
 ENV_KNOBS = {
     "env": "r9700_env",
@@ -127,6 +130,8 @@ class ActionModule(ActionBase):
         python = args["python"]
         if python.startswith("auto"):  # Ansible's interpreter discovery keywords
             python = "python3"
+        if args["converged_managed"] is not None:
+            fact_args["converged"] = {"mode": "check", "managed": args["converged_managed"]}
         command, script = agentpack.stdin_invocation(NODE_SCRIPT, fact_args, python=python)
         before = time.time()
         out = self._low_level_execute_command(command, sudoable=True, in_data=script)
@@ -144,6 +149,7 @@ class ActionModule(ActionBase):
                 f"{host}: preflight got unreadable facts ({exc}); nothing changed"
             ) from exc
 
+        converged = facts.pop("converged", None)
         host_vars = {
             "r9700_allow_unsupported": args["allow_unsupported"],
             "r9700_hsa_override_gfx_version": args["hsa_override_gfx_version"],
@@ -167,6 +173,12 @@ class ActionModule(ActionBase):
         result["ansible_facts"] = {
             "r9700_resolved": verdict.resolved.to_dict(),
             "r9700_preflight": {"ok": verdict.ok, "checks": checks, "facts": facts},
+            # for the converged step of this play, which consumes it (r9700_converged)
+            **(
+                {"r9700_converged_observed": {"managed": args["converged_managed"], "answer": converged}}
+                if isinstance(converged, dict)
+                else {}
+            ),
             # The r9700ctl that judged the node, for the node's records (node.json, state.json) when
             # a site's own ansible-playbook runs the roles; r9700ctl's extra var outranks a fact.
             "r9700_toolkit_version": package.__version__,

@@ -16,6 +16,8 @@ Arguments (all optional):
   packages         package names whose installed version to report (dpkg-query)
   env_users        users whose shell start files to read for environment variables (root, ...)
   env_names        the variables to report from the node's environment sources (GOVERNED_DEFAULT)
+  converged        the converged step's check arguments (r9700ctl/agent/converged.py): its answer
+                   is reported as "converged", so the step needs no node call of its own
 
 Facts are read, never changed: the only side effect is `apt-get update` refreshing
 /var/lib/apt/lists when asked, with preflight's mark of when it did (nothing under /etc).
@@ -652,8 +654,22 @@ def main(argv: list[str]) -> int:
         args = {}
         print(json.dumps({"schema": SCHEMA, "errors": [f"bad arguments: {exc}"]}))
         return 0
-    print(json.dumps(gather(args), sort_keys=True))
+    facts = gather(args)
+    if isinstance(args.get("converged"), dict):
+        facts["converged"] = converged_check(args["converged"])
+    print(json.dumps(facts, sort_keys=True))
     return 0
+
+
+def converged_check(args: dict[str, Any]) -> dict[str, Any]:
+    """The converged step's node check (r9700ctl/agent/converged.py), made in preflight's node call
+    after apt's lists are refreshed, as the step itself would make it: one round trip per node."""
+    from r9700ctl.agent import converged
+
+    try:
+        return converged.check(args)
+    except (ValueError, KeyError, OSError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 if __name__ == "__main__":

@@ -45,7 +45,11 @@ def _role(roles: Path, name: str, tasks: list[dict]) -> None:
 
 
 def run_play(
-    tmp_path: Path, role_names: list[str], extra_vars: dict | None = None, gather_facts: bool = False
+    tmp_path: Path,
+    role_names: list[str],
+    extra_vars: dict | None = None,
+    gather_facts: bool = False,
+    play_vars: dict | None = None,
 ) -> str:
     tasks = yaml.safe_load(CONVERGED_TASKS.read_text())
     assert any(MODULE in task for task in tasks), "converged.yml no longer asks the module first"
@@ -66,7 +70,11 @@ def run_play(
             "name": "Site",
             "hosts": "all",
             "gather_facts": gather_facts,
-            "vars": {"r9700_lifecycle_skip_converged": True, "__r9700_lifecycle_managed": {"files": []}},
+            "vars": {
+                "r9700_lifecycle_skip_converged": True,
+                "__r9700_lifecycle_managed": {"files": []},
+                **(play_vars or {}),
+            },
             "roles": ["r9700_probe", *role_names],
             "post_tasks": [{"name": "Facts", "ansible.builtin.debug": {"msg": KERNEL_FACT}}],
         }
@@ -171,3 +179,17 @@ def test_facts_an_earlier_play_gathered_are_kept_not_gathered_again(tmp_path: Pa
     gathered = out.split("TASK [r9700_probe : Converged | Gather the facts the roles read", 1)
     assert len(gathered) == 2, out
     assert "skipping: [localhost]" in gathered[1].split("TASK [", 1)[0], out
+
+
+@pytest.mark.parametrize(("managed", "used"), [({"files": []}, True), ({"files": ["/etc/other"]}, False)])
+def test_the_check_preflight_made_for_the_same_managed_paths_is_used_not_asked_again(
+    tmp_path: Path, managed: dict, used: bool
+) -> None:
+    """Preflight's node call makes the check too (r9700_converged_observed): the step uses that
+    answer, with no node call of its own; made for other managed paths, the node is asked."""
+    observed = {"managed": managed, "answer": {"recorded_key": None, "reason": "as preflight's call found"}}
+    out = run_play(tmp_path, ["r9700_env"], play_vars={"r9700_converged_observed": observed})
+    if used:
+        assert "not converged: as preflight's call found" in out and "r9700_env ran" in out, out
+    else:  # the stand-in node call answers: converged
+        assert "converged since 2026-12-04 " in out and "r9700_env ran" not in out, out

@@ -48,6 +48,9 @@ ARGUMENT_SPEC = {
     # check: false runs every role whatever the check finds (r9700_lifecycle_skip_converged, --full).
     "skip_converged": {"type": "bool", "default": True},
 }
+# How old preflight's answer may be to stand for this check (it is made moments before, in the same
+# play; a fact cache could keep one for longer).
+OBSERVED_FRESH_S = 600
 # The roles of this collection, by their short or full name: a play of nothing else may end early.
 OWN_ROLE = re.compile(r"^(r9700ctl[.]nodes[.])?r9700_")
 
@@ -88,7 +91,8 @@ class ActionModule(ActionBase):
         # The check preflight's node call made moments ago in this play, for these managed paths;
         # else (a play without preflight, record mode) the node is asked here.
         observed = task_vars.get("r9700_converged_observed") or {}
-        if args["mode"] == "check" and observed.get("managed") == args["managed"]:
+        fresh = time.time() - float(observed.get("at") or 0) < OBSERVED_FRESH_S
+        if args["mode"] == "check" and observed.get("managed") == args["managed"] and fresh:
             answer = observed.get("answer") or {}
         else:
             command, script = agentpack.stdin_invocation(NODE_SCRIPT, node_args, python=python)

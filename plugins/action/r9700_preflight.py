@@ -173,9 +173,10 @@ class ActionModule(ActionBase):
         result["ansible_facts"] = {
             "r9700_resolved": verdict.resolved.to_dict(),
             "r9700_preflight": {"ok": verdict.ok, "checks": checks, "facts": facts},
-            # for the converged step of this play, which consumes it (r9700_converged)
-            **(
-                {"r9700_converged_observed": {"managed": args["converged_managed"], "answer": converged}}
+            # For the converged step of this play, which uses it once (r9700_converged); always set,
+            # so no answer of an earlier play or a fact cache outlives this preflight.
+            "r9700_converged_observed": (
+                {"managed": args["converged_managed"], "answer": converged, "at": after}
                 if isinstance(converged, dict)
                 else {}
             ),

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -181,13 +182,18 @@ def test_facts_an_earlier_play_gathered_are_kept_not_gathered_again(tmp_path: Pa
     assert "skipping: [localhost]" in gathered[1].split("TASK [", 1)[0], out
 
 
-@pytest.mark.parametrize(("managed", "used"), [({"files": []}, True), ({"files": ["/etc/other"]}, False)])
+@pytest.mark.parametrize(
+    ("managed", "age_s", "used"),
+    [({"files": []}, 0, True), ({"files": ["/etc/other"]}, 0, False), ({"files": []}, 3600, False)],
+)
 def test_the_check_preflight_made_for_the_same_managed_paths_is_used_not_asked_again(
-    tmp_path: Path, managed: dict, used: bool
+    tmp_path: Path, managed: dict, age_s: int, used: bool
 ) -> None:
     """Preflight's node call makes the check too (r9700_converged_observed): the step uses that
-    answer, with no node call of its own; made for other managed paths, the node is asked."""
-    observed = {"managed": managed, "answer": {"recorded_key": None, "reason": "as preflight's call found"}}
+    answer, with no node call of its own; made for other managed paths, or an hour ago (a fact
+    cache), the node is asked."""
+    answer = {"recorded_key": None, "reason": "as preflight's call found"}
+    observed = {"managed": managed, "answer": answer, "at": time.time() - age_s}
     out = run_play(tmp_path, ["r9700_env"], play_vars={"r9700_converged_observed": observed})
     if used:
         assert "not converged: as preflight's call found" in out and "r9700_env ran" in out, out

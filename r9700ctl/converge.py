@@ -66,8 +66,6 @@ BY_CONTENT = ("r9700_node_program", "r9700_monitoring_agent_archive")
 NOT_INPUTS = (
     "r9700_preflight",
     "r9700_converged",
-    # the converged check's node answer that preflight's call brought (its record's time in it)
-    "r9700_converged_observed",
     "r9700_lifecycle_step",
     "r9700_lifecycle_skip_converged",
     # how fresh apt's lists must be for preflight: --full passes 0; nothing it writes depends on it

@@ -47,9 +47,12 @@ ARGUMENT_SPEC = {
     "python": {"type": "str", "default": "python3"},
     # check: false runs every role whatever the check finds (r9700_lifecycle_skip_converged, --full).
     "skip_converged": {"type": "bool", "default": True},
+    # check: the answer preflight's node call brought for the same managed paths moments before
+    # (its registered result's converged_observed), used instead of asking the node again.
+    "observed": {"type": "raw", "default": None},
 }
 # How old preflight's answer may be to stand for this check (it is made moments before, in the same
-# play; a fact cache could keep one for longer).
+# play; a registered result lives as long as the ansible-playbook run).
 OBSERVED_FRESH_S = 600
 # The roles of this collection, by their short or full name: a play of nothing else may end early.
 OWN_ROLE = re.compile(r"^(r9700ctl[.]nodes[.])?r9700_")
@@ -90,7 +93,7 @@ class ActionModule(ActionBase):
             python = "python3"
         # The check preflight's node call made moments ago in this play, for these managed paths;
         # else (a play without preflight, record mode) the node is asked here.
-        observed = task_vars.get("r9700_converged_observed") or {}
+        observed = args["observed"] if isinstance(args["observed"], dict) else {}
         fresh = time.time() - float(observed.get("at") or 0) < OBSERVED_FRESH_S
         if args["mode"] == "check" and observed.get("managed") == args["managed"] and fresh:
             answer = observed.get("answer") or {}
@@ -113,7 +116,6 @@ class ActionModule(ActionBase):
         recorded = answer.get("facts") or {}
         result["ansible_facts"] = {
             "r9700_converged": {"converged": converged, "reason": reason, "facts": recorded, "key": key},
-            "r9700_converged_observed": {},  # used once: a later play's check asks afresh
             **(reported(recorded) if converged else {}),
         }
         result["changed"] = False

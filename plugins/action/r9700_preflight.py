@@ -71,7 +71,9 @@ ARGUMENT_SPEC = {
     "cluster_rdma_gid_index": {"type": "raw", "default": None},
     # The converged step's managed paths (roles/r9700_lifecycle): given, this node call also makes
     # that step's check, which reads its answer instead of calling the node again.
-    "converged_managed": {"type": "dict", "default": None},
+    # Raw: a template that leaves it out may give None or '' (ansible-core before 2.19); only a
+    # non-empty dict asks.
+    "converged_managed": {"type": "raw", "default": None},
 }
 ENV_KNOBS = {
     "env": "r9700_env",
@@ -130,8 +132,9 @@ class ActionModule(ActionBase):
         python = args["python"]
         if python.startswith("auto"):  # Ansible's interpreter discovery keywords
             python = "python3"
-        if args["converged_managed"] is not None:
-            fact_args["converged"] = {"mode": "check", "managed": args["converged_managed"]}
+        managed = args["converged_managed"] if isinstance(args["converged_managed"], dict) else {}
+        if managed:
+            fact_args["converged"] = {"mode": "check", "managed": managed}
         command, script = agentpack.stdin_invocation(NODE_SCRIPT, fact_args, python=python)
         before = time.time()
         out = self._low_level_execute_command(command, sudoable=True, in_data=script)
@@ -173,18 +176,15 @@ class ActionModule(ActionBase):
         result["ansible_facts"] = {
             "r9700_resolved": verdict.resolved.to_dict(),
             "r9700_preflight": {"ok": verdict.ok, "checks": checks, "facts": facts},
-            # For the converged step of this play, which uses it once (r9700_converged); always set,
-            # so no answer of an earlier play or a fact cache outlives this preflight.
-            "r9700_converged_observed": (
-                {"managed": args["converged_managed"], "answer": converged, "at": after}
-                if isinstance(converged, dict)
-                else {}
-            ),
             # The r9700ctl that judged the node, for the node's records (node.json, state.json) when
             # a site's own ansible-playbook runs the roles; r9700ctl's extra var outranks a fact.
             "r9700_toolkit_version": package.__version__,
         }
         result["checks"] = checks
+        # For the converged step right after (roles/r9700_lifecycle/tasks/converged.yml reads it from
+        # this task's registered result: never a fact, so no fact cache keeps it for a later run).
+        if isinstance(converged, dict):
+            result["converged_observed"] = {"managed": managed, "answer": converged, "at": after}
         warnings = [f"{host}: {c.id}: {one_line(c)}" for c in verdict.warnings]
         if warnings:
             result["warnings"] = warnings

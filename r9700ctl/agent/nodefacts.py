@@ -668,7 +668,7 @@ def converged_check(args: dict[str, Any]) -> dict[str, Any]:
 
     try:
         return converged.check(args)
-    except (ValueError, KeyError, OSError) as exc:
+    except Exception as exc:  # any crash is the step's failure, never preflight's (its facts stand)
         return {"error": f"{type(exc).__name__}: {exc}"}
 
 

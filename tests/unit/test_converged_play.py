@@ -189,12 +189,13 @@ def test_facts_an_earlier_play_gathered_are_kept_not_gathered_again(tmp_path: Pa
 def test_the_check_preflight_made_for_the_same_managed_paths_is_used_not_asked_again(
     tmp_path: Path, managed: dict, age_s: int, used: bool
 ) -> None:
-    """Preflight's node call makes the check too (r9700_converged_observed): the step uses that
+    """Preflight's node call makes the check too (its result's converged_observed): the step uses that
     answer, with no node call of its own; made for other managed paths, or an hour ago (a fact
     cache), the node is asked."""
     answer = {"recorded_key": None, "reason": "as preflight's call found"}
     observed = {"managed": managed, "answer": answer, "at": time.time() - age_s}
-    out = run_play(tmp_path, ["r9700_env"], play_vars={"r9700_converged_observed": observed})
+    preflight = {"converged_observed": observed}  # preflight's registered result
+    out = run_play(tmp_path, ["r9700_env"], play_vars={"__r9700_preflight_result": preflight})
     if used:
         assert "not converged: as preflight's call found" in out and "r9700_env ran" in out, out
     else:  # the stand-in node call answers: converged

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 from r9700ctl import agentpack
+from r9700ctl.agent import converged, nodefacts
 
 MANAGED = {"files": ["/etc/r9700ctl-test-absent.conf"]}
 
@@ -30,3 +31,16 @@ def test_asked_for_the_converged_check_the_facts_carry_its_answer():
 
 def test_not_asked_the_facts_have_no_converged_answer():
     assert "converged" not in facts_of({})
+
+
+def test_a_crash_of_the_check_is_its_own_error_and_leaves_the_facts_standing(monkeypatch):
+    """A record that is JSON but not an object made the check raise AttributeError: preflight's
+    facts must still come back, with the check's failure under "converged"."""
+
+    def crash(args):
+        raise AttributeError("'list' object has no attribute 'get'")
+
+    monkeypatch.setattr(converged, "check", crash)
+    assert nodefacts.converged_check({"mode": "check", "managed": MANAGED}) == {
+        "error": "AttributeError: 'list' object has no attribute 'get'"
+    }

@@ -2,10 +2,13 @@
 
 ``mode: check`` computes the key of what this run is asked to do (r9700ctl/converge.py) and asks
 the node, with one Python script on stdin (r9700ctl/agent/converged.py), for the key it recorded
-and for what differs between the node now and what that run left. The result is the host fact
-``r9700_converged``: ``converged`` (same key, no difference), ``reason`` (one line: why it is, or
-the first differences and why not) and ``facts`` (what that run reported: r9700_versions,
-r9700_containers_status), so a converged node is reported as a full run would report it.
+and for what differs between the node now and what that run left. In provision that question
+rides on preflight's node call moments before (``observed``: its registered result's
+``converged_observed``, for the same managed paths), so the step makes no node call of its own.
+The result is the host fact ``r9700_converged``: ``converged`` (same key, no difference),
+``reason`` (one line: why it is, or the first differences and why not) and ``facts`` (what that
+run reported: r9700_versions, r9700_containers_status), so a converged node is reported as a full
+run would report it.
 
 The verdict is final here (roles/r9700_lifecycle/tasks/converged.yml only says it and ends the
 play for a converged node): ``skip_converged: false`` (provision --full) runs every role all the

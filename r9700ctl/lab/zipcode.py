@@ -20,9 +20,10 @@ MODULE_FILE = "usr/lib/python3/dist-packages/r9700ctl_lab_zipcode.py"
 CACHE_DIR = "/var/cache/r9700ctl-lab-zipcode"
 
 # Runs inside every python3 of a node: standard library only, and never fails the import it serves.
+# hashlib and marshal load only when a zip is imported from: hashlib's OpenSSL costs every python3
+# of a node (the node programs, apt's hooks) about 4 ms at start. A cached code object keeps the
+# file name of the payload that compiled it first, so a traceback may name an older payload's path.
 MODULE = f'''"""r9700ctl lab plumbing (r9700ctl/lab/zipcode.py): zipimport's compiled sources, cached."""
-import hashlib
-import marshal
 import os
 import sys
 import zipimport
@@ -32,6 +33,9 @@ _compile_source = getattr(zipimport, "_compile_source", None)
 
 
 def _cached(pathname, source):
+    import hashlib
+    import marshal
+
     # The payload's own temporary path is not part of the key: only the name inside the zip is.
     inside = pathname.split(".zip" + os.sep, 1)[-1]
     key = hashlib.sha256(repr(sys.version_info).encode() + inside.encode() + b"\\0" + source).hexdigest()

@@ -72,9 +72,12 @@ if [ $fast = 1 ]; then
     stage "tests (unit, render)"
     pytest -q -p no:cacheprovider -n "$(($(nproc) + 1))" tests/unit tests/render "$@"
 else
-    # Both cores, a file at a time per worker: a lab file's tests share its module's labs (and
-    # test_provision.py the session's provisioned lab), so they stay on one worker; the longest lab
-    # files start first (tests/lab/conftest.py). (loadgroup: pytest 9.2 ignores xdist 3.8's groups.)
+    # A file at a time per worker: a lab file's tests share its module's labs (and test_provision.py
+    # the session's provisioned lab), so they stay on one worker; the longest lab files start first
+    # (tests/lab/conftest.py). One worker more than cores, as for --fast: lab tests wait too (the
+    # cluster network's iperf3 rounds, timeouts of nodes that do not answer, gloo ranks that never
+    # join), and with two workers on 2 cores about an eighth of the CPU stayed idle.
+    # (loadgroup: pytest 9.2 ignores xdist 3.8's groups.)
     stage "tests"
-    pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15 "$@"
+    pytest -q -p no:cacheprovider -n "$(($(nproc) + 1))" --dist loadfile --durations=15 "$@"
 fi

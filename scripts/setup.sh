@@ -61,20 +61,20 @@ if [ $want_test = 1 ] && [ "$(cat "$stamp" 2>/dev/null)" = "$wanted" ] && .venv/
     exit 0
 fi
 rm -f "$stamp"
-# --no-compile: pip would compile every file it installs (torch's thousands) to bytecode; only what
-# runs is compiled, once, on first import (36.6 -> 19.4 s for a fresh clone's setup --test; the first
-# `import torch` then takes 1.6 s more, once).
-.venv/bin/python -m pip install -q --no-compile --upgrade pip
+.venv/bin/python -m pip install -q --upgrade pip
 if [ $want_test = 1 ]; then
-    .venv/bin/python -m pip install -q --no-compile -e ".[test]"
-    # CPU build of PyTorch for the agent's multi-process (gloo) tests.
+    .venv/bin/python -m pip install -q -e ".[test]"
+    # CPU build of PyTorch for the agent's multi-process (gloo) tests. --no-compile: pip would compile
+    # all of torch's thousands of files to bytecode; only what the tests import is compiled, on first
+    # import (scripts/test.sh lets Python write it). The rest keeps pip's bytecode: r9700ctl and
+    # Ansible start without compiling where PYTHONDONTWRITEBYTECODE is set (this machine sets it).
     .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install -q --no-compile "torch==2.13.0"
     echo "$wanted" > "$stamp"
 elif .venv/bin/python -m pip show r9700ctl 2>/dev/null | grep '^Editable project location:' >/dev/null; then  # not -q: pipefail
     # A test environment (--test installs editable) stays editable: after the demo, the tests must
     # still run the source, not a copy of it frozen at the demo's start.
-    .venv/bin/python -m pip install -q --no-compile -e .
+    .venv/bin/python -m pip install -q -e .
 else
-    .venv/bin/python -m pip install -q --no-compile .
+    .venv/bin/python -m pip install -q .
 fi
 echo "setup: ready ($(.venv/bin/r9700ctl --version))"

@@ -5,6 +5,8 @@
 # Each stage prints its name when it starts and its time when it ends.
 #   scripts/test.sh            everything (the README's test command; CI runs it)
 #   scripts/test.sh --fast     the edit loop: lint, unit and render tests on both cores (no lab)
+# Pytest workers: one more than cores; R9700CTL_TEST_WORKERS=N sets another count (a container whose
+# CPU quota is below what nproc reports, a large host where many lab files at once would crowd it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +14,11 @@ fast=0
 if [ "${1:-}" = "--fast" ]; then
     fast=1
     shift
+fi
+workers=${R9700CTL_TEST_WORKERS:-$(($(nproc) + 1))}
+if ! [[ $workers =~ ^[1-9][0-9]*$ ]]; then
+    echo "error: R9700CTL_TEST_WORKERS=$workers is not a count of pytest workers (a whole number, 1 or more; unset it for cores + 1)" >&2
+    exit 64
 fi
 # What a run takes on this 2-core machine with the lab's root file system cached (the first lab
 # test builds it once: add about 5 minutes); lab tests need root, without it they are skipped.
@@ -70,7 +77,7 @@ if [ $fast = 1 ]; then
     # cluster process tree, gloo ranks that never join), and a third worker fills those waits
     # (on 2 cores: 133 s with 3 workers, 166 s with 2, 140 s with 4).
     stage "tests (unit, render)"
-    pytest -q -p no:cacheprovider -n "$(($(nproc) + 1))" tests/unit tests/render "$@"
+    pytest -q -p no:cacheprovider -n "$workers" tests/unit tests/render "$@"
 else
     # A file at a time per worker: a lab file's tests share its module's labs (and test_provision.py
     # the session's provisioned lab), so they stay on one worker; the longest lab files start first
@@ -79,5 +86,5 @@ else
     # join), and with two workers on 2 cores about an eighth of the CPU stayed idle.
     # (loadgroup: pytest 9.2 ignores xdist 3.8's groups.)
     stage "tests"
-    pytest -q -p no:cacheprovider -n "$(($(nproc) + 1))" --dist loadfile --durations=15 "$@"
+    pytest -q -p no:cacheprovider -n "$workers" --dist loadfile --durations=15 "$@"
 fi

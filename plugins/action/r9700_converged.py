@@ -29,6 +29,7 @@ import time
 
 from ansible import constants as C
 from ansible.errors import AnsibleActionFail
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible_collections.r9700ctl.nodes.plugins.plugin_utils.r9700ctl_package import preload, require
 
@@ -49,7 +50,9 @@ ARGUMENT_SPEC = {
     "key": {"type": "str", "default": ""},
     "python": {"type": "str", "default": "python3"},
     # check: false runs every role whatever the check finds (r9700_lifecycle_skip_converged, --full).
-    "skip_converged": {"type": "bool", "default": True},
+    # Raw here, converted in run(): provision imports this step by its own entry point, which has no
+    # argument check, so a bad value is refused under the variable's own name (skip_converged()).
+    "skip_converged": {"type": "raw", "default": True},
     # check: the answer preflight's node call brought for the same managed paths moments before
     # (its registered result's converged_observed), used instead of asking the node again.
     "observed": {"type": "raw", "default": None},
@@ -72,6 +75,7 @@ class ActionModule(ActionBase):
         args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
         agentpack, converge = require(AnsibleActionFail, "r9700ctl.agentpack", "r9700ctl.converge")
         host = task_vars.get("inventory_hostname", "this host")
+        skip = skip_converged(args["skip_converged"], host)
         if args["mode"] == "record":
             if not args["key"]:
                 raise AnsibleActionFail(
@@ -115,7 +119,7 @@ class ActionModule(ActionBase):
             why = refreshed.get("detail") or "apt-get update failed"
             converged, reason = False, f"not converged: apt could not refresh its lists ({why})"
         other_roles = [r for r in task_vars.get("ansible_play_role_names") or [] if not OWN_ROLE.match(r)]
-        converged, reason = final(converged, reason, args["skip_converged"], other_roles)
+        converged, reason = final(converged, reason, skip, other_roles)
         recorded = answer.get("facts") or {}
         result["ansible_facts"] = {
             "r9700_converged": {"converged": converged, "reason": reason, "facts": recorded, "key": key},
@@ -136,6 +140,18 @@ class ActionModule(ActionBase):
         if out.get("rc") != 0 and "error" not in answer:
             return {"error": f"rc {out.get('rc')}"}
         return answer
+
+
+def skip_converged(value: object, host: str) -> bool:
+    """r9700_lifecycle_skip_converged as Ansible's `bool` takes it; anything else refuses the node in
+    one line that names the variable (the role's argument check says the same for its other steps)."""
+    try:
+        return boolean(value, strict=True)
+    except TypeError:
+        raise AnsibleActionFail(
+            f"{host}: r9700_lifecycle_skip_converged={value!r} is not true or false; nothing changed "
+            "(set it to false to run every role, as provision --full does, or leave it unset)"
+        ) from None
 
 
 def final(converged: bool, reason: str, skip_converged: bool, other_roles: list[str]) -> tuple[bool, str]:

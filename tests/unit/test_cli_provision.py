@@ -718,3 +718,32 @@ def test_the_summary_table_is_whole_in_a_pipe_and_fits_a_terminal(monkeypatch: p
     terminal.print(summary_table(outcome, plain=False, width=80))  # type: ignore[arg-type]
     lines = screen.getvalue().splitlines()
     assert len(lines) == 2 and lines[1].rstrip().endswith("…") and max(len(line) for line in lines) <= 80
+
+
+def test_a_converged_node_runs_only_preflight_and_the_check_before_its_play_ends(tmp_path: Path) -> None:
+    """The tasks provision.yml runs before a converged node ends its play: preflight's three and the
+    converged step's two, nothing else (each task a node reaches costs the controller ~30 ms per node:
+    the no-op provision's node-count ratio, docs/benchmarks.md). The step is imported by its own
+    entry point, so neither lifecycle's argument check nor its step include runs first."""
+    import subprocess
+
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
+        "ANSIBLE_COLLECTIONS_PATH": str(paths.collections_path(tmp_path / "collections")),
+        "ANSIBLE_HOME": str(tmp_path / "home"),
+    }
+    done = subprocess.run(
+        ["ansible-playbook", "--list-tasks", "-i", "localhost,", paths.playbook("provision.yml")],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    listed = [line.strip().split("\t")[0] for line in done.stdout.splitlines() if " : " in line]
+    ends = next(i for i, task in enumerate(listed) if "Leave a converged node as it is" in task)
+    assert [task.split(" : ", 1)[1].split(" - ")[0] for task in listed[:ends]] == [
+        "Validating arguments against arg spec 'main'",
+        "Preflight | Judge the node (OS, GPUs, ROCm release, environment list and own env files, P2P, "
+        "headers, disk, Secure Boot, apt lock, driver, PSU budget)",
+        "Preflight | Report what this node gets",
+        "Converged | Ask whether the node is as the last complete provision left it",
+        "Converged | Say whether the roles run, and why",
+    ], listed[: ends + 1]

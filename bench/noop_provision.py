@@ -21,6 +21,7 @@ import glob
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -171,6 +172,7 @@ def measure(nodes: int, runs: int, out: Path | None, full: bool = True) -> dict[
         return result
     finally:
         down(directory)
+        shutil.rmtree(home, ignore_errors=True)  # the runs' reports and state: summarised above
 
 
 def main() -> None:

@@ -144,13 +144,14 @@ class ActionModule(ActionBase):
 
 def skip_converged(value: object, host: str) -> bool:
     """r9700_lifecycle_skip_converged as Ansible's `bool` takes it; anything else refuses the node in
-    one line that names the variable (the role's argument check says the same for its other steps)."""
+    one line, in the words r9700ctl's own check of inventory values uses (r9700ctl.variables.BadValue)."""
     try:
         return boolean(value, strict=True)
     except TypeError:
+        (variables,) = require(AnsibleActionFail, "r9700ctl.variables")
+        bad = variables.BadValue("r9700_lifecycle_skip_converged", value, "true or false")
         raise AnsibleActionFail(
-            f"{host}: r9700_lifecycle_skip_converged={value!r} is not true or false; nothing changed "
-            "(set it to false to run every role, as provision --full does, or leave it unset)"
+            f"{host}: {bad.what()}; nothing changed ({bad.fix('in the inventory or with -e')})"
         ) from None
 
 

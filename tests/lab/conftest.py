@@ -41,7 +41,7 @@ HERE = Path(__file__).resolve().parent
 
 # Seconds each lab file took in a run of the whole suite on this 2-core machine (2026-12-06, junit
 # times with two workers, the snapshots being made): the longest files start first, so that with
-# several workers (`pytest -n 3 --dist loadfile` on 2 cores, as scripts/test.sh runs the suite: a
+# several workers (`pytest -n CORES+1 --dist loadfile`, as scripts/test.sh runs the suite: a
 # file's tests share its module-scoped labs, so they stay on one worker) the unit tests fill the gaps
 # instead of one long lab file running alone at the end. Unlisted: 0.
 FILE_COST_S = {

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from r9700ctl import manifest, paths
@@ -739,11 +740,18 @@ def test_a_converged_node_runs_only_preflight_and_the_check_before_its_play_ends
     assert done.returncode == 0, done.stdout + done.stderr
     listed = [line.strip().split("\t")[0] for line in done.stdout.splitlines() if " : " in line]
     ends = next(i for i, task in enumerate(listed) if "Leave a converged node as it is" in task)
-    assert [task.split(" : ", 1)[1].split(" - ")[0] for task in listed[:ends]] == [
-        "Validating arguments against arg spec 'main'",
-        "Preflight | Judge the node (OS, GPUs, ROCm release, environment list and own env files, P2P, "
-        "headers, disk, Secure Boot, apt lock, driver, PSU budget)",
-        "Preflight | Report what this node gets",
-        "Converged | Ask whether the node is as the last complete provision left it",
-        "Converged | Say whether the roles run, and why",
+    # The names as the role files have them: preflight's argument check and tasks, the step's first two.
+    roles = Path(__file__).resolve().parents[2] / "roles"
+    preflight = [t["name"] for t in yaml.safe_load((roles / "r9700_preflight/tasks/main.yml").read_text())]
+    converged = [
+        t["name"] for t in yaml.safe_load((roles / "r9700_lifecycle/tasks/converged.yml").read_text())
+    ]
+    assert [task.split(" - ")[0] for task in listed[:ends]] == [
+        "r9700ctl.nodes.r9700_preflight : Validating arguments against arg spec 'main'",
+        *(f"r9700ctl.nodes.r9700_preflight : {name}" for name in preflight),
+        *(f"r9700ctl.nodes.r9700_lifecycle : {name}" for name in converged[:2]),
     ], listed[: ends + 1]
+    assert len(preflight) == 2 and converged[2].startswith("Converged | Leave a converged node"), (
+        preflight,
+        converged,
+    )

@@ -142,6 +142,7 @@ def test_a_bad_skip_converged_refuses_the_node_naming_the_variable(tmp_path: Pat
     refuses a value Ansible's bool does not take, in one line that names the variable, before any role."""
     out = run_play(tmp_path, ["r9700_env"], {"r9700_lifecycle_skip_converged": value}, rc=2)
     assert f"localhost: r9700_lifecycle_skip_converged={value!r} is not true or false; nothing changed" in out
+    assert "(set r9700_lifecycle_skip_converged to true or false in the inventory or with -e)" in out, out
     assert "r9700_env ran" not in out, out
 
 

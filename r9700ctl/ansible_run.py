@@ -159,8 +159,17 @@ class HostResult:
             return ""
         if errors[0].unreachable:
             # Which task found the host unreachable says nothing: the connection failed, not the task.
-            return errors[0].message.removeprefix("Failed to connect to the host via ssh: ")
+            # A task that sends data on standard input (an action's shell command) meets it as
+            # 'Data could not be sent to remote host "H". Make sure this host can be reached over ssh: WHY'
+            # (ansible-core's ssh connection plugin): WHY is the same reason.
+            message = errors[0].message.removeprefix("Failed to connect to the host via ssh: ")
+            return UNSENT.sub("", message, count=1)
         return f"{errors[0].task}: {errors[0].message}"
+
+
+UNSENT = re.compile(
+    r'^Data could not be sent to remote host "[^"]*"[.] Make sure this host can be reached over ssh: '
+)
 
 
 @dataclass

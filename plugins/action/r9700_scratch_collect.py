@@ -1,0 +1,146 @@
+"""Action plugin: bring a scratch directory's results to the controller, keep one on the node, remove it.
+
+What the copy (a record written on the node), fetch (once per file), stat, file and copy
+(remote_src) modules did in up to seven tasks (a dozen Python module runs on the node per node
+and per validation phase), in one shell command over the connection Ansible already holds: each
+present output printed in base64, the kept file copied into place (a temporary name, then
+renamed), the directory removed. The record (the agent's exit status and output tail) is written
+on the controller directly: it never needed the node.
+
+Outputs that are not there are left out, as fetch with fail_on_missing: false did; the result
+says which were fetched. Only a directory r9700ctl.nodes.r9700_scratch_stage made is removed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import json
+import os
+import re
+import shlex
+import tempfile
+from pathlib import Path
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+ARGUMENT_SPEC = {
+    "path": {"type": "str", "required": True},
+    "outputs": {
+        "type": "list",
+        "elements": "dict",
+        "default": [],
+        "options": {"src": {"type": "str", "required": True}, "dest": {"type": "path", "required": True}},
+    },
+    "record": {"type": "dict"},
+    "record_dest": {"type": "path"},
+    "keep": {
+        "type": "dict",
+        "options": {"src": {"type": "str", "required": True}, "dest": {"type": "str", "required": True}},
+    },
+    "remove": {"type": "bool", "default": True},
+}
+# What r9700_scratch_stage makes: mktemp -d under an absolute temporary directory, r9700ctl-NAME.
+# followed by ten random characters. Anything else is refused before `rm -rf` could reach it.
+SCRATCH_PATH = re.compile(r"^/(?:[^/\0]+/)*r9700ctl[-.][A-Za-z0-9-]*[.][A-Za-z0-9]{10}$")
+FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+MARK = "== r9700ctl output "
+
+
+class ActionModule(ActionBase):
+    _supports_check_mode = False
+    _supports_async = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        task_vars = task_vars or {}
+        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
+        host = task_vars.get("inventory_hostname", "this host")
+        path = args["path"]
+        if not SCRATCH_PATH.match(path) or "/../" in path or "/./" in path:
+            raise AnsibleActionFail(
+                f"{path!r} is not a scratch directory r9700_scratch_stage made; nothing removed"
+            )
+        outputs, keep = args["outputs"], args["keep"]
+        names = [o["src"] for o in outputs] + ([keep["src"]] if keep else [])
+        bad = [name for name in names if not FILE_NAME.match(name)]
+        if bad:
+            raise AnsibleActionFail(f"outputs are plain names in the scratch directory, not {bad[0]!r}")
+        if keep and not (keep["dest"].startswith("/") and FILE_NAME.match(os.path.basename(keep["dest"]))):
+            raise AnsibleActionFail(
+                f"keep.dest must be an absolute file path on the node, not {keep['dest']!r}"
+            )
+        if (args["record"] is None) != (args["record_dest"] is None):
+            raise AnsibleActionFail("record and record_dest go together")
+
+        # The record first: it says how the run ended even where the node cannot be read now.
+        if args["record"] is not None:
+            _write(
+                Path(args["record_dest"]),
+                (json.dumps(args["record"], indent=4, sort_keys=True) + "\n").encode(),
+            )
+
+        out = self._low_level_execute_command(_script(path, outputs, keep, args["remove"]), sudoable=True)
+        if out.get("rc") != 0:
+            lines = (out.get("stderr") or out.get("stdout") or "").strip().splitlines()
+            why = lines[-1] if lines else "no output"
+            rc = out.get("rc")
+            raise AnsibleActionFail(f"{host}: could not read the results in {path} (rc {rc}: {why})")
+        found = _decoded(out.get("stdout") or "")
+        fetched = []
+        for output in outputs:
+            if output["src"] in found:
+                _write(Path(output["dest"]), found[output["src"]])
+                fetched.append(output["src"])
+        result.update(changed=True, fetched=fetched, removed=path if args["remove"] else "")
+        return result
+
+
+def _script(path: str, outputs: list[dict], keep: dict | None, remove: bool) -> str:
+    directory = shlex.quote(path)
+    steps = [f"cd {directory} || exit 0"]  # already gone: nothing to read, nothing to remove
+    for name in dict.fromkeys(o["src"] for o in outputs):
+        quoted = shlex.quote(name)
+        steps.append(
+            f'if [ -f {quoted} ]; then printf "%s\\n" {shlex.quote(MARK + name)}; '
+            f"base64 < {quoted} | tr -d '\\n' || exit 4; echo; fi"
+        )
+    if keep:
+        src, dest = shlex.quote(keep["src"]), keep["dest"]
+        folder, temporary = shlex.quote(os.path.dirname(dest) or "/"), shlex.quote(f"{dest}.r9700ctl-new")
+        steps.append(
+            f"if [ -f {src} ]; then mkdir -p {folder} && chmod 0755 {folder} && cp {src} {temporary} "
+            f"&& chmod 0644 {temporary} && mv -f {temporary} {shlex.quote(dest)} || exit 5; fi"
+        )
+    if remove:
+        steps.append(f"cd / && rm -rf {directory}")
+    return "; ".join(steps)
+
+
+def _decoded(stdout: str) -> dict[str, bytes]:
+    found, name = {}, None
+    for line in stdout.splitlines():
+        if line.startswith(MARK):
+            name = line[len(MARK) :]
+        elif name is not None:
+            # A line that is not the output's (sudo's lecture, a shell's message) is not taken for it.
+            with contextlib.suppress(binascii.Error, ValueError):
+                found[name] = base64.b64decode(line.strip(), validate=True)
+            name = None
+    return found
+
+
+def _write(dest: Path, data: bytes) -> None:
+    """Atomically, as fetch does: a half-written result never stands for a whole one."""
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, dest)
+    except OSError as exc:
+        raise AnsibleActionFail(f"cannot write {dest} on the controller: {exc.strerror or exc}") from exc

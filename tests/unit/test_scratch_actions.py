@@ -1,0 +1,145 @@
+"""The scratch-directory actions the validate role runs the agent with (plugins/action/r9700_scratch_*.py).
+
+Real ansible-playbook over a local connection: the shell commands the actions send are the ones a
+node runs. The directory lives where TMPDIR says, so each test sees what was left behind.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import yaml
+
+from r9700ctl import paths
+
+
+def _archive(path: Path) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        data = b"print('agent')\n"
+        info = tarfile.TarInfo("r9700ctl/agent.py")
+        info.size, info.mode = len(data), 0o644
+        tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def _play(tmp_path: Path, tasks: list[dict]) -> subprocess.CompletedProcess[str]:
+    scratch = tmp_path / "node-tmp"
+    scratch.mkdir(exist_ok=True)
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": tasks}]))
+    env = {
+        **os.environ,
+        "ANSIBLE_COLLECTIONS_PATH": str(paths.collections_path(tmp_path / "collections")),
+        "TMPDIR": str(scratch),
+        "ANSIBLE_NOCOLOR": "1",
+    }
+    return subprocess.run(
+        [
+            str(Path(sys.executable).with_name("ansible-playbook")),
+            "-i",
+            "node1,",
+            "-c",
+            "local",
+            "-e",
+            f"ansible_python_interpreter={sys.executable}",
+            str(playbook),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+def test_a_staged_directory_gives_its_outputs_to_the_controller_keeps_one_and_is_removed(
+    tmp_path: Path,
+) -> None:
+    archive = _archive(tmp_path / "agent.tar.gz")
+    out, kept = tmp_path / "controller", tmp_path / "node-reports" / "quick.json"
+    done = _play(
+        tmp_path,
+        [
+            {
+                "r9700ctl.nodes.r9700_scratch_stage": {
+                    "archive": str(archive),
+                    "prefix": "r9700ctl-validate.",
+                    "files": {"plan.json": '{"phase": "facts"}\n'},
+                },
+                "register": "scratch",
+            },
+            {
+                "ansible.builtin.command": {
+                    "cmd": "sh -c 'cat plan.json > report.json; ls -l > listing'",
+                    "chdir": "{{ scratch.path }}",
+                }
+            },
+            {
+                "r9700ctl.nodes.r9700_scratch_collect": {
+                    "path": "{{ scratch.path }}",
+                    "record": {"rc": 0, "msg": "ü"},
+                    "record_dest": f"{out}/node1.agent.json",
+                    "outputs": [
+                        {"src": "report.json", "dest": f"{out}/node1.json"},
+                        {"src": "routes.json", "dest": f"{out}/node1.routes.json"},
+                        {"src": "r9700ctl", "dest": f"{out}/not-a-file"},
+                    ],
+                    "keep": {"src": "report.json", "dest": str(kept)},
+                },
+                "register": "collected",
+            },
+            {
+                "ansible.builtin.copy": {
+                    "content": "{{ {'path': scratch.path, 'collected': collected} | to_json }}",
+                    "dest": f"{tmp_path}/seen.json",
+                }
+            },
+        ],
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    staged = Path(seen["path"])
+    assert staged.parent == tmp_path / "node-tmp" and staged.name.startswith("r9700ctl-validate.")
+    # The plan came through whole; the record is the controller's own; a missing output is left out.
+    assert json.loads((out / "node1.json").read_text()) == {"phase": "facts"}
+    assert json.loads((out / "node1.agent.json").read_text()) == {"rc": 0, "msg": "ü"}
+    assert not (out / "node1.routes.json").exists() and not (out / "not-a-file").exists()
+    assert seen["collected"]["fetched"] == ["report.json"] and seen["collected"]["removed"] == str(staged)
+    assert json.loads(kept.read_text()) == {"phase": "facts"} and kept.stat().st_mode & 0o777 == 0o644
+    assert not staged.exists() and list((tmp_path / "node-tmp").iterdir()) == []
+
+
+def test_collect_refuses_a_directory_the_stage_did_not_make_and_removes_nothing(tmp_path: Path) -> None:
+    mine = tmp_path / "node-tmp" / "precious"
+    mine.mkdir(parents=True)
+    (mine / "keep.txt").write_text("x")
+    done = _play(tmp_path, [{"r9700ctl.nodes.r9700_scratch_collect": {"path": str(mine)}}])
+    assert done.returncode == 2
+    assert "is not a scratch directory r9700_scratch_stage made; nothing removed" in done.stdout
+    assert (mine / "keep.txt").read_text() == "x"
+
+
+def test_an_archive_that_does_not_unpack_leaves_no_directory_and_says_why(tmp_path: Path) -> None:
+    broken = tmp_path / "agent.tar.gz"
+    broken.write_bytes(b"not a gzip stream")
+    done = _play(
+        tmp_path,
+        [
+            {"r9700ctl.nodes.r9700_scratch_stage": {"archive": str(broken), "prefix": "r9700ctl-cluster."}},
+        ],
+    )
+    assert done.returncode == 2
+    assert "could not unpack the agent in a scratch directory" in done.stdout
+    assert list((tmp_path / "node-tmp").iterdir()) == []
+    missing = _play(
+        tmp_path,
+        [
+            {"r9700ctl.nodes.r9700_scratch_stage": {"archive": str(tmp_path / "absent.tar.gz")}},
+        ],
+    )
+    assert missing.returncode == 2 and "cannot read the agent archive" in missing.stdout

@@ -84,17 +84,18 @@ class ActionModule(ActionBase):
             )
 
         out = self._low_level_execute_command(_script(path, outputs, keep, args["remove"]), sudoable=True)
-        if out.get("rc") != 0:
-            lines = (out.get("stderr") or out.get("stdout") or "").strip().splitlines()
-            why = lines[-1] if lines else "no output"
-            rc = out.get("rc")
-            raise AnsibleActionFail(f"{host}: could not read the results in {path} (rc {rc}: {why})")
+        # What was read is written even where a later step (the kept copy, the removal) failed.
         found = _decoded(out.get("stdout") or "")
         fetched = []
         for output in outputs:
             if output["src"] in found:
                 _write(Path(output["dest"]), found[output["src"]])
                 fetched.append(output["src"])
+        if out.get("rc") != 0:
+            lines = (out.get("stderr") or out.get("stdout") or "").strip().splitlines()
+            why = lines[-1] if lines else "no output"
+            rc = out.get("rc")
+            raise AnsibleActionFail(f"{host}: could not read the results in {path} (rc {rc}: {why})")
         result.update(changed=True, fetched=fetched, removed=path if args["remove"] else "")
         return result
 
@@ -106,7 +107,7 @@ def _script(path: str, outputs: list[dict], keep: dict | None, remove: bool) -> 
         quoted = shlex.quote(name)
         steps.append(
             f'if [ -f {quoted} ]; then printf "%s\\n" {shlex.quote(MARK + name)}; '
-            f"base64 < {quoted} | tr -d '\\n' || exit 4; echo; fi"
+            f"base64 -w0 < {quoted} || exit 4; echo; fi"
         )
     if keep:
         src, dest = shlex.quote(keep["src"]), keep["dest"]

@@ -13,6 +13,8 @@ module did; r9700ctl.nodes.r9700_scratch_collect fetches from it and removes it.
 from __future__ import annotations
 
 import io
+import json
+import posixpath
 import re
 import shlex
 import tarfile
@@ -59,16 +61,18 @@ class ActionModule(ActionBase):
             ) from exc
 
         # mktemp's directory is 0700 whatever the umask; tar as root keeps the archive's modes
-        # (r9700ctl/agentpack.py writes them). A failed unpack removes the directory it made.
+        # (r9700ctl/agentpack.py writes them). A failed unpack removes the directory it made. A
+        # TMPDIR that is not absolute is not used (the directory could not be found again).
         template = shlex.quote(args["prefix"]) + "XXXXXXXXXX"
         make = (
-            f'd=$(mktemp -d "${{TMPDIR:-/tmp}}/"{template}) || exit 3; '
-            'if tar -xzf - -C "$d" --no-same-owner; then printf "%s\\n" "$d"; '
+            't="${TMPDIR:-/tmp}"; case "$t" in /*) ;; *) t=/tmp ;; esac; '
+            f'd=$(mktemp -d "$t/"{template}) || exit 3; '
+            'if tar -xzf {source} -C "$d" --no-same-owner; then printf "%s\\n" "$d"; '
             'else rc=$?; rm -rf "$d"; exit "$rc"; fi'
         )
-        out = self._low_level_execute_command(make, sudoable=True, in_data=payload)
-        path = (out.get("stdout") or "").strip().splitlines()[-1:] or [""]
-        path = path[0]
+        out = self._reading(make, payload)
+        lines = (out.get("stdout") or "").strip().splitlines()
+        path = posixpath.normpath(lines[-1].strip()) if lines else ""  # TMPDIR=/tmp/ gives /tmp//name
         if out.get("rc") != 0 or not path.startswith("/"):
             raise AnsibleActionFail(
                 f"{host}: could not unpack the agent in a scratch directory: {_last_line(out)}"
@@ -76,11 +80,8 @@ class ActionModule(ActionBase):
         result["path"] = path
         result["changed"] = True
         if args["files"]:
-            given = self._low_level_execute_command(
-                f"umask 077 && tar -xf - -C {shlex.quote(path)} --no-same-owner",
-                sudoable=True,
-                in_data=_tar_of(args["files"]),
-            )
+            unpack = f"umask 077 && tar -xf {{source}} -C {shlex.quote(path)} --no-same-owner"
+            given = self._reading(unpack, _tar_of(args["files"]))
             if given.get("rc") != 0:
                 self._low_level_execute_command(f"rm -rf {shlex.quote(path)}", sudoable=True)
                 raise AnsibleActionFail(
@@ -88,13 +89,43 @@ class ActionModule(ActionBase):
                 )
         return result
 
+    def _reading(self, command: str, payload: bytes) -> dict:
+        """`command` with {source} reading `payload`: standard input where the connection pipelines,
+        else a copy in Ansible's remote temporary directory (become su, sudo with requiretty,
+        pipelining off, paramiko: sending data on standard input fails there, as Ansible knows)."""
+        if _pipelining(self._connection):
+            return self._low_level_execute_command(
+                command.replace("{source}", "-"), sudoable=True, in_data=payload
+            )
+        tmp = self._make_tmp_path()
+        try:
+            copy = self._connection._shell.join_path(tmp, "payload")
+            self._transfer_data(copy, payload)
+            self._fixup_perms2([tmp, copy], execute=False)
+            return self._low_level_execute_command(
+                command.replace("{source}", shlex.quote(copy)), sudoable=True
+            )
+        finally:
+            self._remove_tmp_path(tmp, force=True)
+
+
+def _pipelining(connection: object) -> bool:
+    enabled = getattr(connection, "is_pipelining_enabled", None)
+    try:
+        return bool(enabled()) if callable(enabled) else False
+    except Exception:  # a connection plugin's own check failing: copying is always safe
+        return False
+
 
 def _tar_of(files: dict[str, object]) -> bytes:
     """An uncompressed tar of name -> text (mode 0600), for `tar -xf -` on the node."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for name, content in files.items():
-            data = str(content).encode("utf-8")
+            # ansible-core before 2.19 turns a template's text that looks like a dict back into one
+            # (copy's content does the same json.dumps for it).
+            text = content if isinstance(content, str) else json.dumps(content)
+            data = text.encode("utf-8")
             info = tarfile.TarInfo(str(name))
             info.size, info.mode, info.mtime = len(data), 0o600, int(time.time())
             tar.addfile(info, io.BytesIO(data))

@@ -2,7 +2,7 @@
 
 The plans go in as an extra variable (inventory_hostname -> plan); each node's results come back
 under DEST/<phase>/<host>.json, .agent.json (exit status, runtime, output tail) and .routes.json.
-Forks cover every node of the phase, so their async tasks run at once; the limit is the phase's
+Forks cover every node of the phase, so their phase programs run at once; the limit is the phase's
 nodes (a retest runs only the pairs it needs).
 """
 
@@ -46,7 +46,7 @@ class Launcher:
             playbook=paths.playbook("validate_cluster.yml"),
             inventory=self.inventory,
             limit=",".join(sorted(plans)),
-            hosts=len(plans),  # every node of the phase at once: their async tasks run together
+            hosts=len(plans),  # every node of the phase at once: their programs run together
             extra_vars={
                 "r9700_group": self.group,
                 "r9700_validate_dest": str(dest),
@@ -81,7 +81,7 @@ class Launcher:
 
 
 def _timed_out(agent: dict[str, Any]) -> bool:
-    """agent.json's timed_out: `timeout` exited 124, or the async task had not finished (Jinja text)."""
+    """agent.json's timed_out: `timeout` exited 124 (Jinja text where ansible-core templates to strings)."""
     return str(agent.get("timed_out")).lower() == "true"
 
 

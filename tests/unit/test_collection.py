@@ -69,12 +69,14 @@ def test_the_installed_collection_carries_roles_plugins_playbooks_and_its_requir
         "action/r9700_preflight.py",
         "action/r9700_scratch_stage.py",
         "action/r9700_scratch_collect.py",
+        "action/r9700_scratch_run.py",
         "filter/r9700_power.py",
         "filter/r9700_containers.py",
         "lookup/r9700_node_program.py",
         "modules/r9700_preflight.py",
         "modules/r9700_scratch_stage.py",
         "modules/r9700_scratch_collect.py",
+        "modules/r9700_scratch_run.py",
         "plugin_utils/r9700ctl_package.py",
     ):
         assert (collection / "plugins" / plugin).is_file(), plugin

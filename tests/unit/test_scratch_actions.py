@@ -14,6 +14,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pytest
 import yaml
 
 from r9700ctl import paths
@@ -28,7 +29,7 @@ def _archive(path: Path) -> Path:
     return path
 
 
-def _play(tmp_path: Path, tasks: list[dict]) -> subprocess.CompletedProcess[str]:
+def _play(tmp_path: Path, tasks: list[dict], **environment: str) -> subprocess.CompletedProcess[str]:
     scratch = tmp_path / "node-tmp"
     scratch.mkdir(exist_ok=True)
     playbook = tmp_path / "play.yml"
@@ -38,6 +39,7 @@ def _play(tmp_path: Path, tasks: list[dict]) -> subprocess.CompletedProcess[str]
         "ANSIBLE_COLLECTIONS_PATH": str(paths.collections_path(tmp_path / "collections")),
         "TMPDIR": str(scratch),
         "ANSIBLE_NOCOLOR": "1",
+        **environment,
     }
     return subprocess.run(
         [
@@ -57,8 +59,16 @@ def _play(tmp_path: Path, tasks: list[dict]) -> subprocess.CompletedProcess[str]
     )
 
 
+# Pipelining off (become su, sudo with requiretty, a site's ansible.cfg): the archive and the files
+# go through Ansible's remote temporary directory instead of standard input. A TMPDIR ending in a
+# slash gives mktemp's //; the plan as a mapping is what ansible-core before 2.19 makes of JSON text.
+@pytest.mark.parametrize(
+    ("pipelining", "tmpdir_slash", "plan"),
+    [("True", "", '{"phase": "facts"}\n'), ("False", "/", {"phase": "facts"})],
+    ids=["stdin", "copied"],
+)
 def test_a_staged_directory_gives_its_outputs_to_the_controller_keeps_one_and_is_removed(
-    tmp_path: Path,
+    tmp_path: Path, pipelining: str, tmpdir_slash: str, plan: object
 ) -> None:
     archive = _archive(tmp_path / "agent.tar.gz")
     out, kept = tmp_path / "controller", tmp_path / "node-reports" / "quick.json"
@@ -69,15 +79,24 @@ def test_a_staged_directory_gives_its_outputs_to_the_controller_keeps_one_and_is
                 "r9700ctl.nodes.r9700_scratch_stage": {
                     "archive": str(archive),
                     "prefix": "r9700ctl-validate.",
-                    "files": {"plan.json": '{"phase": "facts"}\n'},
+                    "files": {"plan.json": plan},
                 },
                 "register": "scratch",
             },
             {
-                "ansible.builtin.command": {
-                    "cmd": "sh -c 'cat plan.json > report.json; ls -l > listing'",
-                    "chdir": "{{ scratch.path }}",
-                }
+                # The program runs in the directory with the given environment; its exit status is
+                # returned (a failed task where it is not 0, as with the command module).
+                "r9700ctl.nodes.r9700_scratch_run": {
+                    "path": "{{ scratch.path }}",
+                    "argv": [
+                        "sh",
+                        "-c",
+                        'cat plan.json > report.json; echo "$GREETING it\'s"; echo err >&2; exit 3',
+                    ],
+                    "env": {"GREETING": "hello world"},
+                },
+                "register": "ran",
+                "failed_when": False,
             },
             {
                 "r9700ctl.nodes.r9700_scratch_collect": {
@@ -95,16 +114,21 @@ def test_a_staged_directory_gives_its_outputs_to_the_controller_keeps_one_and_is
             },
             {
                 "ansible.builtin.copy": {
-                    "content": "{{ {'path': scratch.path, 'collected': collected} | to_json }}",
+                    "content": "{{ {'path': scratch.path, 'collected': collected, 'ran': ran} | to_json }}",
                     "dest": f"{tmp_path}/seen.json",
                 }
             },
         ],
+        ANSIBLE_PIPELINING=pipelining,
+        TMPDIR=f"{tmp_path}/node-tmp{tmpdir_slash}",
     )
     assert done.returncode == 0, done.stdout + done.stderr
     seen = json.loads((tmp_path / "seen.json").read_text())
     staged = Path(seen["path"])
     assert staged.parent == tmp_path / "node-tmp" and staged.name.startswith("r9700ctl-validate.")
+    ran = seen["ran"]
+    assert (ran["rc"], ran["stdout_lines"], ran["stderr_lines"]) == (3, ["hello world it's"], ["err"])
+    assert ran["msg"] == "non-zero return code"
     # The plan came through whole; the record is the controller's own; a missing output is left out.
     assert json.loads((out / "node1.json").read_text()) == {"phase": "facts"}
     assert json.loads((out / "node1.agent.json").read_text()) == {"rc": 0, "msg": "ü"}

@@ -13,9 +13,6 @@ says which were fetched. Only a directory r9700ctl.nodes.r9700_scratch_stage mad
 
 from __future__ import annotations
 
-import base64
-import binascii
-import contextlib
 import json
 import os
 import re
@@ -25,6 +22,11 @@ from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible_collections.r9700ctl.nodes.plugins.plugin_utils.r9700ctl_scratch import (
+    is_scratch,
+    print_file,
+    printed_files,
+)
 
 ARGUMENT_SPEC = {
     "path": {"type": "str", "required": True},
@@ -34,6 +36,9 @@ ARGUMENT_SPEC = {
         "default": [],
         "options": {"src": {"type": "str", "required": True}, "dest": {"type": "path", "required": True}},
     },
+    # Plain names of the directory fetched into one controller directory (`into`/<name>).
+    "names": {"type": "list", "elements": "str", "default": []},
+    "into": {"type": "path"},
     "record": {"type": "dict"},
     "record_dest": {"type": "path"},
     "keep": {
@@ -42,11 +47,7 @@ ARGUMENT_SPEC = {
     },
     "remove": {"type": "bool", "default": True},
 }
-# What r9700_scratch_stage makes: mktemp -d under an absolute temporary directory, r9700ctl-NAME.
-# followed by ten random characters. Anything else is refused before `rm -rf` could reach it.
-SCRATCH_PATH = re.compile(r"^/(?:[^/\0]+/)*r9700ctl[-.][A-Za-z0-9-]*[.][A-Za-z0-9]{10}$")
 FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-MARK = "== r9700ctl output "
 
 
 class ActionModule(ActionBase):
@@ -60,11 +61,16 @@ class ActionModule(ActionBase):
         args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
         host = task_vars.get("inventory_hostname", "this host")
         path = args["path"]
-        if not SCRATCH_PATH.match(path) or "/../" in path or "/./" in path:
+        if not is_scratch(path):  # anything else is refused before `rm -rf` could reach it
             raise AnsibleActionFail(
                 f"{path!r} is not a scratch directory r9700_scratch_stage made; nothing removed"
             )
-        outputs, keep = args["outputs"], args["keep"]
+        if args["names"] and not args["into"]:
+            raise AnsibleActionFail("names need into, the controller directory they are fetched into")
+        outputs = args["outputs"] + [
+            {"src": name, "dest": os.path.join(args["into"], name)} for name in args["names"]
+        ]
+        keep = args["keep"]
         names = [o["src"] for o in outputs] + ([keep["src"]] if keep else [])
         bad = [name for name in names if not FILE_NAME.match(name)]
         if bad:
@@ -85,7 +91,7 @@ class ActionModule(ActionBase):
 
         out = self._low_level_execute_command(_script(path, outputs, keep, args["remove"]), sudoable=True)
         # What was read is written even where a later step (the kept copy, the removal) failed.
-        found = _decoded(out.get("stdout") or "")
+        found = printed_files(out.get("stdout") or "")
         fetched = []
         for output in outputs:
             if output["src"] in found:
@@ -103,12 +109,7 @@ class ActionModule(ActionBase):
 def _script(path: str, outputs: list[dict], keep: dict | None, remove: bool) -> str:
     directory = shlex.quote(path)
     steps = [f"cd {directory} || exit 0"]  # already gone: nothing to read, nothing to remove
-    for name in dict.fromkeys(o["src"] for o in outputs):
-        quoted = shlex.quote(name)
-        steps.append(
-            f'if [ -f {quoted} ]; then printf "%s\\n" {shlex.quote(MARK + name)}; '
-            f"base64 -w0 < {quoted} || exit 4; echo; fi"
-        )
+    steps.extend(print_file(name) for name in dict.fromkeys(o["src"] for o in outputs))
     if keep:
         src, dest = shlex.quote(keep["src"]), keep["dest"]
         folder, temporary = shlex.quote(os.path.dirname(dest) or "/"), shlex.quote(f"{dest}.r9700ctl-new")
@@ -119,19 +120,6 @@ def _script(path: str, outputs: list[dict], keep: dict | None, remove: bool) -> 
     if remove:
         steps.append(f"cd / && rm -rf {directory}")
     return "; ".join(steps)
-
-
-def _decoded(stdout: str) -> dict[str, bytes]:
-    found, name = {}, None
-    for line in stdout.splitlines():
-        if line.startswith(MARK):
-            name = line[len(MARK) :]
-        elif name is not None:
-            # A line that is not the output's (sudo's lecture, a shell's message) is not taken for it.
-            with contextlib.suppress(binascii.Error, ValueError):
-                found[name] = base64.b64decode(line.strip(), validate=True)
-            name = None
-    return found
 
 
 def _write(dest: Path, data: bytes) -> None:

@@ -25,7 +25,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 ARGUMENT_SPEC = {
-    "archive": {"type": "path", "required": True},
+    "archive": {"type": "path"},  # none: an empty directory (r9700_collect's)
     "prefix": {"type": "str", "default": "r9700ctl-scratch."},
     "files": {"type": "dict", "default": {}},
 }
@@ -52,13 +52,15 @@ class ActionModule(ActionBase):
         bad = [name for name in args["files"] if not FILE_NAME.match(str(name))]
         if bad:
             raise AnsibleActionFail(f"file names must be plain names in the directory, not {bad[0]!r}")
-        archive = Path(args["archive"])
-        try:
-            payload = archive.read_bytes()
-        except OSError as exc:
-            raise AnsibleActionFail(
-                f"cannot read the agent archive {archive}: {exc.strerror or exc}"
-            ) from exc
+        payload = None
+        if args["archive"]:
+            archive = Path(args["archive"])
+            try:
+                payload = archive.read_bytes()
+            except OSError as exc:
+                raise AnsibleActionFail(
+                    f"cannot read the agent archive {archive}: {exc.strerror or exc}"
+                ) from exc
 
         # mktemp's directory is 0700 whatever the umask; tar as root keeps the archive's modes
         # (r9700ctl/agentpack.py writes them). A failed unpack removes the directory it made. A
@@ -67,10 +69,18 @@ class ActionModule(ActionBase):
         make = (
             't="${TMPDIR:-/tmp}"; case "$t" in /*) ;; *) t=/tmp ;; esac; '
             f'd=$(mktemp -d "$t/"{template}) || exit 3; '
-            'if tar -xzf {source} -C "$d" --no-same-owner; then printf "%s\\n" "$d"; '
-            'else rc=$?; rm -rf "$d"; exit "$rc"; fi'
+            + (
+                'if tar -xzf {source} -C "$d" --no-same-owner; then printf "%s\\n" "$d"; '
+                'else rc=$?; rm -rf "$d"; exit "$rc"; fi'
+                if payload is not None
+                else 'printf "%s\\n" "$d"'
+            )
         )
-        out = self._reading(make, payload)
+        out = (
+            self._reading(make, payload)
+            if payload is not None
+            else self._low_level_execute_command(make, sudoable=True)
+        )
         lines = (out.get("stdout") or "").strip().splitlines()
         path = posixpath.normpath(lines[-1].strip()) if lines else ""  # TMPDIR=/tmp/ gives /tmp//name
         if out.get("rc") != 0 or not path.startswith("/"):

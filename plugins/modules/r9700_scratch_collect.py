@@ -39,6 +39,17 @@ options:
         description: Where it is written on the controller.
         type: path
         required: true
+  names:
+    description:
+      - Plain file names of the directory to fetch into I(into) on the controller; one that is not
+        there is left out.
+    type: list
+    elements: str
+    default: []
+  into:
+    description:
+      - The controller directory I(names) are fetched into.
+    type: path
   record:
     description:
       - What to write as JSON to I(record_dest) on the controller (the agent's exit status, output tail).

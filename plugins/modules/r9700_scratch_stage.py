@@ -14,6 +14,8 @@ description:
   - Makes a directory with C(mktemp -d) in the node's temporary directory (mode 0700, owned by the user
     the task becomes), unpacks the agent archive into it from standard input with C(tar), then writes
     the given files into it (mode 0600).
+  - Where the connection does not pipeline (become C(su), sudo with requiretty, pipelining off), the
+    archive and the files go through Ansible's remote temporary directory instead of standard input.
   - Two shell commands over the task's connection; no Python runs on the node.
   - A directory whose unpacking failed is removed before the task fails.
   - Used by the role r9700ctl.nodes.r9700_validate; r9700ctl.nodes.r9700_scratch_collect fetches from
@@ -22,9 +24,8 @@ options:
   archive:
     description:
       - The agent's C(.tar.gz) on the controller (C(r9700_validate_agent_archive), which r9700ctl
-        validate makes).
+        validate makes); without it the directory is left empty.
     type: path
-    required: true
   prefix:
     description:
       - The start of the directory's name, C(r9700ctl-NAME.); ten random characters follow.

@@ -36,6 +36,11 @@ from r9700ctl.lab.hostcheck import tool
 UPPER = "upper"
 META = "snapshot.json"
 STALE_AFTER_S = 24 * 3600
+# Each change to the roles, playbooks or package is a new digest and a new set of snapshots (about
+# 1.5 GB): a day of changes filled this machine's disk until the lab nodes' preflight refused them
+# for want of space. Besides the current inputs' snapshots, those of the most recently used other
+# digests are kept, so that switching between two checkouts does not rebuild them every time.
+OTHER_DIGESTS_KEPT = 2
 # Left out besides the lab's plumbing: downloaded .debs (apt fetches again if it must) and scratch.
 NOT_KEPT = ("var/cache/apt/archives", "tmp", "var/tmp", "root/.ansible")
 
@@ -106,17 +111,30 @@ def take(lab_directory: Path, node_name: str, release: str) -> Path:
 
 
 def prune(keep_only: Path | None = None) -> list[Path]:
-    """Remove snapshots unused for STALE_AFTER_S (never `keep_only`); returns what went."""
+    """Remove snapshots unused for STALE_AFTER_S, and those of all but the OTHER_DIGESTS_KEPT most
+    recently used digests besides `keep_only`'s (never `keep_only`); returns what went."""
     root = rootfs.cache_dir() / "snapshots"
+    candidates = [c for c in sorted(root.glob("*/")) if (c / META).is_file()] if root.is_dir() else []
+    current = _digest_of(keep_only) if keep_only else None
+    last_used: dict[str, float] = {}
+    for candidate in candidates:
+        used = (candidate / META).stat().st_mtime
+        last_used[_digest_of(candidate)] = max(used, last_used.get(_digest_of(candidate), 0.0))
+    others = sorted((d for d in last_used if d != current), key=last_used.__getitem__, reverse=True)
+    kept_digests = {current, *others[:OTHER_DIGESTS_KEPT]}
     gone = []
-    for candidate in sorted(root.glob("*/")) if root.is_dir() else []:
-        meta = candidate / META
-        if candidate == keep_only or not meta.is_file():
+    for candidate in candidates:
+        if candidate == keep_only:
             continue
-        if time.time() - meta.stat().st_mtime > STALE_AFTER_S:
+        stale = time.time() - (candidate / META).stat().st_mtime > STALE_AFTER_S
+        if stale or _digest_of(candidate) not in kept_digests:
             shutil.rmtree(candidate, ignore_errors=True)
             gone.append(candidate)
     return gone
+
+
+def _digest_of(snapshot: Path) -> str:
+    return snapshot.name.rsplit("-", 1)[-1]
 
 
 def _copy_tree(source: Path, target: Path) -> None:

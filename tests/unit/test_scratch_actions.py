@@ -99,6 +99,16 @@ def test_a_staged_directory_gives_its_outputs_to_the_controller_keeps_one_and_is
                 "failed_when": False,
             },
             {
+                # 255 is the program's, not ssh's "connection failed"; the play's environment reaches it.
+                "r9700ctl.nodes.r9700_scratch_run": {
+                    "path": "{{ scratch.path }}",
+                    "argv": ["sh", "-c", 'echo "$FROM_PLAY"; exit 255'],
+                },
+                "environment": {"FROM_PLAY": "inherited"},
+                "register": "ran255",
+                "failed_when": False,
+            },
+            {
                 "r9700ctl.nodes.r9700_scratch_collect": {
                     "path": "{{ scratch.path }}",
                     "record": {"rc": 0, "msg": "ü"},
@@ -114,7 +124,8 @@ def test_a_staged_directory_gives_its_outputs_to_the_controller_keeps_one_and_is
             },
             {
                 "ansible.builtin.copy": {
-                    "content": "{{ {'path': scratch.path, 'collected': collected, 'ran': ran} | to_json }}",
+                    "content": "{{ dict(path=scratch.path, collected=collected, ran=ran, ran255=ran255)"
+                    " | to_json }}",
                     "dest": f"{tmp_path}/seen.json",
                 }
             },
@@ -129,6 +140,8 @@ def test_a_staged_directory_gives_its_outputs_to_the_controller_keeps_one_and_is
     ran = seen["ran"]
     assert (ran["rc"], ran["stdout_lines"], ran["stderr_lines"]) == (3, ["hello world it's"], ["err"])
     assert ran["msg"] == "non-zero return code"
+    assert (seen["ran255"]["rc"], seen["ran255"]["stdout_lines"]) == (255, ["inherited"])
+    assert not seen["ran255"].get("unreachable")
     # The plan came through whole; the record is the controller's own; a missing output is left out.
     assert json.loads((out / "node1.json").read_text()) == {"phase": "facts"}
     assert json.loads((out / "node1.agent.json").read_text()) == {"rc": 0, "msg": "ü"}

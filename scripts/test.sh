@@ -84,7 +84,9 @@ else
     # (tests/lab/conftest.py). One worker more than cores, as for --fast: lab tests wait too (the
     # cluster network's iperf3 rounds, timeouts of nodes that do not answer, gloo ranks that never
     # join), and with two workers on 2 cores about an eighth of the CPU stayed idle.
-    # (loadgroup: pytest 9.2 ignores xdist 3.8's groups.)
+    # (loadgroup: pytest 9.2 ignores xdist 3.8's groups.) --no-loadscope-reorder keeps that order:
+    # xdist 3.8 otherwise hands out the files with the most tests first, which started the 7-test
+    # lifecycle file (the longest) after files of 90 unit tests.
     stage "tests"
-    pytest -q -p no:cacheprovider -n "$workers" --dist loadfile --durations=15 "$@"
+    pytest -q -p no:cacheprovider -n "$workers" --dist loadfile --no-loadscope-reorder --durations=15 "$@"
 fi

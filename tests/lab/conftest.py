@@ -39,40 +39,47 @@ from r9700ctl.errors import R9700Error
 HERE = Path(__file__).resolve().parent
 
 
-# Seconds each lab file took in a run of the whole suite on this 2-core machine (2026-12-06, junit
-# times with two workers, the snapshots being made): the longest files start first, so that with
-# several workers (`pytest -n CORES+1 --dist loadfile`, as scripts/test.sh runs the suite: a
-# file's tests share its module-scoped labs, so they stay on one worker) the unit tests fill the gaps
-# instead of one long lab file running alone at the end. Unlisted: 0.
+# Seconds each file took in a run of the whole suite on this 2-core machine (junit times of the
+# found run at 6c2ac22, 2026-12-07, three workers): the longest files start first, lab and unit alike,
+# so that with several workers (`pytest -n CORES+1 --dist loadfile --no-loadscope-reorder`, as
+# scripts/test.sh runs the suite: a file's tests share its module-scoped labs, so they stay on one
+# worker) the short files fill the gaps at the end instead of one long file running alone there.
+# Unlisted: 0, in collection order after the listed ones.
 FILE_COST_S = {
-    "test_lifecycle_lab.py": 650,
-    "test_cluster_lab.py": 501,
-    "test_provision.py": 299,
-    "test_containers_lab.py": 295,
-    "test_kernel_upgrade_lab.py": 84,
-    "test_roles.py": 72,
-    "test_collection_lab.py": 60,
-    "test_faults.py": 60,
-    "test_power.py": 50,
-    "test_validate.py": 43,
-    "test_collect.py": 42,
-    "test_monitoring_lab.py": 40,
+    "test_lifecycle_lab.py": 515,
+    "test_provision.py": 362,
+    "test_cluster_lab.py": 357,
+    "test_containers_lab.py": 216,
+    "test_kernel_upgrade_lab.py": 104,
+    "test_roles.py": 93,
+    "test_power.py": 78,
+    "test_kernels_collective.py": 55,
+    "test_monitoring_lab.py": 54,
+    "test_collection_lab.py": 53,
+    "test_lab.py": 51,
+    "test_faults.py": 45,
+    "test_cluster_processes.py": 44,
     "test_doctor.py": 38,
-    "test_lab.py": 37,
+    "test_cli_provision.py": 33,
+    "test_agent_baseline.py": 26,
+    "test_roles_render.py": 26,
+    "test_collect.py": 26,
+    "test_validate.py": 25,
+    "test_converged_play.py": 24,
+    "test_collection_sanity.py": 21,
+    "test_collection.py": 20,
 }
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    order: dict[int, tuple[int, int, int]] = {}
+    order: dict[int, tuple[int, int]] = {}
     for index, item in enumerate(items):
         path = Path(str(item.fspath)).resolve()
         if HERE in path.parents:
             item.add_marker(pytest.mark.lab)
-            order[id(item)] = (0, -FILE_COST_S.get(path.name, 0), index)
-        else:
-            order[id(item)] = (1, 0, index)
-    # Lab tests first, longest file first, each file's tests in their order (no test may depend on
-    # another file having run before it: tests/lab/README.md).
+        order[id(item)] = (-FILE_COST_S.get(path.name, 0), index)
+    # Longest file first, each file's tests in their order (no test may depend on another file
+    # having run before it: tests/lab/README.md).
     items.sort(key=lambda item: order[id(item)])
 
 

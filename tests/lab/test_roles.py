@@ -134,7 +134,12 @@ def test_an_apt_lock_held_with_flock_makes_preflight_wait_then_name_the_holder(l
         assert waited >= 8
         assert snapshot(lab, node) == before
     finally:
-        lab.ssh(node, f"sudo kill {pid}")
+        # flock's child (sleep) inherits the locked descriptor: killing flock alone left the session
+        # lab's dpkg lock held for ten minutes, and a later file's doctor run on that node found it.
+        lab.ssh(node, f"sudo pkill -P {pid}; sudo kill {pid}")
+        deadline = time.monotonic() + 30
+        while lab.ssh(node, "sudo flock -n /var/lib/dpkg/lock-frontend true").returncode != 0:
+            assert time.monotonic() < deadline, "the dpkg lock is still held after the test"
 
 
 def test_check_mode_on_a_fresh_node_finishes_without_failing(lab, tmp_path):

@@ -27,6 +27,10 @@ SEEDED = {"data-root": "/var/lib/docker", "log-opts": {"max-size": "10m", "max-f
 # backed up. (dockerd itself refuses some combinations, e.g. compress without max-size.)
 OPTIONS = '{"r9700_docker_daemon_options": {"log-opts": {"max-size": "20m"}}}'
 NO_INIT = "docker installed, service not started: no init system"
+# The role under test and what it reads (preflight's resolved release and checks, r9700_env's
+# environment list for the Dockerfile and container.env): the nodes start provisioned, and the
+# other roles are proven by test_provision.py's cold run, which installs docker.io as well.
+TAGS = ("--tags", "r9700_preflight,r9700_env,r9700_containers")
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +46,7 @@ def flow(make_lab_module: Any, tmp_path_factory: pytest.TempPathFactory) -> dict
     )
     assert seeded.returncode == 0, seeded.stderr
     work = tmp_path_factory.mktemp("containers")
-    first = provision(lab.inventory, work, "-e", OPTIONS, name="first")
+    first = provision(lab.inventory, work, *TAGS, "-e", OPTIONS, name="first")
     return {"lab": lab, "work": work, "first": first}
 
 
@@ -53,8 +57,8 @@ def with_dockerd(flow: dict[str, Any]) -> dict[str, Any]:
     assert flow["first"][0].returncode == 0, flow["first"][0].stdout + flow["first"][0].stderr
     for name, _ in lab.nodes:
         lab.start_dockerd(name)
-    flow["second"] = provision(lab.inventory, work, "-e", OPTIONS, "-v", name="second")
-    flow["third"] = provision(lab.inventory, work, "-e", OPTIONS, name="third")
+    flow["second"] = provision(lab.inventory, work, *TAGS, "-e", OPTIONS, "-v", name="second")
+    flow["third"] = provision(lab.inventory, work, *TAGS, "-e", OPTIONS, name="third")
     return flow
 
 

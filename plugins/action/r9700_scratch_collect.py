@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import tempfile
 from pathlib import Path
@@ -23,6 +22,7 @@ from pathlib import Path
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.r9700ctl.nodes.plugins.plugin_utils.r9700ctl_scratch import (
+    FILE_NAME,
     is_scratch,
     print_file,
     printed_files,
@@ -47,7 +47,6 @@ ARGUMENT_SPEC = {
     },
     "remove": {"type": "bool", "default": True},
 }
-FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 class ActionModule(ActionBase):

@@ -23,16 +23,16 @@ from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible_collections.r9700ctl.nodes.plugins.plugin_utils.r9700ctl_scratch import FILE_NAME, NAME_PREFIX
 
 ARGUMENT_SPEC = {
     "archive": {"type": "path"},  # none: an empty directory (r9700_collect's)
     "prefix": {"type": "str", "default": "r9700ctl-scratch."},
     "files": {"type": "dict", "default": {}},
 }
-# Names the collect step accepts for removal (r9700_scratch_collect.SCRATCH_NAME): mktemp's ten
-# random characters after a prefix that says whose directory it is.
-PREFIX = re.compile(r"^r9700ctl[-.][A-Za-z0-9-]*[.]$")
-FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# The collect step removes only what SCRATCH_PATH matches: mktemp's ten random characters after
+# this prefix.
+PREFIX = re.compile(rf"^{NAME_PREFIX}$")
 
 
 class ActionModule(ActionBase):

@@ -14,8 +14,12 @@ import contextlib
 import re
 import shlex
 
-# mktemp -d under an absolute temporary directory: r9700ctl-NAME. and ten random characters.
-SCRATCH_PATH = re.compile(r"^/(?:[^/\0]+/)*r9700ctl[-.][A-Za-z0-9-]*[.][A-Za-z0-9]{10}$")
+# The prefix a scratch directory's name starts with: r9700ctl-NAME. (whose directory it is).
+NAME_PREFIX = r"r9700ctl[-.][A-Za-z0-9-]*[.]"
+# mktemp -d under an absolute temporary directory: the prefix and ten random characters.
+SCRATCH_PATH = re.compile(rf"^/(?:[^/\0]+/)*{NAME_PREFIX}[A-Za-z0-9]{{10}}$")
+# A file of the directory, named by the stage (files) or the collect step (outputs, names, keep).
+FILE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 MARK = "== r9700ctl output "
 
 

@@ -180,3 +180,33 @@ def test_an_archive_that_does_not_unpack_leaves_no_directory_and_says_why(tmp_pa
         ],
     )
     assert missing.returncode == 2 and "cannot read the agent archive" in missing.stdout
+
+
+def test_a_become_that_fails_is_a_failed_result_without_an_exit_status(tmp_path: Path) -> None:
+    """Become could not run the command (a wrong sudo password here; no sudo, or one that asks, on a
+    node): the task fails with the connection's words and no rc, as a module's would, so the
+    validate role records "never ran" rather than a program's exit status; the host stays reachable."""
+    fails = tmp_path / "failing-sudo"
+    fails.write_text("#!/bin/sh\necho 'sudo: 3 incorrect password attempts' >&2\nexit 1\n")
+    fails.chmod(0o755)
+    done = _play(
+        tmp_path,
+        [
+            {"r9700ctl.nodes.r9700_scratch_stage": {"prefix": "r9700ctl-validate."}, "register": "scratch"},
+            {
+                "r9700ctl.nodes.r9700_scratch_run": {"path": "{{ scratch.path }}", "argv": ["true"]},
+                "become": True,
+                "become_user": "nobody",  # Ansible skips become to the user it already is
+                "vars": {"ansible_become_exe": str(fails), "ansible_become_password": "wrong"},
+                "register": "ran",
+                "ignore_errors": True,
+            },
+            {"ansible.builtin.copy": {"content": "{{ ran | to_json }}", "dest": f"{tmp_path}/seen.json"}},
+        ],
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    ran = json.loads((tmp_path / "seen.json").read_text())
+    assert ran["failed"] is True and "rc" not in ran and not ran.get("unreachable"), ran
+    # ansible-core's words (2.19: "Premature end of stream waiting for become success or become
+    # password prompt."), not this action's "no exit status came back", which would mean it ran.
+    assert "password prompt" in ran["msg"] and "no exit status" not in ran["msg"], ran

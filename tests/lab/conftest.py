@@ -40,34 +40,35 @@ HERE = Path(__file__).resolve().parent
 
 
 # Seconds each file took in a run of the whole suite on this 2-core machine (junit times of the
-# found run at 6c2ac22, 2026-12-07, three workers): the longest files start first, lab and unit alike,
+# found run at a325586, 2026-12-07, three workers): the longest files start first, lab and unit alike,
 # so that with several workers (`pytest -n CORES+1 --dist loadfile --no-loadscope-reorder`, as
 # scripts/test.sh runs the suite: a file's tests share its module-scoped labs, so they stay on one
 # worker) the short files fill the gaps at the end instead of one long file running alone there.
 # Unlisted: 0, in collection order after the listed ones.
 FILE_COST_S = {
-    "test_lifecycle_lab.py": 515,
-    "test_provision.py": 362,
-    "test_cluster_lab.py": 357,
-    "test_containers_lab.py": 216,
-    "test_kernel_upgrade_lab.py": 104,
-    "test_roles.py": 93,
-    "test_power.py": 78,
-    "test_kernels_collective.py": 55,
-    "test_monitoring_lab.py": 54,
-    "test_collection_lab.py": 53,
-    "test_lab.py": 51,
-    "test_faults.py": 45,
+    "test_lifecycle_lab.py": 524,
+    "test_cluster_lab.py": 382,
+    "test_provision.py": 299,
+    "test_containers_lab.py": 130,
+    "test_roles.py": 103,
+    "test_collection_lab.py": 98,
+    "test_kernel_upgrade_lab.py": 76,
+    "test_power.py": 68,
+    "test_faults.py": 52,
+    "test_lab.py": 50,
+    "test_kernels_collective.py": 49,
     "test_cluster_processes.py": 44,
-    "test_doctor.py": 38,
-    "test_cli_provision.py": 33,
-    "test_agent_baseline.py": 26,
-    "test_roles_render.py": 26,
-    "test_collect.py": 26,
-    "test_validate.py": 25,
-    "test_converged_play.py": 24,
-    "test_collection_sanity.py": 21,
-    "test_collection.py": 20,
+    "test_monitoring_lab.py": 44,
+    "test_cli_provision.py": 38,
+    "test_collect.py": 32,
+    "test_agent_baseline.py": 27,
+    "test_roles_render.py": 27,
+    "test_doctor.py": 26,
+    "test_converged_play.py": 25,
+    "test_collection.py": 23,
+    "test_validate.py": 20,
+    "test_collection_sanity.py": 18,
+    "test_ansible_run.py": 18,
 }
 
 

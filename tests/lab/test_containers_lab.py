@@ -1,8 +1,9 @@
 """Role r9700_containers and `validate --runtime container` on real lab nodes.
 
-The flow a user of an init-less host goes through: provision (docker.io from the lab's proxy,
-daemon.json merged, r9700-run and the Dockerfile written; "docker installed, service not started:
-no init system", smoke check SKIP with that reason); start dockerd by hand (the lab gives nodes
+The flow a user of an init-less host goes through, on nodes that start provisioned (docker.io
+installed by that cold run): provision the containers role (daemon.json merged, r9700-run and the
+Dockerfile written; "docker installed, service not started: no init system", smoke check SKIP
+with that reason); start dockerd by hand (the lab gives nodes
 what dockerd needs: r9700ctl/lab/dockerd.py); provision again (dockerd answers now: the pinned
 image is pulled through the lab's registry, set as r9700_container_registry_mirror); a third
 provision changes nothing; then the agent runs inside the image on every node.
@@ -27,10 +28,11 @@ SEEDED = {"data-root": "/var/lib/docker", "log-opts": {"max-size": "10m", "max-f
 # backed up. (dockerd itself refuses some combinations, e.g. compress without max-size.)
 OPTIONS = '{"r9700_docker_daemon_options": {"log-opts": {"max-size": "20m"}}}'
 NO_INIT = "docker installed, service not started: no init system"
-# The role under test and what it reads (preflight's resolved release and checks, r9700_env's
-# environment list for the Dockerfile and container.env): the nodes start provisioned, and the
-# other roles are proven by test_provision.py's cold run, which installs docker.io as well.
-TAGS = ("--tags", "r9700_preflight,r9700_env,r9700_containers")
+# The role under test and the preflight it reads (the resolved release, the GPUs and the environment
+# list for the Dockerfile and container.env; without r9700_env in the tags the role takes that list
+# from preflight, as a user's `--tags r9700_containers` run does): the nodes start provisioned, and
+# the other roles are proven by test_provision.py's cold run, which installs docker.io as well.
+TAGS = ("--tags", "r9700_preflight,r9700_containers")
 
 
 @pytest.fixture(scope="module")

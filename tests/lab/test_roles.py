@@ -140,6 +140,7 @@ def test_an_apt_lock_held_with_flock_makes_preflight_wait_then_name_the_holder(l
         deadline = time.monotonic() + 30
         while lab.ssh(node, "sudo flock -n /var/lib/dpkg/lock-frontend true").returncode != 0:
             assert time.monotonic() < deadline, "the dpkg lock is still held after the test"
+            time.sleep(0.5)
 
 
 def test_check_mode_on_a_fresh_node_finishes_without_failing(lab, tmp_path):

@@ -39,6 +39,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from r9700ctl import ansiballz_cache
 from r9700ctl.agent.atomic import write_json
 from r9700ctl.errors import CannotRun
 from r9700ctl.paths import collections_path, state_dir
@@ -542,6 +543,13 @@ def _environment(request: RunRequest, run_dir: Path) -> dict[str, str]:
         env["ANSIBLE_CONFIG"] = str(local_cfg)
     if not _remote_tmp_configured(env.get("ANSIBLE_CONFIG") or os.environ.get("ANSIBLE_CONFIG")):
         env["ANSIBLE_REMOTE_TMP"] = REMOTE_TMP
+    # Module payloads kept from one run to the next (r9700ctl/ansiballz_cache.py); the user's own
+    # callback directories stay, and ansible-runner adds its own after them.
+    kept = ansiballz_cache.prepare()
+    if kept is not None:
+        env[ansiballz_cache.ENV] = str(kept)
+        callbacks = [str(ansiballz_cache.CALLBACK_DIR), os.environ.get("ANSIBLE_CALLBACK_PLUGINS", "")]
+        env["ANSIBLE_CALLBACK_PLUGINS"] = os.pathsep.join(filter(None, callbacks))
     env.update(request.envvars)
     return env
 

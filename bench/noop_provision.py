@@ -3,8 +3,10 @@
 For each node count asked for, a lab of that many nodes that start provisioned (snapshots of the
 nodes of a lab after one cold provision with ROCm auto, r9700ctl/lab/snapshot.py; made first when
 missing), one provision to settle anything that differs (it must change nothing), then the measured
-runs, each round the default run and `provision --full` (every role runs: the reference) side by
-side: wall time of `r9700ctl provision INVENTORY` as a user starts it (process start to exit), the
+runs, each round the default run, `provision --full` (every role runs: the reference) and
+`provision --full` building every module payload afresh (r9700ctl/ansiballz_cache.py's kept payloads
+off: a cache directory that is not private is never used) side by side: wall time of
+`r9700ctl provision INVENTORY` as a user starts it (process start to exit), the
 changed count (must be 0), and from ansible-runner's job events the seconds per role and per module
 of node1 and how many tasks ran on the node, ran only on the controller, or were skipped.
 
@@ -73,10 +75,15 @@ CPU: dict[str, list[float]] = {}  # "controller"/"nodes" CPU seconds of the last
 
 
 def provision(
-    inventory: Path, home: Path, *extra: str, cgroups: list[Path] | None = None
+    inventory: Path, home: Path, *extra: str, cgroups: list[Path] | None = None, built: bool = False
 ) -> tuple[float, dict[str, Any], Path]:
     report = home / f"provision-{time.monotonic_ns()}.json"
     env = {**os.environ, "XDG_STATE_HOME": str(home / "state"), "NO_COLOR": "1"}
+    if built:  # no kept module payloads: their directory is not private, so r9700ctl uses none
+        shared = home / "shared-cache" / "r9700ctl" / "ansiballz"
+        shared.mkdir(parents=True, exist_ok=True)
+        shared.chmod(0o777)
+        env["XDG_CACHE_HOME"] = str(home / "shared-cache")
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     nodes_before = node_cpu_s(cgroups or [])
     started = time.monotonic()
@@ -139,14 +146,16 @@ def measure(nodes: int, runs: int, out: Path | None, full: bool = True) -> dict[
         provision(info.inventory, home)  # settles what differs per node (its name in the node record)
         # Side by side in each round: the default run (a converged node ends its play after
         # preflight) and `--full` (every role runs: the reference, what a no-op run did before).
-        walls: dict[str, list[float]] = {"converged": [], "full": []}
+        walls: dict[str, list[float]] = {"converged": [], "full": [], "full_built": []}
         cpu: dict[str, dict[str, list[float]]] = {name: {"controller": [], "nodes": []} for name in walls}
         cgroups = node_cgroups(info.lab_id, nodes)
         tables: dict[str, dict[str, Any]] = {}
         for _ in range(runs):
-            kinds = (("converged", ()), ("full", ("--full",))) if full else (("converged", ()),)
-            for name, extra in kinds:
-                wall, report, run_dir = provision(info.inventory, home, *extra, cgroups=cgroups)
+            kinds = (("converged", ()), ("full", ("--full",)), ("full_built", ("--full",)))
+            for name, extra in kinds if full else kinds[:1]:
+                wall, report, run_dir = provision(
+                    info.inventory, home, *extra, cgroups=cgroups, built=name == "full_built"
+                )
                 for side in ("controller", "nodes"):
                     cpu[name][side].append(round(CPU[side][0], 2))
                 if changed(report):
@@ -164,6 +173,8 @@ def measure(nodes: int, runs: int, out: Path | None, full: bool = True) -> dict[
             # CPU seconds per run: the controller (r9700ctl, ansible-playbook, ssh) and all nodes
             "cpu_s": cpu["converged"],
             "full_cpu_s": cpu["full"],
+            "full_built_wall_s": walls["full_built"],
+            "full_built_cpu_s": cpu["full_built"],
             "node1": tables["converged"],
             "node1_full": tables.get("full"),
         }
@@ -195,6 +206,11 @@ def main() -> None:
         print(f"node1 of {r['nodes']}: per role {r['node1']['seconds_per_role']}")
         print(f"node1 of {r['nodes']}: per module {r['node1']['seconds_per_module']}")
         print(f"{r['nodes']} nodes, CPU s per run: default {r['cpu_s']}; --full {r['full_cpu_s']}")
+        if r["full_built_wall_s"]:
+            print(
+                f"{r['nodes']} nodes, --full building every module payload: wall {r['full_built_wall_s']},"
+                f" CPU s {r['full_built_cpu_s']}"
+            )
     if args.out:
         (args.out / "summary.json").write_text(json.dumps(results, indent=2) + "\n")
 

@@ -1,13 +1,14 @@
 """Module payloads kept from one r9700ctl run to the next (r9700ctl/ansiballz_cache.py and its callback).
 
 Pinned: a second run loads the payload the first one kept instead of building it again; only
-ansible.builtin's and r9700ctl.nodes' payloads are kept (never a playbook's own module); the
-directory's name changes with any module source it covers; a directory that is not this user's
-private one is never used.
+ansible.builtin's payloads are kept (never a playbook's own module), and none where a playbook
+brings module_utils of its own; the directory's name changes with any source of those payloads; a
+directory that is not this user's private one is never used.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sys
@@ -82,32 +83,43 @@ def test_without_a_private_directory_of_this_user_nothing_is_kept_or_read(
     assert list(cache_home.iterdir()) == []
 
 
-def test_the_directory_is_named_by_every_module_source_it_covers(tmp_path: Path) -> None:
-    ansible_dir, collection = tmp_path / "ansible", tmp_path / "collection"
+def callback_module():
+    """The callback plugin as ansible-playbook loads it (from its directory, not as r9700ctl's)."""
+    path = ansiballz_cache.CALLBACK_DIR / "r9700ctl_ansiballz_cache.py"
+    spec = importlib.util.spec_from_file_location("r9700ctl_ansiballz_cache_plugin", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_directory_is_named_by_every_source_of_a_builtin_payload(tmp_path: Path) -> None:
+    plugin = callback_module()
+    ansible_dir = tmp_path / "ansible"
     for path in ("modules/ping.py", "module_utils/basic.py", "release.py", "executor/module_common.py"):
         (ansible_dir / path).parent.mkdir(parents=True, exist_ok=True)
         (ansible_dir / path).write_text("x = 1\n")
-    module = collection / "plugins" / "modules" / "r9700_converged.py"
-    module.parent.mkdir(parents=True)
-    module.write_text("x = 1\n")
-    first = ansiballz_cache.digest(ansible_dir, collection)
-    assert ansiballz_cache.digest(ansible_dir, collection) == first
-    module.write_text("x = 2\n")  # same size: the time tells
-    os.utime(module, ns=(module.stat().st_atime_ns, module.stat().st_mtime_ns + 1))
-    second = ansiballz_cache.digest(ansible_dir, collection)
-    (ansible_dir / "module_utils" / "basic.py").write_text("x = 10\n")
-    third = ansiballz_cache.digest(ansible_dir, collection)
-    assert len({first, second, third}) == 3
+    first = plugin.digest(str(ansible_dir))
+    assert plugin.digest(str(ansible_dir)) == first
+    util = ansible_dir / "module_utils" / "basic.py"
+    util.write_text("x = 2\n")  # same size: the time tells
+    os.utime(util, ns=(util.stat().st_atime_ns, util.stat().st_mtime_ns + 1))
+    second = plugin.digest(str(ansible_dir))
+    (ansible_dir / "modules" / "ping.py").write_text("x = 10\n")
+    assert len({first, second, plugin.digest(str(ansible_dir))}) == 3
 
 
-def test_only_the_newest_directories_are_kept(tmp_path: Path, cache_home: Path) -> None:
-    cache_home.mkdir(parents=True, mode=0o700)
-    for age in range(6):
-        old = cache_home / f"old{age}"
+def test_module_utils_of_a_playbook_turn_the_kept_payloads_off(tmp_path: Path, cache_home: Path) -> None:
+    """Ansible searches a playbook's module_utils/ before its own: payloads built with it are not kept."""
+    (tmp_path / "module_utils").mkdir()
+    assert run(tmp_path, "first").status == OK
+    assert [list(d.iterdir()) for d in cache_home.iterdir()] in ([], [[]])
+
+
+def test_only_the_newest_directories_of_other_ansible_cores_are_kept(tmp_path: Path) -> None:
+    plugin = callback_module()
+    for age in range(7):
+        old = tmp_path / f"old{age}"
         old.mkdir()
         os.utime(old, (1_000_000 + age, 1_000_000 + age))
-    current = ansiballz_cache.prepare()
-    assert current is not None
-    assert sorted(p.name for p in cache_home.iterdir()) == sorted(
-        [current.name] + [f"old{age}" for age in range(2, 6)]
-    )
+    plugin.prune(str(tmp_path), str(tmp_path / "old0"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old0", "old3", "old4", "old5", "old6"]

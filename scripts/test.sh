@@ -26,7 +26,7 @@ if [ $fast = 1 ]; then
     echo "r9700ctl tests (--fast): setup ~5 s once installed, lint ~20 s, unit and render ~2.5 min;" \
         "extra arguments go to pytest"
 else
-    echo "r9700ctl tests: setup ~5 s once installed (a fresh clone: ~1 min), lint ~20 s, tests ~13.5-15.5 min (~18 when the lab snapshots are made)" \
+    echo "r9700ctl tests: setup ~5 s once installed (a fresh clone: ~1 min), lint ~20 s, tests ~13.5-18 min, as fast as the machine is that hour (~16-21 when the lab snapshots are made)" \
         "as root on 2 cores (~3 min without the lab tests); extra arguments go to pytest"
 fi
 

@@ -195,18 +195,29 @@ def write_repository(
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(item.data)
     for suite, files in suites.items():
-        index = packages_index(files).encode()
-        indices = {
-            f"{COMPONENT}/binary-{ARCHITECTURE}/Packages": index,
-            f"{COMPONENT}/binary-{ARCHITECTURE}/Packages.gz": gzip.compress(index, mtime=0),
-        }
-        dists = root / "dists" / suite
-        for name, data in indices.items():
-            (dists / name).parent.mkdir(parents=True, exist_ok=True)
-            (dists / name).write_bytes(data)
-        release = release_file(
-            origin=origin, label=label, suite=suite, description=description, indices=indices
+        write_suite(
+            root / "dists" / suite,
+            packages_index(files).encode(),
+            signer=signer,
+            origin=origin,
+            label=label,
+            suite=suite,
+            description=description,
         )
-        (dists / "Release").write_text(release)
-        (dists / "InRelease").write_bytes(signer.clearsign(release.encode()))
-        (dists / "Release.gpg").write_bytes(signer.detach_sign(release.encode()))
+
+
+def write_suite(
+    dists: Path, index: bytes, *, signer: Signer, origin: str, label: str, suite: str, description: str
+) -> None:
+    """dists/<suite>: the Packages index (plain and gzip) and the Release that names them, signed."""
+    indices = {
+        f"{COMPONENT}/binary-{ARCHITECTURE}/Packages": index,
+        f"{COMPONENT}/binary-{ARCHITECTURE}/Packages.gz": gzip.compress(index, mtime=0),
+    }
+    for name, data in indices.items():
+        (dists / name).parent.mkdir(parents=True, exist_ok=True)
+        (dists / name).write_bytes(data)
+    release = release_file(origin=origin, label=label, suite=suite, description=description, indices=indices)
+    (dists / "Release").write_text(release)
+    (dists / "InRelease").write_bytes(signer.clearsign(release.encode()))
+    (dists / "Release.gpg").write_bytes(signer.detach_sign(release.encode()))

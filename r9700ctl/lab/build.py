@@ -12,6 +12,7 @@ from r9700ctl.agent.atomic import write_atomic
 from r9700ctl.errors import BadInput, CannotRun
 from r9700ctl.lab import (
     aptrepo,
+    debian_subset,
     dockerd,
     files,
     keys,
@@ -30,13 +31,14 @@ from r9700ctl.lab import (
     state,
     torchsite,
 )
-from r9700ctl.lab.naming import HOST_NAME, LabNames, choose_lab_id
+from r9700ctl.lab.naming import DEBIAN_HOST_NAME, HOST_NAME, LabNames, choose_lab_id
 from r9700ctl.lab.node import NodeOptions
 
 Progress = Callable[[str], None]
 MIRROR_PORT = 8080
 PROXY_PORT = 3142
 REGISTRY_PORT = registry.PORT
+DEBIAN_PATH = "debian"  # the cut of Debian below the mirror's root (its pool/ redirects to Debian)
 
 
 def refuse_foreign_files(directory: Path) -> None:
@@ -87,7 +89,7 @@ def build(
     keys.ensure_client_key(directory)
     lab.control_dir = str(keys.control_dir(directory, lab.lab_id))
     Path(lab.control_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
-    _build_mirror(lab, recorded, report)
+    standin_names = _build_mirror(lab, recorded, report)
     clock.done("mirror")
     _build_registry(lab, report)
     clock.done("registry")
@@ -101,6 +103,8 @@ def build(
         clock.done("cluster")
 
     _start_services(lab, names)
+    _cut_debian(lab, names, standin_names, report)
+    clock.done("debian")
     configs = [
         create_node(lab, i, options.get(f"node{i}", NodeOptions()), report) for i in range(1, count + 1)
     ]
@@ -130,7 +134,8 @@ class _StepClock:
         state.save(self.lab)
 
 
-def _build_mirror(lab: state.LabState, recorded: str | None, report: Progress) -> None:
+def _build_mirror(lab: state.LabState, recorded: str | None, report: Progress) -> frozenset[str]:
+    """The stand-ins' mirror; returns the names of the packages it publishes."""
     directory = Path(lab.directory)
     # One signing key per host (cached like the root file system): a keyring provision installed
     # in one lab is the keyring of every other, so a provisioned node's snapshot fits them all.
@@ -155,6 +160,7 @@ def _build_mirror(lab: state.LabState, recorded: str | None, report: Progress) -
         f"mirror: {summary.packages} stand-in packages in {summary.repositories} signed repositories "
         f"(ROCm {', '.join(summary.releases)}); tools replay {lab.recordings or 'no recording'} ({replayed})"
     )
+    return summary.names
 
 
 def _build_registry(lab: state.LabState, report: Progress) -> None:
@@ -172,7 +178,11 @@ def _start_services(lab: state.LabState, names: LabNames) -> None:
     lab.mirror_port = processes.free_port(names.host_address, MIRROR_PORT)
     lab.proxy_port = processes.free_port(names.host_address, PROXY_PORT)
     lab.mirror_pid = mirror.serve(
-        directory / "mirror", names.host_address, lab.mirror_port, _log(lab, "mirror")
+        directory / "mirror",
+        names.host_address,
+        lab.mirror_port,
+        _log(lab, "mirror"),
+        redirects={f"/{DEBIAN_PATH}/pool/": f"{lab.debian_mirror.rstrip('/')}/pool/"},
     )
     state.save(lab)
     lab.proxy_pid = proxy.start(directory, names.host_address, lab.proxy_port, _log(lab, "apt-cacher-ng"))
@@ -181,6 +191,27 @@ def _start_services(lab: state.LabState, names: LabNames) -> None:
     lab.registry_pid = registry.serve(
         Path(lab.registry_storage), directory, names.host_address, lab.registry_port, _log(lab, "registry")
     )
+    state.save(lab)
+
+
+def _cut_debian(lab: state.LabState, names: LabNames, standins: frozenset[str], report: Progress) -> None:
+    """The nodes' Debian source: the lab's cut of bookworm main (r9700ctl/lab/debian_subset.py),
+    read through the lab's apt proxy; the whole archive where Debian's index cannot be read."""
+    host = names.host_address
+    if not processes.wait_for_port(host, lab.proxy_port, timeout=15, pid=lab.proxy_pid):
+        log = _log(lab, "apt-cacher-ng")
+        raise CannotRun(
+            what=f"the lab's apt proxy did not start on {host}:{lab.proxy_port}: {processes.tail(log)}"
+        )
+    if debian_subset.ensure(
+        Path(lab.directory) / "mirror" / DEBIAN_PATH,
+        rootfs.cache_dir(),
+        debian_subset.installed(Path(lab.base)) | standins,
+        lab.debian_mirror.rstrip("/"),
+        f"http://{host}:{lab.proxy_port}",
+        report,
+    ):
+        lab.debian_url = f"http://{DEBIAN_HOST_NAME}:{lab.mirror_port}/{DEBIAN_PATH}"
     state.save(lab)
 
 
@@ -248,6 +279,7 @@ def create_node(lab: state.LabState, index: int, options: NodeOptions, report: P
         tool_outputs=machine.tool_outputs(presented, recordings.recorded_root()),
         cluster_address=names.cluster_address(index) if lab.cluster else "",
         torch_site=lab.torch_site,
+        debian_url=lab.debian_url,
     )
     paths = node_paths(lab, name)
     lower: node.Lower = Path(lab.base)

@@ -23,6 +23,7 @@ HOST_TOOLS = {
     "umount": "mount",
     "chroot": "coreutils",
     "gpg": "gnupg",
+    "gpgv": "gpgv",  # checks Debian's InRelease before the lab cuts its index (debian_subset.py)
     "gpgconf": "gnupg",
     "docker-registry": "docker-registry",
     "tc": "iproute2",

@@ -37,6 +37,7 @@ class MirrorSummary:
     releases: list[str]
     packages: int
     repositories: int
+    names: frozenset[str] = frozenset()  # every package name the stand-ins publish
 
 
 def suites_for(release: RocmRelease) -> list[str]:
@@ -64,6 +65,7 @@ def build(
     (root / KEY_PATH).parent.mkdir(parents=True, exist_ok=True)
     (root / KEY_PATH).write_bytes(signer.public_key(armor=True))
     packages = repositories = 0
+    names: set[str] = set()
 
     def publish(repo: Path, suites: dict[str, list[aptrepo.PoolFile]], what: str) -> None:
         nonlocal packages, repositories
@@ -76,6 +78,7 @@ def build(
             description=f"{what} (r9700ctl lab stand-ins)",
         )
         packages += len({f.path for files in suites.values() for f in files})
+        names.update(f.package.name for files in suites.values() for f in files)
         repositories += 1
 
     extra = tuple(standins.package_names(manifest.raw.get("packages", ())))
@@ -108,7 +111,12 @@ def build(
 
     kernel = aptrepo.build_pool(standins.kernel_packages(kernel_release) + standins.next_kernel_packages())
     publish(root / KERNEL_REPO, {KERNEL_SUITE: kernel}, f"headers for the lab host's kernel {kernel_release}")
-    return MirrorSummary(releases=manifest.release_names(), packages=packages, repositories=repositories)
+    return MirrorSummary(
+        releases=manifest.release_names(),
+        packages=packages,
+        repositories=repositories,
+        names=frozenset(names),
+    )
 
 
 def repository_paths(manifest: Manifest, release: RocmRelease) -> tuple[str, str]:
@@ -126,7 +134,9 @@ def _flavours(suites: list[str]) -> list[str]:
     return list(dict.fromkeys(flavour_of(s) for s in suites))
 
 
-def serve(root: Path, address: str, port: int, log: Path) -> int:
-    """Start Python's own HTTP server on the bridge address only; returns its PID."""
-    argv = [sys.executable, "-m", "http.server", str(port), "--bind", address, "--directory", str(root)]
-    return processes.spawn(argv, log)
+def serve(root: Path, address: str, port: int, log: Path, redirects: dict[str, str] | None = None) -> int:
+    """Start the mirror's HTTP server (Python's static one, plus `redirects`: path prefix -> URL) on
+    the bridge address only; returns its PID."""
+    server = Path(__file__).with_name("mirror_http.py")
+    pairs = [f"{prefix}={url}" for prefix, url in (redirects or {}).items()]
+    return processes.spawn([sys.executable, str(server), str(port), address, str(root), *pairs], log)

@@ -25,6 +25,10 @@ IFNAMSIZ = 15
 # lab's own address, so what provision writes on a node is the same in every lab: a provisioned
 # node's snapshot (r9700ctl/lab/snapshot.py) fits a lab of any id.
 HOST_NAME = "lab-host"
+# The name the nodes reach the lab's cut of Debian by (r9700ctl/lab/debian_subset.py), on the same
+# address and mirror: a host of its own, so r9700_repos's apt pin (`Pin: origin "lab-host"`) leaves
+# Debian's packages alone, as on a real node where they come from another host than AMD's.
+DEBIAN_HOST_NAME = "lab-debian"
 
 
 @dataclass(frozen=True)

@@ -29,12 +29,13 @@ from pathlib import Path
 from r9700ctl.errors import CannotRun
 from r9700ctl.lab import dockerd, keys, machine, processes, zipcode
 from r9700ctl.lab.hostcheck import tool
-from r9700ctl.lab.naming import HOST_NAME
+from r9700ctl.lab.naming import DEBIAN_HOST_NAME, HOST_NAME
 from r9700ctl.lab.rootfs import LAB_USER, SUITE
 
 PROXY_FILE = "etc/apt/apt.conf.d/00lab-proxy"
 KERNEL_SOURCE_FILE = "etc/apt/sources.list.d/r9700ctl-lab-kernel.sources"
 KERNEL_KEY_FILE = "etc/apt/keyrings/r9700ctl-lab-kernel.asc"
+DEBIAN_KEY_FILE = "etc/apt/keyrings/r9700ctl-lab-debian.asc"  # the lab key, for its cut of Debian
 # Where the stand-in amd-smi/rocminfo/rocm-smi find this node's outputs (standins.tool_script).
 MACHINE_DIR = "var/lib/r9700ctl-lab/machine"
 HOST_KEY = "etc/ssh/ssh_host_ed25519_key"
@@ -48,6 +49,7 @@ PLUMBING = (
     PROXY_FILE,
     KERNEL_SOURCE_FILE,
     KERNEL_KEY_FILE,
+    DEBIAN_KEY_FILE,
     "root/.ssh/authorized_keys",
     f"home/{LAB_USER}/.ssh/authorized_keys",
     MACHINE_DIR,
@@ -135,6 +137,8 @@ class NodeConfig:
     tool_outputs: dict[str, bytes]
     cluster_address: str = ""  # its address on the cluster network ("" in a lab without one)
     torch_site: str = ""  # host directory of torch, bound read-only at torchsite.NODE_DIR
+    # The lab's cut of Debian (r9700ctl/lab/debian_subset.py); "": the whole archive at debian_mirror.
+    debian_url: str = ""
 
 
 # A node's lower layers, top first: the shared root file system alone, or a provisioned node's
@@ -181,14 +185,21 @@ def _write_files(root: Path, config: NodeConfig) -> tuple[str, list[str]]:
         "etc/resolv.conf",
         "# r9700ctl lab: no DNS in a node; apt reaches Debian through the lab proxy\n",
     )
-    write(root, "etc/apt/sources.list", f"deb {config.debian_mirror} {SUITE} main\n")
+    if config.debian_url:
+        write(root, DEBIAN_KEY_FILE, config.lab_key_armored)
+        source = f"deb [signed-by=/{DEBIAN_KEY_FILE}] {config.debian_url} {SUITE} main"
+    else:
+        source = f"deb {config.debian_mirror} {SUITE} main"
+    write(root, "etc/apt/sources.list", f"{source}\n")
     write(
         root,
         PROXY_FILE,
-        "// r9700ctl lab plumbing: Debian through the lab's apt-cacher-ng, the lab mirror directly.\n"
+        "// r9700ctl lab plumbing: Debian's packages through the lab's apt-cacher-ng, the lab mirror\n"
+        "// (its stand-ins and its cut of Debian's index) directly.\n"
         f'Acquire::http::Proxy "http://{host}:{config.proxy_port}";\n'
         f'Acquire::http::Proxy::{host} "DIRECT";\n'
-        f'Acquire::http::Proxy::{HOST_NAME} "DIRECT";\n',
+        f'Acquire::http::Proxy::{HOST_NAME} "DIRECT";\n'
+        f'Acquire::http::Proxy::{DEBIAN_HOST_NAME} "DIRECT";\n',
     )
     if config.options.kernel_headers:
         write(root, KERNEL_KEY_FILE, config.lab_key_armored)
@@ -245,7 +256,7 @@ def hosts_file(config: NodeConfig) -> str:
         own = "127.0.1.1"
     return (
         "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-        f"{own}\t{config.name}\n{config.host_address}\t{HOST_NAME}\n"
+        f"{own}\t{config.name}\n{config.host_address}\t{HOST_NAME} {DEBIAN_HOST_NAME}\n"
     )
 
 

@@ -61,6 +61,7 @@ class LabState:
     gpus: int = 4
     recordings: str | None = None
     debian_mirror: str = ""
+    debian_url: str = ""  # the nodes' cut of Debian on the lab mirror ("": the whole of debian_mirror)
     rootfs_cache: str = ""
     base: str = ""  # the shared, read-only lower layer of every node's overlay
     control_dir: str = ""

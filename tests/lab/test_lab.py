@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -123,13 +124,20 @@ def test_stand_in_rocm_installs_from_the_signed_mirror_and_rocminfo_replays_the_
 
 
 def test_a_debian_package_comes_through_the_apt_proxy(changed_lab):
+    """The node's Debian is the lab's signed cut of bookworm main (r9700ctl/lab/debian_subset.py):
+    its index from the lab mirror, the package itself from Debian through the host's proxy."""
     result = changed_lab.ssh(
         "node2",
-        "sudo apt-get update -q && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q pciutils",
+        "sudo apt-get update -q && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q pciutils"
+        " && apt-cache policy pciutils && apt-cache stats",
     )
     assert result.returncode == 0, result.stdout + result.stderr
     log = (changed_lab.directory / "acng/log/apt-cacher.log").read_text()
     assert "pciutils_" in log  # fetched by the host's apt-cacher-ng, not by the node
+    source = r"\d+ http://lab-debian:\d+/debian bookworm/main amd64 Packages"
+    assert re.search(source, result.stdout), result.stdout
+    names = int(re.search(r"Total package names: (\d+)", result.stdout).group(1))
+    assert names < 10_000, result.stdout  # bookworm main alone has 63,000
 
 
 def test_the_running_kernel_has_a_headers_candidate_from_lab_plumbing(changed_lab):

@@ -16,19 +16,22 @@ file against its SHA256 there, then signed again with the lab's key. The package
 Debian's: the lab mirror answers pool/ with a redirect to the Debian mirror, and the node's apt
 fetches them through the lab's apt-cacher-ng like before. Nothing here is a stand-in.
 
-Cached per host below the lab cache, keyed by Debian's InRelease, the installed set, SEEDS and this
-file; a host that cannot read Debian's index uses the newest cut it has, else the nodes keep the
-whole archive as their source (the caller's fallback).
+Cached per host below the lab cache, keyed by what is wanted, the lab key, this file and Debian's
+InRelease. A host that cannot read Debian's index now uses the newest cut made for the same wants
+and key; an index whose signature or checksum does not hold gives no cut at all. Without a cut the
+nodes keep the whole archive as their source (the caller's fallback).
 """
 
 from __future__ import annotations
 
 import hashlib
+import http.client
 import lzma
 import re
 import shutil
 import subprocess
 import tempfile
+import time
 import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -53,44 +56,69 @@ SEEDS = (
 )  # fmt: skip
 RELATIONS = ("Depends", "Pre-Depends", "Recommends")
 KEEP = 3  # cuts kept in the cache: the newest, and two that labs still running may have copied
+INRELEASE_TIMEOUT_S = 20  # a warm `lab up` waits at most this on a network that drops traffic
 FETCH_TIMEOUT_S = 120
+# What "Debian cannot be read now" looks like: the network or proxy (OSError, a cut-off transfer)
+# or a gpgv that hangs. A signature or checksum that does not hold is CannotRun, never this.
+UNREADABLE: tuple[type[Exception], ...] = (OSError, http.client.HTTPException, subprocess.SubprocessError)
 
 Progress = Callable[[str], None]
 
 
 def ensure(
-    target: Path, cache: Path, wanted: Iterable[str], mirror: str, proxy: str, report: Progress
+    target: Path, cache: Path, wanted: Iterable[str], lab_key: str, mirror: str, proxy: str, report: Progress
 ) -> bool:
     """Write the cut of Debian into `target` (a directory holding dists/); False when there is none.
 
     wanted: besides SEEDS, the packages installed in the root file system and the names of the
     lab's AMD stand-ins: Debian's packages of the same names (its own rocminfo 5.2.3, rocm-smi,
     hipcc ...) stay in the cut, so the nodes' apt weighs them against AMD's as on a real node, and
-    r9700_repos's pin still has something to win against.
+    r9700_repos's pin still has something to win against. lab_key: the fingerprint of the lab key
+    the nodes trust (aptrepo.Signer.from_cache), which signs the cut.
     """
     wanted = {*wanted, *SEEDS}
+    stable = _stable_key(wanted, lab_key)
     try:
-        inrelease = _fetch(f"{mirror}/dists/{SUITE}/InRelease", proxy)
-    except OSError as exc:
-        return _use_newest(target, cache, report, f"Debian's InRelease could not be read ({exc})")
-    key = _key(inrelease, wanted)
-    made = cache / f"debian-{SUITE}-{key}"
+        inrelease = _fetch(f"{mirror}/dists/{SUITE}/InRelease", proxy, INRELEASE_TIMEOUT_S)
+    except UNREADABLE as exc:
+        return _use_earlier(target, cache, stable, report, f"Debian's InRelease could not be read ({exc})")
+    made = cache / f"debian-{SUITE}-{stable}-{hashlib.sha256(inrelease).hexdigest()[:12]}"
 
     def build(work: Path) -> None:
         release = _verified(inrelease)
         digest, size = _index_checksum(release)
-        data = _fetch(f"{mirror}/dists/{SUITE}/{INDEX}", proxy)
+        data = _fetch(f"{mirror}/dists/{SUITE}/{INDEX}", proxy, FETCH_TIMEOUT_S)
         if len(data) != size or hashlib.sha256(data).hexdigest() != digest:
             raise CannotRun(what=f"Debian's {INDEX} does not match its InRelease (a proxy or mirror fault)")
         stanzas = subset(lzma.decompress(data).decode("utf-8", errors="replace"), wanted)
         report(f"debian: the nodes see {len(stanzas)} of {SUITE} main's packages, those they can install")
-        # A short home for gpg: its agent's socket path must fit in 108 bytes.
-        scratch = Path(tempfile.mkdtemp(prefix="r97-gpg-"))
+        _write_signed(work, ("\n\n".join(stanzas) + "\n").encode(), cache, lab_key)
+
+    try:
+        locks.build_once(made, made.with_name(made.name + ".lock"), build)
+        _copy(made, target)
+    except CannotRun as exc:  # a signature or checksum that does not hold: no cut, new or earlier
+        report(f"debian: {exc.what}; the nodes use the whole of {SUITE} main")
+        return False
+    except (*UNREADABLE, lzma.LZMAError) as exc:
+        return _use_earlier(target, cache, stable, report, f"Debian's index could not be read ({exc})")
+    _prune(cache, made)
+    return True
+
+
+def _write_signed(work: Path, index: bytes, cache: Path, lab_key: str) -> None:
+    # A short home for gpg: its agent's socket path must fit in 108 bytes.
+    scratch = Path(tempfile.mkdtemp(prefix="r97-gpg-"))
+    try:
         signer = aptrepo.Signer.from_cache(cache, scratch / "gnupg")
         try:
+            if signer.fingerprint != lab_key:
+                raise CannotRun(
+                    what=f"the lab key is {signer.fingerprint} now, the nodes were given {lab_key}"
+                )
             aptrepo.write_suite(
                 work / "dists" / SUITE,
-                ("\n\n".join(stanzas) + "\n").encode(),
+                index,
                 signer=signer,
                 origin="Debian",
                 label="Debian (r9700ctl lab cut)",
@@ -99,15 +127,9 @@ def ensure(
             )
         finally:
             signer.close()
-            shutil.rmtree(scratch, ignore_errors=True)
-
-    try:
-        locks.build_once(made, made.with_name(made.name + ".lock"), build)
-    except (OSError, CannotRun, lzma.LZMAError) as exc:
-        return _use_newest(target, cache, report, f"Debian's index could not be cut ({exc})")
-    _copy(made, target)
-    _prune(cache, made)
-    return True
+    finally:
+        aptrepo.stop_agent(scratch / "gnupg")
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def installed(root: Path) -> set[str]:
@@ -160,29 +182,38 @@ def _names(relation: str) -> list[str]:
     ]
 
 
-def _fetch(url: str, proxy: str) -> bytes:
+def _fetch(url: str, proxy: str, timeout: float) -> bytes:
     proxies = {"http": proxy, "https": proxy} if proxy else {}  # "": straight to the mirror
     opener = urllib.request.build_opener(urllib.request.ProxyHandler(proxies))
-    with opener.open(url, timeout=FETCH_TIMEOUT_S) as response:
+    with opener.open(url, timeout=timeout) as response:
         return response.read()
 
 
 def _verified(inrelease: bytes) -> str:
-    """The text Debian signed, after gpgv checked the signature with the host's archive keyring."""
+    """The text Debian signed, once gpgv found a good signature by a key of the host's archive keyring.
+
+    Judged as apt judges it (apt 2.6 methods/gpgv.cc): at least one good signature and no bad one;
+    a signature by a key the keyring lacks is no failure (bookworm's InRelease is signed by three
+    keys, one of them trixie's, which an older keyring does not have), though gpgv exits 2 for it.
+    """
     if not KEYRING.is_file():
         raise CannotRun(what=f"{KEYRING} is missing", hint="apt-get install debian-archive-keyring")
     with tempfile.TemporaryDirectory() as scratch:
         signed, text = Path(scratch) / "InRelease", Path(scratch) / "Release"
         signed.write_bytes(inrelease)
         proc = subprocess.run(
-            [tool("gpgv"), "--keyring", str(KEYRING), "--output", str(text), str(signed)],
+            [tool("gpgv"), "--status-fd", "1", "--keyring", str(KEYRING), "--output", str(text), str(signed)],
             capture_output=True,
             timeout=60,
             check=False,
         )
-        if proc.returncode != 0:
+        status = [
+            line.split()[1] for line in proc.stdout.decode(errors="replace").splitlines()[:200] if " " in line
+        ]
+        if "BADSIG" in status or "GOODSIG" not in status or not text.is_file():
+            why = proc.stderr.decode(errors="replace").strip().splitlines()
             raise CannotRun(
-                what=f"Debian's InRelease failed gpgv: {proc.stderr.decode(errors='replace')[-200:]}"
+                what=f"Debian's InRelease has no good signature: {why[-1] if why else proc.returncode}"
             )
         return text.read_text()
 
@@ -195,11 +226,12 @@ def _index_checksum(release: str) -> tuple[str, int]:
     return found.group(1), int(found.group(2))
 
 
-def _key(inrelease: bytes, wanted: set[str]) -> str:
-    digest = hashlib.sha256(inrelease)
-    digest.update(",".join(sorted(wanted)).encode())
+def _stable_key(wanted: set[str], lab_key: str) -> str:
+    """What a cut depends on besides Debian's index: the wanted names, the lab key and this code."""
+    digest = hashlib.sha256(",".join(sorted(wanted)).encode())
+    digest.update(lab_key.encode())
     digest.update(Path(__file__).read_bytes())
-    return digest.hexdigest()[:16]
+    return digest.hexdigest()[:12]
 
 
 def _copy(made: Path, target: Path) -> None:
@@ -208,23 +240,37 @@ def _copy(made: Path, target: Path) -> None:
     shutil.copytree(made, target)
 
 
-def _use_newest(target: Path, cache: Path, report: Progress, why: str) -> bool:
-    cuts = sorted(_cuts(cache), key=lambda p: p.stat().st_mtime, reverse=True)
-    if not cuts:
-        report(f"debian: {why}; the nodes use the whole of {SUITE} main")
-        return False
-    report(f"debian: {why}; the nodes use the cut of {SUITE} main made before ({cuts[0].name})")
-    _copy(cuts[0], target)
-    return True
+def _use_earlier(target: Path, cache: Path, stable: str, report: Progress, why: str) -> bool:
+    """The newest cut made before for the same wants and lab key, when Debian cannot be read now."""
+    for cut in sorted(_cuts(cache, stable), key=_mtime, reverse=True):
+        try:
+            _copy(cut, target)
+        except OSError:  # pruned by another lab meanwhile
+            continue
+        report(f"debian: {why}; the nodes use the cut of {SUITE} main made before ({cut.name})")
+        return True
+    report(f"debian: {why}; the nodes use the whole of {SUITE} main")
+    return False
 
 
-def _cuts(cache: Path) -> list[Path]:
-    return [p for p in cache.glob(f"debian-{SUITE}-*") if p.is_dir() and not p.name.endswith(".tmp")]
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _cuts(cache: Path, stable: str = "") -> list[Path]:
+    pattern = f"debian-{SUITE}-{stable}-*" if stable else f"debian-{SUITE}-*"
+    return [p for p in cache.glob(pattern) if p.is_dir() and not p.name.endswith(".tmp")]
 
 
 def _prune(cache: Path, current: Path) -> None:
+    """Keep the KEEP newest cuts; drop scratch left by a build that died over an hour ago."""
     current.touch()
-    cuts = sorted(_cuts(cache), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in cuts[KEEP:]:
+    for old in sorted(_cuts(cache), key=_mtime, reverse=True)[KEEP:]:
         shutil.rmtree(old, ignore_errors=True)
         old.with_name(old.name + ".lock").unlink(missing_ok=True)
+    for scratch in cache.glob(f"debian-{SUITE}-*.tmp"):
+        if time.time() - _mtime(scratch) > 3600:
+            shutil.rmtree(scratch, ignore_errors=True)

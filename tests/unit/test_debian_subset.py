@@ -161,7 +161,7 @@ class Archive:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/debian"
 
-    def publish(self, packages: str, *, claimed: bytes | None = None) -> None:
+    def publish(self, packages: str, *, claimed: bytes | None = None, sign=None) -> None:  # type: ignore[no-untyped-def]
         """Packages.xz, and an InRelease naming the SHA256 of `claimed` (default: the real file)."""
         data = lzma.compress(packages.encode())
         named = claimed if claimed is not None else data
@@ -172,7 +172,7 @@ class Archive:
             "Origin: Debian\nSuite: stable\nCodename: bookworm\nSHA256:\n"
             f" {hashlib.sha256(named).hexdigest()} {len(named):>8} {debian_subset.INDEX}\n"
         )
-        (dists / "InRelease").write_bytes(self.signer.clearsign(release.encode()))
+        (dists / "InRelease").write_bytes((sign or self.signer.clearsign)(release.encode()))
 
 
 @pytest.fixture
@@ -180,8 +180,18 @@ def cache():
     """The lab cache, at a short path: gpg's agent socket in the lab key's home must fit 108 bytes."""
     path = Path(tempfile.mkdtemp(prefix="r97c-"))
     yield path
-    aptrepo.stop_agent(path / "signer-v1" / "gnupg")
+    for home in (path / "signer-v1" / "gnupg", path / "lab-gnupg"):
+        aptrepo.stop_agent(home)
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def lab_key(cache, tmp_path) -> str:
+    """The host's lab key (made in the cache as `lab up` makes it); its public half in tmp_path/lab.gpg."""
+    signer = aptrepo.Signer.from_cache(cache, cache / "lab-gnupg")
+    (tmp_path / "lab.gpg").write_bytes(signer.public_key(armor=False))
+    signer.close()
+    return signer.fingerprint
 
 
 @pytest.fixture
@@ -197,40 +207,41 @@ def archive(tmp_path, cache, monkeypatch):
     signer.close()
 
 
-def ensure(archive: Archive, tmp_path: Path, cache: Path, lines: list[str]) -> bool:
-    return debian_subset.ensure(
-        tmp_path / "lab/mirror/debian", cache, {"libc6"}, archive.url, "", lines.append
-    )
+def ensure(archive: Archive, tmp_path: Path, cache: Path, lab_key: str, lines: list[str], **kw) -> bool:
+    wanted = kw.get("wanted", {"libc6"})
+    target = tmp_path / "lab/mirror/debian"
+    return debian_subset.ensure(target, cache, wanted, lab_key, archive.url, "", lines.append)
+
+
+def served_index(tmp_path: Path) -> str:
+    return (tmp_path / "lab/mirror/debian/dists/bookworm/main/binary-amd64/Packages").read_text()
 
 
 @needs_gpg
-def test_a_verified_index_is_cut_signed_with_the_lab_key_and_apt_accepts_it(archive, tmp_path, cache):
+def test_a_verified_index_is_cut_signed_with_the_lab_key_and_apt_accepts_it(
+    archive, tmp_path, cache, lab_key
+):
     archive.publish(PACKAGES)
     lines: list[str] = []
-    try:
-        assert ensure(archive, tmp_path, cache, lines), lines
-        lab_key = aptrepo.Signer.from_cache(cache, cache / "lab-gnupg")
-        (tmp_path / "lab.gpg").write_bytes(lab_key.public_key(armor=False))
-    finally:
-        aptrepo.stop_agent(cache / "lab-gnupg")
+    assert ensure(archive, tmp_path, cache, lab_key, lines), lines
     dists = tmp_path / "lab/mirror/debian/dists/bookworm"
     check = subprocess.run(
         ["gpgv", "--keyring", str(tmp_path / "lab.gpg"), str(dists / "InRelease")], capture_output=True
     )
     assert check.returncode == 0, check.stderr
-    index = (dists / "main/binary-amd64/Packages").read_text()
+    index = served_index(tmp_path)
     assert "Package: docker.io" not in index  # not in this archive: nothing is made up
     assert "Package: libc6\n" in index and "Package: unrelated" not in index
-    assert any("the nodes see 1 of bookworm main's packages" in line for line in lines), lines
+    assert lines == ["debian: the nodes see 1 of bookworm main's packages, those they can install"]
     # A real apt takes it with the lab key as Signed-By, and offers Debian's version.
-    etc, state, cache = tmp_path / "etc", tmp_path / "state", tmp_path / "apt-cache"
+    etc, state, apt_cache = tmp_path / "etc", tmp_path / "state", tmp_path / "apt-cache"
     for path in (etc / "sources.list.d", etc / "preferences.d", etc / "apt.conf.d", state / "lists/partial"):
         path.mkdir(parents=True)
-    (cache / "archives/partial").mkdir(parents=True)
+    (apt_cache / "archives/partial").mkdir(parents=True)
     source = f"deb [signed-by={tmp_path / 'lab.gpg'}] file://{tmp_path / 'lab/mirror/debian'} bookworm main\n"
     (etc / "sources.list").write_text(source)
     (tmp_path / "status").write_text("")
-    options = [f"-oDir::Etc={etc}", f"-oDir::State={state}", f"-oDir::Cache={cache}"]
+    options = [f"-oDir::Etc={etc}", f"-oDir::State={state}", f"-oDir::Cache={apt_cache}"]
     options += [
         f"-oDir::State::status={tmp_path / 'status'}",
         "-oDebug::NoLocking=1",
@@ -243,21 +254,48 @@ def test_a_verified_index_is_cut_signed_with_the_lab_key_and_apt_accepts_it(arch
 
 
 @needs_gpg
-def test_an_index_that_does_not_match_its_inrelease_is_never_served(archive, tmp_path, cache):
+def test_a_signature_by_a_key_the_host_lacks_beside_a_good_one_is_accepted_as_apt_accepts_it(
+    archive, tmp_path, cache, lab_key
+):
+    """Bookworm's InRelease carries three signatures, one by trixie's key: gpgv exits 2 on a keyring
+    without it, apt does not fail, and neither may the cut."""
+    other = aptrepo.Signer(cache / "newer-gnupg")  # its key is not in the keyring
+    other.create("Newer archive key <newer@r9700ctl.invalid>")
+    loopback = ("--pinentry-mode", "loopback", "--passphrase", "")
+    first = archive.signer
+    other._gpg("--import", stdin_data=first._gpg(*loopback, "--export-secret-keys", first.fingerprint))
+    users = ("--local-user", first.fingerprint, "--local-user", other.fingerprint)
+    try:
+        archive.publish(
+            PACKAGES, sign=lambda data: other._gpg(*loopback, *users, "--clearsign", stdin_data=data)
+        )
+    finally:
+        other.close()
+    signed = (tmp_path / "www/debian/dists/bookworm/InRelease").read_bytes()
+    assert subprocess.run(["gpgv", "--keyring", str(archive.keyring), "-"], input=signed).returncode != 0
+    lines: list[str] = []
+    assert ensure(archive, tmp_path, cache, lab_key, lines), lines
+    assert "Package: libc6\n" in served_index(tmp_path)
+
+
+@needs_gpg
+def test_an_index_that_does_not_match_its_inrelease_is_never_served(archive, tmp_path, cache, lab_key):
     archive.publish(PACKAGES, claimed=b"what Debian signed")
     lines: list[str] = []
-    assert not ensure(archive, tmp_path, cache, lines)
+    assert not ensure(archive, tmp_path, cache, lab_key, lines)
     assert not (tmp_path / "lab/mirror/debian").exists()
     assert lines == [
-        f"debian: Debian's index could not be cut (Debian's {debian_subset.INDEX} does not match its "
-        "InRelease (a proxy or mirror fault)); the nodes use the whole of bookworm main"
+        f"debian: Debian's {debian_subset.INDEX} does not match its InRelease (a proxy or mirror fault); "
+        "the nodes use the whole of bookworm main"
     ]
 
 
 @needs_gpg
-def test_an_inrelease_signed_by_another_key_falls_back_to_the_cut_made_before(archive, tmp_path, cache):
+def test_an_inrelease_signed_by_another_key_gives_no_cut_not_even_the_one_made_before(
+    archive, tmp_path, cache, lab_key
+):
     archive.publish(PACKAGES)
-    assert ensure(archive, tmp_path, cache, [])
+    assert ensure(archive, tmp_path, cache, lab_key, [])
     stranger = aptrepo.Signer(cache / "stranger")
     stranger.create("Not Debian <evil@r9700ctl.invalid>")
     try:
@@ -265,18 +303,38 @@ def test_an_inrelease_signed_by_another_key_falls_back_to_the_cut_made_before(ar
         archive.publish(PACKAGES.replace("Version: 2.36", "Version: 9.99"))
     finally:
         stranger.close()
+    shutil.rmtree(tmp_path / "lab")
     lines: list[str] = []
-    assert ensure(archive, tmp_path, cache, lines)
-    assert "failed gpgv" in lines[0] and "the cut of bookworm main made before" in lines[0], lines
-    served = tmp_path / "lab/mirror/debian/dists/bookworm/main/binary-amd64/Packages"
-    assert "Version: 9.99" not in served.read_text()
+    assert not ensure(archive, tmp_path, cache, lab_key, lines)
+    assert lines[0].startswith("debian: Debian's InRelease has no good signature: "), lines
+    assert not (tmp_path / "lab").exists()
+
+
+@needs_gpg
+def test_an_unreachable_debian_uses_the_cut_made_before_for_the_same_wants_only(
+    archive, tmp_path, cache, lab_key
+):
+    archive.publish(PACKAGES)
+    assert ensure(archive, tmp_path, cache, lab_key, [])
+    archive.server.shutdown()
+    archive.server.server_close()
+    shutil.rmtree(tmp_path / "lab")
+    lines: list[str] = []
+    assert ensure(archive, tmp_path, cache, lab_key, lines)
+    assert "could not be read" in lines[0] and "the cut of bookworm main made before" in lines[0], lines
+    assert "Package: libc6\n" in served_index(tmp_path)
+    # Made for other wants (another stand-in or seed list): never used in their place.
+    shutil.rmtree(tmp_path / "lab")
+    lines = []
+    assert not ensure(archive, tmp_path, cache, lab_key, lines, wanted={"libc6", "seed"})
+    assert lines[0].endswith("; the nodes use the whole of bookworm main"), lines
 
 
 def test_an_unreachable_debian_with_nothing_cached_leaves_the_whole_archive(tmp_path):
     lines: list[str] = []
     port = processes.free_port("127.0.0.1", 18000)
     url = f"http://127.0.0.1:{port}/debian"
-    assert not debian_subset.ensure(tmp_path / "t", tmp_path / "cache", set(), url, "", lines.append)
+    assert not debian_subset.ensure(tmp_path / "t", tmp_path / "cache", set(), "F1", url, "", lines.append)
     assert lines[0].startswith("debian: Debian's InRelease could not be read (") and lines[0].endswith(
         "; the nodes use the whole of bookworm main"
     ), lines

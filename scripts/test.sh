@@ -23,10 +23,10 @@ fi
 # What a run takes on this 2-core machine with the lab's root file system cached (the first lab
 # test builds it once: add about 5 minutes); lab tests need root, without it they are skipped.
 if [ $fast = 1 ]; then
-    echo "r9700ctl tests (--fast): setup ~5 s once installed, lint ~20 s, unit and render ~2.5 min;" \
+    echo "r9700ctl tests (--fast): setup ~5 s once installed, lint ~25 s, unit and render ~2.5-3 min;" \
         "extra arguments go to pytest"
 else
-    echo "r9700ctl tests: setup ~5 s once installed (a fresh clone: ~1 min), lint ~20 s, tests ~13.5-18 min, as fast as the machine is that hour (~16-21 when the lab snapshots are made)" \
+    echo "r9700ctl tests: setup ~5 s once installed (a fresh clone: ~1 min), lint ~20 s, tests ~13.5-15 min, as fast as the machine is that hour (~16.5-17.5 when the lab snapshots are made)" \
         "as root on 2 cores (~3 min without the lab tests); extra arguments go to pytest"
 fi
 

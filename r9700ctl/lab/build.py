@@ -198,11 +198,7 @@ def _cut_debian(lab: state.LabState, names: LabNames, standins: frozenset[str], 
     """The nodes' Debian source: the lab's cut of bookworm main (r9700ctl/lab/debian_subset.py),
     read through the lab's apt proxy; the whole archive where Debian's index cannot be read."""
     host = names.host_address
-    if not processes.wait_for_port(host, lab.proxy_port, timeout=15, pid=lab.proxy_pid):
-        log = _log(lab, "apt-cacher-ng")
-        raise CannotRun(
-            what=f"the lab's apt proxy did not start on {host}:{lab.proxy_port}: {processes.tail(log)}"
-        )
+    _wait_service(host, "apt proxy", lab.proxy_port, lab.proxy_pid, _log(lab, "apt-cacher-ng"))
     if debian_subset.ensure(
         Path(lab.directory) / "mirror" / DEBIAN_PATH,
         rootfs.cache_dir(),
@@ -227,12 +223,16 @@ def _wait_services(lab: state.LabState, names: LabNames, report: Progress) -> No
         ("apt proxy", lab.proxy_port, lab.proxy_pid, _log(lab, "apt-cacher-ng")),
         ("container registry", lab.registry_port, lab.registry_pid, _log(lab, "registry")),
     ):
-        if not processes.wait_for_port(host, port, timeout=15, pid=pid):
-            raise CannotRun(what=f"the lab's {label} did not start on {host}:{port}: {processes.tail(log)}")
+        _wait_service(host, label, port, pid, log)
     report(
         f"mirror at http://{host}:{lab.mirror_port}, apt proxy at http://{host}:{lab.proxy_port}, "
         f"container registry at http://{host}:{lab.registry_port}"
     )
+
+
+def _wait_service(host: str, label: str, port: int, pid: int | None, log: Path) -> None:
+    if not processes.wait_for_port(host, port, timeout=15, pid=pid):
+        raise CannotRun(what=f"the lab's {label} did not start on {host}:{port}: {processes.tail(log)}")
 
 
 def node_url(port: int) -> str:

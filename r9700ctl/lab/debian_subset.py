@@ -10,11 +10,12 @@ What: Debian's own index entries for the packages the root file system has insta
 (every package a role or a lab test installs from Debian) and for the names of the lab's AMD
 stand-ins (Debian has a rocminfo of its own, which AMD's must win against), closed over Depends,
 Pre-Depends and Recommends with every alternative and every provider of a virtual package, so apt
-resolves on a node as it would against the whole archive (about 1,300 packages). The index is taken from
-Debian's InRelease after gpgv checked it with the host's debian-archive-keyring and the Packages
-file against its SHA256 there, then signed again with the lab's key. The packages themselves are
-Debian's: the lab mirror answers pool/ with a redirect to the Debian mirror, and the node's apt
-fetches them through the lab's apt-cacher-ng like before. Nothing here is a stand-in.
+resolves on a node as it would against the whole archive (1,244 packages at the first build). The
+index is taken from Debian's InRelease after gpgv checked it with the host's debian-archive-keyring
+and the Packages file against its SHA256 there, then signed again with the lab's key. The
+packages themselves are Debian's: the lab mirror answers pool/ with a redirect to the Debian
+mirror, and the node's apt fetches them through the lab's apt-cacher-ng like before. Nothing here
+is a stand-in.
 
 Cached per host below the lab cache, keyed by what is wanted, the lab key, this file and Debian's
 InRelease. A host that cannot read Debian's index now uses the newest cut made for the same wants
@@ -71,9 +72,10 @@ def ensure(
     """Write the cut of Debian into `target` (a directory holding dists/); False when there is none.
 
     wanted: besides SEEDS, the packages installed in the root file system and the names of the
-    lab's AMD stand-ins: Debian's packages of the same names (its own rocminfo 5.2.3, rocm-smi,
-    hipcc ...) stay in the cut, so the nodes' apt weighs them against AMD's as on a real node, and
-    r9700_repos's pin still has something to win against. lab_key: the fingerprint of the lab key
+    lab's AMD stand-ins: Debian's packages of the same names (its own rocminfo 5.2.3-2 and hipcc:
+    bookworm's main index, https://packages.debian.org/bookworm/rocminfo) stay in the cut, so the
+    nodes' apt weighs them against AMD's as on a real node, and r9700_repos's pin still has
+    something to win against. lab_key: the fingerprint of the lab key
     the nodes trust (aptrepo.Signer.from_cache), which signs the cut.
     """
     wanted = {*wanted, *SEEDS}
@@ -95,7 +97,8 @@ def ensure(
         _write_signed(work, ("\n\n".join(stanzas) + "\n").encode(), cache, lab_key)
 
     try:
-        locks.build_once(made, made.with_name(made.name + ".lock"), build)
+        if not locks.build_once(made, made.with_name(made.name + ".lock"), build):
+            report(f"debian: the nodes see the cut of {SUITE} main made for this index ({made.name})")
         _copy(made, target)
     except CannotRun as exc:  # a signature or checksum that does not hold: no cut, new or earlier
         report(f"debian: {exc.what}; the nodes use the whole of {SUITE} main")
